@@ -1,0 +1,110 @@
+"""`symphony.launch`: validate, record and start an experiment; returns a handle to manage it."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from symphony.backends import get_backend
+from symphony.backends.base import ALIVE_STATES, Backend, ExperimentStatus
+from symphony.errors import SymphonyError
+from symphony.records import ExperimentRecord, Records
+from symphony.spec import Experiment, check_name
+
+
+class ExperimentHandle:
+    """A launched experiment: status, logs, stop and wait, through its backend."""
+
+    def __init__(self, backend: Backend, record: ExperimentRecord) -> None:
+        self.backend = backend
+        self.record = record
+
+    @property
+    def name(self) -> str:
+        """The experiment name."""
+        return self.record.name
+
+    def status(self) -> ExperimentStatus:
+        """The live status (`Backend.describe`)."""
+        return self.backend.describe(self.record)
+
+    def logs(self, process: str, tail: int | None = None) -> str:
+        """Everything `process` printed so far (or its last `tail` lines)."""
+        return "".join(self.backend.logs(self.record, process, tail=tail))
+
+    def follow(self, process: str) -> Iterator[str]:
+        """Yield `process`'s lines as they come, until it ends."""
+        return self.backend.logs(self.record, process, follow=True)
+
+    def wait(self, timeout: float | None = None, poll_s: float = 0.1) -> ExperimentStatus:
+        """Poll until no process is alive (or `timeout` seconds passed); return the last status."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            status = self.status()
+            if not any(p.state in ALIVE_STATES for p in status.processes):
+                return status
+            if deadline is not None and time.monotonic() > deadline:
+                return status
+            time.sleep(poll_s)
+
+    def stop(self, force: bool = False) -> None:
+        """Stop every process and remove the record (`symphony delete`)."""
+        self.backend.delete(self.record, force=force)
+        self.backend.records.remove(self.record.name)
+
+    def __enter__(self) -> ExperimentHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def launch(
+    experiment: Experiment,
+    backend: str = "local",
+    *,
+    name: str | None = None,
+    detach: bool = True,
+    records: Records | None = None,
+    owner: str | None = None,
+    launch_command: list[str] | None = None,
+    **options: Any,
+) -> ExperimentHandle:
+    """Validate `experiment`, record it and start it on `backend`.
+
+    Args:
+        experiment: what to run.
+        backend: a registered backend name (see `symphony.backends.BACKENDS`).
+        name: run under this name instead of `experiment.name`.
+        detach: return once started (True), or stay attached until it ends or Ctrl-C (False).
+        records: the record store (default: the state directory).
+        owner: recorded owner (default: the current user).
+        launch_command: the command line recorded with the experiment (default: sys.argv).
+        **options: backend options (e.g. tmux `socket=`).
+
+    Returns:
+        An ExperimentHandle (for an attached launch, the experiment has ended already).
+    """
+    if name:
+        experiment.name = check_name(name, "experiment name")
+    experiment.validate()
+    impl = get_backend(backend, records=records, **options)
+    record = impl.records.create(experiment, backend, owner=owner,
+                                 launch_command=launch_command or list(sys.argv))
+    try:
+        impl.launch(experiment, record, detach=detach)
+    except BaseException as err:
+        if isinstance(err, SymphonyError) or not isinstance(err, KeyboardInterrupt):
+            _discard(impl, record)
+        raise
+    return ExperimentHandle(impl, record)
+
+
+def _discard(impl: Backend, record: ExperimentRecord) -> None:
+    """A launch that failed leaves nothing behind: stop what started, drop the record."""
+    try:
+        impl.delete(record, force=True)
+    finally:
+        impl.records.remove(record.name)

@@ -1,0 +1,220 @@
+"""Experiment records: one folder per experiment in a state directory a team can share.
+
+Where the state directory is (first match wins):
+
+1. env `SYMPHONY_HOME`;
+2. `home:` in the config file: env `SYMPHONY_CONFIG`, else `~/.config/symphony/config.yaml`
+   (the file may also set `backend:` the default backend, and `tmux_socket:`);
+3. `~/.symphony`.
+
+Layout of `<home>/experiments/<name>/`:
+
+    record.yaml     the ExperimentRecord below (written atomically; safe to read any time)
+    spec.yaml       the experiment spec (Experiment.to_yaml), for humans and `symphony launch`
+    logs/<process>.log
+    ...             anything the backend keeps (the local supervisor's state.json, compose files)
+
+Every backend's experiment gets a record at launch; `symphony list/describe/logs/delete` find the
+backend of an experiment through its record. Names are unique in one state directory, so a team
+pointing SYMPHONY_HOME at one shared folder sees each other's experiments (with owners).
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from symphony.errors import ExperimentNotFound, SymphonyError
+from symphony.spec import Experiment
+
+ACTIVE_STATUSES = ("launching", "running")
+RECORD_FILE = "record.yaml"
+
+
+def config_path() -> Path:
+    """The config file path (it need not exist)."""
+    default = Path.home() / ".config" / "symphony" / "config.yaml"
+    return Path(os.environ.get("SYMPHONY_CONFIG", default)).expanduser()
+
+
+def load_config() -> dict[str, Any]:
+    """The config file's mapping ({} when there is none)."""
+    path = config_path()
+    if not path.exists():
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise SymphonyError(f"{path} must hold a YAML mapping such as `home: /shared/symphony`")
+    return data
+
+
+def state_dir() -> Path:
+    """The state directory (see the module docstring for the lookup order)."""
+    if os.environ.get("SYMPHONY_HOME"):
+        return Path(os.environ["SYMPHONY_HOME"]).expanduser()
+    home = load_config().get("home")
+    return Path(home).expanduser() if home else Path.home() / ".symphony"
+
+
+def current_owner() -> str:
+    """The user name recorded as an experiment's owner."""
+    try:
+        return getpass.getuser()
+    except Exception:  # noqa: BLE001 - no passwd entry in some containers
+        return str(os.getuid())
+
+
+@dataclass
+class ExperimentRecord:
+    """What symphony remembers about one launched experiment.
+
+    Attributes:
+        name: experiment name (unique in the state directory).
+        backend: registered backend name ("local", "tmux", "kube", ...).
+        owner: user who launched it.
+        created: launch time, seconds since the epoch.
+        status: last known status: "launching", "running", "finished", "failed", "stopped".
+            Backends compute live status in `describe`; this is what they last wrote.
+        spec: `Experiment.to_dict()` of what was launched.
+        logs: process name -> log file path (file-based backends).
+        data: backend-specific state (supervisor pid, tmux socket, namespace, compose file...).
+        launch_command: the command line that launched it.
+        path: the record's folder (not stored in the file).
+    """
+
+    name: str
+    backend: str
+    owner: str
+    created: float
+    status: str = "launching"
+    spec: dict[str, Any] = field(default_factory=dict)
+    logs: dict[str, str] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    launch_command: list[str] = field(default_factory=list)
+    path: Path | None = None
+
+    def experiment(self) -> Experiment:
+        """The launched experiment, rebuilt from the stored spec."""
+        return Experiment.from_dict(self.spec)
+
+    def log_path(self, process: str) -> Path:
+        """Where a file-based backend writes `process`'s output (logs/<process>.log)."""
+        return self._dir() / "logs" / f"{process}.log"
+
+    def file(self, name: str) -> Path:
+        """A backend-owned file inside the record folder."""
+        return self._dir() / name
+
+    def save(self) -> None:
+        """Write record.yaml atomically."""
+        folder = self._dir()
+        data = asdict(self)
+        data.pop("path")
+        tmp = folder / f".{RECORD_FILE}.{os.getpid()}.tmp"
+        tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+        os.replace(tmp, folder / RECORD_FILE)
+
+    def set_status(self, status: str) -> None:
+        """Update and save the status."""
+        self.status = status
+        self.save()
+
+    def _dir(self) -> Path:
+        if self.path is None:
+            raise SymphonyError(f"record {self.name!r} has no folder; create it with Records.create")
+        return self.path
+
+    @classmethod
+    def load(cls, folder: Path) -> ExperimentRecord:
+        """Read record.yaml from a record folder."""
+        data = yaml.safe_load((folder / RECORD_FILE).read_text()) or {}
+        return cls(path=folder, **data)
+
+
+class Records:
+    """The experiment records in one state directory.
+
+    Args:
+        home: the state directory; default `state_dir()`.
+    """
+
+    def __init__(self, home: str | Path | None = None) -> None:
+        self.home = Path(home).expanduser() if home else state_dir()
+
+    @property
+    def folder(self) -> Path:
+        """`<home>/experiments`."""
+        return self.home / "experiments"
+
+    def create(
+        self, experiment: Experiment, backend: str, *, owner: str | None = None,
+        launch_command: list[str] | None = None,
+    ) -> ExperimentRecord:
+        """Make a new record (atomically); a name already in use is an error with the fix."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        folder = self.folder / experiment.name
+        try:
+            folder.mkdir()
+        except FileExistsError:
+            raise SymphonyError(
+                f"an experiment named {experiment.name!r} exists in {self.folder}; delete it "
+                f"(`symphony delete {experiment.name}`) or launch with another --name"
+            ) from None
+        (folder / "logs").mkdir()
+        (folder / "spec.yaml").write_text(experiment.to_yaml())
+        record = ExperimentRecord(
+            name=experiment.name, backend=backend, owner=owner or current_owner(),
+            created=time.time(), spec=experiment.to_dict(),
+            launch_command=list(launch_command or []), path=folder,
+        )
+        record.logs = {p: str(record.log_path(p)) for p in experiment.process_names()}
+        record.save()
+        return record
+
+    def load(self, name: str) -> ExperimentRecord:
+        """The record of `name` exactly (ExperimentNotFound if none)."""
+        folder = self.folder / name
+        if not (folder / RECORD_FILE).exists():
+            raise ExperimentNotFound(f"no experiment {name!r} in {self.folder}; see `symphony list --all`")
+        return ExperimentRecord.load(folder)
+
+    def all(self) -> list[ExperimentRecord]:
+        """Every readable record, oldest first."""
+        if not self.folder.exists():
+            return []
+        records = []
+        for folder in self.folder.iterdir():
+            if (folder / RECORD_FILE).exists():
+                try:
+                    records.append(ExperimentRecord.load(folder))
+                except (OSError, yaml.YAMLError, TypeError):
+                    continue  # half-written by another user's launch; skip it
+        return sorted(records, key=lambda r: r.created)
+
+    def resolve(self, prefix: str, extra: list[str] | None = None) -> str:
+        """The one experiment name that `prefix` selects among records (and `extra` names)."""
+        names = sorted({r.name for r in self.all()} | set(extra or []))
+        return resolve_prefix(prefix, names, "experiment")
+
+    def remove(self, name: str) -> None:
+        """Delete a record folder and everything in it (logs included)."""
+        shutil.rmtree(self.folder / name, ignore_errors=True)
+
+
+def resolve_prefix(prefix: str, names: list[str], what: str) -> str:
+    """An exact match, else the unique name starting with `prefix`; else a clear error."""
+    if prefix in names:
+        return prefix
+    matches = [n for n in names if n.startswith(prefix)]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise ExperimentNotFound(f"no {what} matches {prefix!r}; {what}s: {names or 'none'}")
+    raise ExperimentNotFound(f"{prefix!r} is ambiguous: it matches {what}s {matches}; type more of the name")

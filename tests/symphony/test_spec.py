@@ -1,0 +1,74 @@
+"""The experiment model: declarations, validation errors with fixes, YAML round trip."""
+
+import pytest
+
+from symphony import Experiment, Process, ProcessGroup, Resources, RestartPolicy, SpecError
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def _ring(n: int = 3) -> Experiment:
+    exp = Experiment("ring")
+    for i in range(n):
+        exp.add(Process(f"node-{i}", ["python", "node.py", str(i)]).binds(f"in-{i}").connects(f"in-{(i + 1) % n}"))
+    return exp
+
+
+def test_yaml_round_trip_keeps_everything():
+    exp = _ring()
+    group = ProcessGroup("actors").add(
+        Process("actor-0", "python act.py --seed 0", env={"A": "1"}, cwd="/tmp",
+                resources=Resources(cpu=0.5, memory_gb=2, gpu=1, node_pool="gpu"),
+                restart=RestartPolicy("always", max_restarts=7, backoff_s=0.5, max_backoff_s=4),
+                image="img:1").connects("in-0"),
+        Process("tb", ["tensorboard"]).exposes("board"),
+    )
+    exp.add(group)
+    exp.image, exp.metadata = "base:2", {"git": "abc"}
+    again = Experiment.from_yaml(exp.validate().to_yaml())
+    assert again == exp
+    assert again.to_yaml() == exp.to_yaml()
+    assert [g.name for g in again.groups()] == ["node-0", "node-1", "node-2", "actors"]
+    assert again.process("tb").bound == ["board"] and again.process("tb").exposed == ["board"]
+
+
+def test_groups_treat_a_lone_process_as_a_group_of_one():
+    exp = _ring(2)
+    groups = list(exp.groups())
+    assert [(g.name, [p.name for p in g.processes]) for g in groups] == [
+        ("node-0", ["node-0"]), ("node-1", ["node-1"])]
+    assert exp.group_of("node-1") == "node-1"
+
+
+@pytest.mark.parametrize("make, fragment", [
+    (lambda: Process("Bad_Name", "x"), "try 'bad-name'"),
+    (lambda: Process("a", []), "has no command"),
+    (lambda: Process("a", "   "), "has no command"),
+    (lambda: Process("a", "x").binds("s").connects("s"), "already binds 's'"),
+    (lambda: Process("a", "x").binds("Not OK"), "service name"),
+    (lambda: Experiment("x").add(Process("a", "x"), Process("a", "y")), "used twice"),
+    (lambda: Experiment("x").add(Process("g", "x"), ProcessGroup("g")), "used twice"),
+    (lambda: Experiment("x").add(Process("a", "x").connects("nope")).validate(), "add `.binds('nope')`"),
+    (lambda: Experiment("x").add(Process("a", "x").binds("s"), Process("b", "y").binds("s")).validate(),
+     "bound by both"),
+    (lambda: Experiment("x").validate(), "has no processes"),
+    (lambda: Experiment("x").add(ProcessGroup("g").add(
+        Process("a", "x", resources=Resources(node_pool="p1")),
+        Process("b", "x", resources=Resources(node_pool="p2")))).validate(), "same node_pool"),
+    (lambda: RestartPolicy("sometimes"), "unknown"),
+    (lambda: Experiment.from_yaml("name: x\nprocesses: [{name: a, command: x, colour: red}]"), "colour"),
+    (lambda: Experiment.from_yaml("name: [oops"), "not valid YAML"),
+])
+def test_bad_declarations_fail_early_with_a_fix(make, fragment):
+    with pytest.raises(SpecError, match=None) as err:
+        make()
+    assert fragment in str(err.value)
+
+
+def test_restart_policy_backoff_doubles_and_caps():
+    policy = RestartPolicy("on-failure", max_restarts=5, backoff_s=1, max_backoff_s=3)
+    assert [policy.delay(i) for i in range(4)] == [1, 2, 3, 3]
+    assert policy.should_restart(-9, 0) and not policy.should_restart(0, 0)
+    assert not policy.should_restart(1, 5)
+    assert RestartPolicy("always").should_restart(0, 0)
+    assert not RestartPolicy().should_restart(1, 0)
