@@ -1,0 +1,5 @@
+"""`python -m cloudwise`."""
+
+from cloudwise.cli import main
+
+main()
