@@ -1,0 +1,209 @@
+"""The compose backend: an experiment as a docker compose project on one docker engine.
+
+`launch` renders the compose file (`compose_render`: one container per process, a sandbox
+container per multi-process group holding its network and IPC namespaces), checks it against the
+compose specification, records the image ids/digests it will run, writes it into the record folder
+(`compose.yaml`) and runs `docker compose up -d` (the plugin where it exists, else
+`docker-compose`). `describe/logs/exec/delete` talk to the engine through the docker SDK, finding
+containers by their compose project label, so they work from any shell that reaches the engine.
+
+Options (keyword arguments, e.g. from `symphony launch --backend compose`):
+    network         "service" (default; compose's project network, addresses are service names)
+                    or "host" (host networking, addresses are free ports on 127.0.0.1); the
+                    default can be set with env SYMPHONY_COMPOSE_NETWORK.
+    image           image for processes whose spec names none.
+    shm_size        /dev/shm per group (default "1g"), for caraml's DataFetcher.
+    base_port       first port in "service" mode (default 7000).
+    stop_grace_s    SIGTERM-to-SIGKILL grace when stopping (default 10).
+    compose_command the compose CLI to run (default: detected; env SYMPHONY_COMPOSE_COMMAND).
+
+An attached launch (`detach=False`) polls until every process ended, and on Ctrl-C deletes the
+experiment's containers before returning.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import yaml
+
+from symphony.backends import compose_engine as engine
+from symphony.backends.base import (
+    ALIVE_STATES,
+    STOPPED,
+    Backend,
+    ExperimentStatus,
+    ExperimentSummary,
+    ProcessStatus,
+)
+from symphony.backends.compose_render import (
+    EXPERIMENT_LABEL,
+    OWNER_LABEL,
+    PROCESS_LABEL,
+    ComposeOptions,
+    image_of,
+    project_name,
+    render_compose,
+)
+from symphony.backends.compose_schema import validate_compose
+from symphony.errors import BackendError
+from symphony.records import ExperimentRecord
+from symphony.spec import Experiment
+
+COMPOSE_FILE = "compose.yaml"
+_OPTIONS = {"network", "image", "shm_size", "base_port", "stop_grace_s", "compose_command"}
+
+
+class ComposeBackend(Backend):
+    """Runs experiments as docker compose projects (see the module docstring for options)."""
+
+    name: ClassVar[str] = "compose"
+
+    def __init__(self, records: Any = None, **options: Any) -> None:
+        unknown = set(options) - _OPTIONS
+        if unknown:
+            raise BackendError(f"unknown compose option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+        super().__init__(records, **options)
+        self.compose_options = ComposeOptions(
+            network=options.get("network") or os.environ.get("SYMPHONY_COMPOSE_NETWORK", "service"),
+            image=options.get("image"),
+            shm_size=str(options.get("shm_size", "1g")),
+            base_port=int(options.get("base_port", 7000)),
+            stop_grace_s=int(options.get("stop_grace_s", 10)),
+        )
+        self._client: Any = None
+
+    @property
+    def client(self) -> Any:
+        """The docker SDK client (connected on first use)."""
+        if self._client is None:
+            self._client = engine.docker_client()
+        return self._client
+
+    def render(self, experiment: Experiment, owner: str) -> dict[str, Any]:
+        """The validated compose file of `experiment` as a mapping."""
+        compose = render_compose(experiment, owner, self.compose_options)
+        validate_compose(compose)
+        return compose
+
+    def plan(self, experiment: Experiment) -> str:
+        """The compose file `launch` would run (for --dry-run; nothing is started)."""
+        from symphony.records import current_owner
+
+        project = project_name(experiment.name)
+        header = (f"# compose project {project}; run with: docker compose -p {project} -f FILE up -d\n"
+                  f"# network mode: {self.compose_options.network}\n")
+        return header + yaml.safe_dump(self.render(experiment, current_owner()), sort_keys=False)
+
+    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+        """Writes the compose file into the record, records the images, and starts the project."""
+        compose = self.render(experiment, record.owner)
+        images = sorted({image_of(experiment, p, self.compose_options) for p in experiment.processes()})
+        identities = {image: engine.image_identity(self.client, image) for image in images}
+        compose_file = record.file(COMPOSE_FILE)
+        compose_file.write_text(yaml.safe_dump(compose, sort_keys=False))
+        command = engine.compose_command(self.options.get("compose_command"))
+        project = project_name(experiment.name)
+        record.data.update({
+            "project": project, "compose_file": str(compose_file), "compose_command": command,
+            "network": self.compose_options.network, "images": identities,
+            "launch_files": _save_launch_files(record),
+        })
+        record.save()
+        engine.run_compose(command, project, compose_file, "up", "-d", "--no-build")
+        record.set_status("running")
+        if not detach:
+            self._attach(record)
+
+    def _attach(self, record: ExperimentRecord) -> None:
+        try:
+            while any(p.state in ALIVE_STATES for p in self.describe(record).processes):
+                time.sleep(0.5)  # polling the engine, not synchronizing
+        except KeyboardInterrupt:
+            self.delete(record)
+            record.data["exit_code"] = 130
+            record.set_status("stopped")
+            return
+        status = self.describe(record).status
+        record.data["exit_code"] = 0 if status == "finished" else 1
+        record.set_status(status)
+
+    def describe(self, record: ExperimentRecord) -> ExperimentStatus:
+        """Each process's container state, exit code and restarts, found by the project label."""
+        project = record.data.get("project", project_name(record.name))
+        seen = {s.name: s for s in map(engine.process_status,
+                                       engine.project_containers(self.client, project))}
+        names = record.experiment().process_names() if record.spec else sorted(seen)
+        processes = [seen.get(n) or ProcessStatus(n, STOPPED if record.status != "launching" else "pending")
+                     for n in names]
+        return self.status_from_record(record, processes, project=project,
+                                       images=record.data.get("images", {}),
+                                       compose_file=record.data.get("compose_file"))
+
+    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """The container output of one process (stdout and stderr interleaved)."""
+        project = record.data.get("project", project_name(record.name))
+        container = engine.process_container(self.client, project, process)
+        return engine.container_lines(container, follow, tail)
+
+    def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
+        """Runs `command` inside the process's running container."""
+        project = record.data.get("project", project_name(record.name))
+        return engine.exec_in(self.client, engine.process_container(self.client, project, process),
+                              command)
+
+    def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
+        """Stops (SIGTERM, grace, SIGKILL) and removes every container and network of the project."""
+        project = record.data.get("project", project_name(record.name))
+        containers = engine.project_containers(self.client, project, role=None)
+        grace = 0 if force else self.compose_options.stop_grace_s
+        for container in sorted(containers, key=lambda c: c.labels.get("io.symphony.role") == "sandbox"):
+            try:
+                if not force and container.status == "running":
+                    container.stop(timeout=grace)
+                container.remove(force=True)
+            except Exception as exc:  # noqa: BLE001 - already gone is fine
+                if "No such container" not in str(exc) and "is already in progress" not in str(exc):
+                    raise BackendError(f"could not remove container {container.name}: {exc}") from exc
+        for network in self.client.networks.list(filters={"label": f"{engine.PROJECT_LABEL}={project}"}):
+            network.remove()
+
+    def list(self) -> list[ExperimentSummary]:
+        """Recorded compose experiments, plus labelled containers of experiments with no record here."""
+        summaries = super().list()
+        known = {s.name for s in summaries}
+        orphans: dict[str, list[Any]] = {}
+        for container in self.client.containers.list(all=True, filters={"label": EXPERIMENT_LABEL}):
+            name = container.labels[EXPERIMENT_LABEL]
+            if name not in known and container.labels.get(PROCESS_LABEL):
+                orphans.setdefault(name, []).append(container)
+        for name, containers in sorted(orphans.items()):
+            record = ExperimentRecord(name, self.name, containers[0].labels.get(OWNER_LABEL, "?"),
+                                      created=min(_created(c) for c in containers), status="running",
+                                      data={"project": containers[0].labels.get(engine.PROJECT_LABEL)})
+            summaries.append(self.describe(record).summary())
+        return summaries
+
+
+def _created(container: Any) -> float:
+    stamp = engine._timestamp(container.attrs.get("Created"))
+    return stamp if stamp is not None else time.time()
+
+
+def _save_launch_files(record: ExperimentRecord) -> list[str]:
+    """Copies the files named on the launch command line (the launch script) into the record."""
+    saved = []
+    target = record.file("launch")
+    for arg in record.launch_command[1:]:  # [0] is the program (symphony, python)
+        path = Path(arg)
+        if path.suffix in (".py", ".yaml", ".yml") and path.is_file():
+            target.mkdir(exist_ok=True)
+            shutil.copy2(path, target / path.name)
+            saved.append(str(target / path.name))
+    return saved

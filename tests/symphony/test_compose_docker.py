@@ -1,0 +1,136 @@
+"""The compose backend on a real docker engine (host network): the ring example, failures, cleanup."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from symphony.backends.compose import ComposeBackend
+from symphony.backends.compose_schema import schema_errors
+from symphony.build import build_image
+from symphony.build_config import BuildConfig
+from symphony.build_context import ContextEntry
+from symphony.cli import main
+from symphony.launcher import launch
+from symphony.records import Records
+from symphony.spec import Experiment, Process, ProcessGroup, RestartPolicy
+from tests.symphony import docker_engine as engine
+from tests.symphony.docker_engine import DockerEngine
+
+docker_engine, busybox_image, python_image = engine.docker_engine, engine.busybox_image, engine.python_image
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
+ROOT = Path(__file__).resolve().parents[2]
+RING = ROOT / "examples" / "01_ring"
+
+
+def _containers(engine: DockerEngine, experiment: str) -> list:
+    return engine.client.containers.list(all=True, filters={"label": f"io.symphony.experiment={experiment}"})
+
+
+def _until(predicate, timeout: float = 60.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.2)  # polling with a deadline
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def ring_image(docker_engine: DockerEngine, python_image: str, tmp_path: Path) -> str:
+    """The local Python image plus the ring example at the path its spec names as cwd."""
+    (tmp_path / "Dockerfile").write_text(f"FROM {python_image}\nCOPY . /\n")
+    config = BuildConfig(tag="symphony-test/ring:latest", dockerfile=tmp_path / "Dockerfile",
+                         context=(ContextEntry.of(RING, str(RING).lstrip("/")),))
+    return build_image(config, docker_engine.client).tag
+
+
+def _symphony(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "symphony", *args], capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env}, cwd=ROOT)
+
+
+def test_ring_example_runs_under_compose_and_is_managed_by_the_cli(
+        tmp_path: Path, docker_engine: DockerEngine, ring_image: str) -> None:
+    env = {"SYMPHONY_HOME": str(tmp_path / "home"), "RING_ROUNDS": "0"}
+    launched = _symphony("launch", str(RING / "ring.py"), "--backend", "compose", "--detach",
+                         "-o", "network=host", "-o", f"image={ring_image}", env=env)
+    assert launched.returncode == 0, launched.stderr
+    try:
+        record = Records(tmp_path / "home").load("ring")
+        image_id = docker_engine.client.images.get(ring_image).id
+        assert record.data["images"][ring_image]["id"] == image_id
+        assert Path(record.data["launch_files"][0]).read_text() == (RING / "ring.py").read_text()
+        assert yaml.safe_load(Path(record.data["compose_file"]).read_text())["services"].keys() == {
+            "node-0", "node-1", "node-2"}
+
+        listing = _symphony("list", env=env)
+        assert listing.returncode == 0 and "ring" in listing.stdout and "compose" in listing.stdout
+        # The counter goes round: node 2 passes counts it got from node 1 back to node 0.
+        _until(lambda: "node 0 got count" in _symphony("logs", "ring", "node-0", env=env).stdout,
+               what="the counter to come round to node 0")
+        described = _symphony("describe", "ring", env=env)
+        assert described.returncode == 0, described.stderr
+        for node in ("node-0", "node-1", "node-2"):
+            line = next(ln for ln in described.stdout.splitlines() if ln.split()[:1] == [node])
+            assert "running" in line
+        assert len(_containers(docker_engine, "ring")) == 3
+    finally:
+        deleted = _symphony("delete", "ring", env=env)
+    assert deleted.returncode == 0, deleted.stderr
+    assert _containers(docker_engine, "ring") == []
+    assert "ring" not in _symphony("list", "--all", env=env).stdout
+
+
+def test_failed_process_shows_failed_with_logs_and_groups_share_ipc(
+        tmp_path: Path, docker_engine: DockerEngine, busybox_image: str) -> None:
+    writer = Process("writer", "echo hello > /dev/shm/token && exec sleep 60")
+    reader = Process("reader", "for i in $(seq 200); do [ -f /dev/shm/token ] && cat /dev/shm/token "
+                               "&& exit 0; sleep 0.1; done; echo no token; exit 1")
+    bad = Process("bad", "echo going down; echo oops >&2; exit 3")
+    flaky = Process("flaky", "echo try; exit 1", restart=RestartPolicy("on-failure", max_restarts=2))
+    exp = Experiment("mixed", image=busybox_image).add(ProcessGroup("pair", [writer, reader]), bad, flaky)
+    records = Records(tmp_path / "home")
+    handle = launch(exp, "compose", records=records, network="host")
+    try:
+        ended = ("reader", "bad", "flaky")
+        status = _until(lambda: (s := handle.status()) and all(
+            s.process(n).state in ("exited", "failed") and s.process(n).restarts >= (2 if n == "flaky" else 0)
+            for n in ended) and s, what="reader, bad and flaky to end")
+        assert status.process("bad").state == "failed" and status.process("bad").exit_code == 3
+        assert status.process("reader").state == "exited"  # it read the writer's shared memory
+        assert status.process("writer").state == "running"
+        assert status.process("flaky").state == "failed" and status.process("flaky").restarts == 2
+        assert status.status == "running"
+        assert sorted(handle.logs("bad").splitlines()) == ["going down", "oops"]  # stdout + stderr
+        assert handle.logs("reader") == "hello\n"
+        assert handle.logs("flaky").count("try") == 3
+        assert handle.backend.exec(handle.record, "writer", ["cat", "/dev/shm/token"]) == 0
+        assert handle.backend.exec(handle.record, "writer", ["sh", "-c", "exit 5"]) == 5
+        assert len(_containers(docker_engine, "mixed")) == 5  # four processes and the group sandbox
+    finally:
+        handle.stop()
+    assert _containers(docker_engine, "mixed") == []
+
+
+def test_dry_run_prints_a_valid_compose_file_and_starts_nothing(
+        tmp_path: Path, docker_engine: DockerEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("backend_options:\n  compose: {network: host, image: none/such:1}\n")
+    monkeypatch.setenv("SYMPHONY_CONFIG", str(config))
+    monkeypatch.setenv("SYMPHONY_HOME", str(tmp_path / "home"))
+    result = CliRunner().invoke(main, ["launch", str(RING / "ring.py"), "--backend", "compose", "--dry-run"])
+    assert result.exit_code == 0, result.output
+    compose = yaml.safe_load(result.output)
+    assert schema_errors(compose) == [] and set(compose["services"]) == {"node-0", "node-1", "node-2"}
+    assert compose["services"]["node-0"]["network_mode"] == "host"
+    assert _containers(docker_engine, "ring") == [] and Records(tmp_path / "home").all() == []
+    assert ComposeBackend.name == "compose"
