@@ -116,9 +116,32 @@ def test_failed_process_shows_failed_with_logs_and_groups_share_ipc(
         assert handle.backend.exec(handle.record, "writer", ["cat", "/dev/shm/token"]) == 0
         assert handle.backend.exec(handle.record, "writer", ["sh", "-c", "exit 5"]) == 5
         assert len(_containers(docker_engine, "mixed")) == 5  # four processes and the group sandbox
+        # A teammate with another state directory on the same engine sees it through the labels.
+        seen = ComposeBackend(records=Records(tmp_path / "elsewhere")).list()
+        assert [(s.name, s.owner, s.processes) for s in seen] == [("mixed", handle.record.owner, 4)]
     finally:
         handle.stop()
     assert _containers(docker_engine, "mixed") == []
+
+
+def test_attached_ring_runs_to_the_end_and_leaves_its_record(
+        tmp_path: Path, docker_engine: DockerEngine, ring_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RING_ROUNDS", "2")
+    sys.path.insert(0, str(RING))
+    try:
+        from ring import make_experiment
+    finally:
+        sys.path.remove(str(RING))
+    handle = launch(make_experiment(), "compose", detach=False, records=Records(tmp_path / "home"),
+                    network="host", image=ring_image)
+    try:
+        status = handle.status()
+        assert status.status == "finished" and handle.record.data["exit_code"] == 0
+        assert [p.exit_code for p in status.processes] == [0, 0, 0]
+        assert "got stop at count 6" in handle.logs("node-0")
+    finally:
+        handle.stop()
+    assert _containers(docker_engine, "ring") == []
 
 
 def test_dry_run_prints_a_valid_compose_file_and_starts_nothing(
