@@ -1,0 +1,238 @@
+"""The `symphony` command line."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+import yaml
+
+from symphony.backends import backend_class, backend_names, get_backend
+from symphony.backends.base import Backend
+from symphony.errors import SymphonyError
+from symphony.records import (
+    ACTIVE_STATUSES,
+    ExperimentRecord,
+    Records,
+    current_owner,
+    load_config,
+    resolve_prefix,
+)
+
+
+def _errors(func: Callable) -> Callable:
+    """Turn symphony's errors into a one-line `Error: ...` and exit status 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SymphonyError as err:
+            raise click.ClickException(str(err)) from err
+
+    return wrapper
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="surreal-stack")
+def main() -> None:
+    """symphony: launch and manage distributed experiments.
+
+    An experiment is a set of processes that bind and connect to named services; symphony
+    starts them on a backend (local, tmux, compose, kube, slurm), hands each its addresses,
+    and keeps a record you and your teammates can list, describe, tail and delete.
+    Records live in $SYMPHONY_HOME (default ~/.symphony).
+    """
+
+
+def _backend_options(name: str, pairs: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Options for backend `name`: the config file's `backend_options.<name>`, then -o KEY=VALUE."""
+    options = dict((load_config().get("backend_options") or {}).get(name) or {})
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
+        options[key.replace("-", "_")] = yaml.safe_load(value) if value else ""
+    return options
+
+
+def _backend(name: str, records: Records) -> Backend:
+    return get_backend(name, records=records, **_backend_options(name))
+
+
+@main.command()
+@click.argument("file")
+@click.option("--backend", "-b", default=None,
+              help=f"Where to run: {', '.join(backend_names())} (default: config `backend`, else local).")
+@click.option("--name", "-n", default=None, help="Run under this name instead of the experiment's.")
+@click.option("--detach", "-d", is_flag=True,
+              help="Return once started (local: the supervisor stays in the background).")
+@click.option("--dry-run", is_flag=True, help="Validate and print what would start; start nothing.")
+@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
+              help="Backend option, e.g. -o grace_s=2 (local) or -o socket=mine (tmux).")
+@_errors
+def launch(file: str, backend: str | None, name: str | None, detach: bool, dry_run: bool,
+           options: tuple[str, ...]) -> None:
+    """Launch the experiment built by FILE.
+
+    FILE is a Python file with a `make_experiment()` function (or FILE.py:FUNC), or a YAML spec.
+    Attached (the default), Ctrl-C stops every process; `--detach` returns at once.
+    """
+    from symphony.launcher import launch as do_launch
+    from symphony.loader import load_experiment
+
+    backend = backend or load_config().get("backend") or "local"
+    backend_class(backend)  # an unknown backend fails before the file is even read
+    experiment = load_experiment(file)
+    if name:
+        experiment.name = name
+    experiment.validate()
+    if dry_run:
+        click.echo(_backend(backend, Records()).plan(experiment), nl=False)
+        return
+    where = "in the background" if detach else "attached; Ctrl-C stops it"
+    click.echo(f"launching {experiment.name} on {backend} ({where})", err=True)
+    handle = do_launch(experiment, backend, detach=detach, launch_command=sys.argv,
+                       **_backend_options(backend, options))
+    if detach:
+        click.echo(f"{handle.name} is running; `symphony describe {handle.name}`, "
+                   f"`symphony logs {handle.name} PROCESS`, `symphony delete {handle.name}`")
+        return
+    code = handle.record.data.get("exit_code", 0)
+    click.echo(f"{handle.name} ended: {handle.status().status}", err=True)
+    sys.exit(code)
+
+
+@main.command(name="list")
+@click.option("--mine", is_flag=True, help="Only experiments you launched.")
+@click.option("--all", "show_all", is_flag=True, help="Also finished, failed and stopped ones.")
+@click.option("--backend", "-b", "extra", multiple=True,
+              help="Also ask this backend for experiments without a local record (e.g. kube).")
+@_errors
+def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
+    """List experiments: name, owner, backend, status, age, running/total processes."""
+    records = Records()
+    names = sorted({r.backend for r in records.all()} | set(extra))
+    rows = []
+    for name in names:
+        try:
+            rows += _backend(name, records).list()
+        except SymphonyError as err:
+            click.echo(f"warning: cannot list {name} experiments: {err}", err=True)
+    rows = [r for r in rows if (show_all or r.status in ACTIVE_STATUSES)
+            and (not mine or r.owner == current_owner())]
+    if not rows:
+        click.echo("no experiments" + ("" if show_all else " running (--all shows ended ones)"))
+        return
+    table = [("NAME", "OWNER", "BACKEND", "STATUS", "AGE", "PROCESSES")]
+    table += [(r.name, r.owner, r.backend, r.status, _duration(r.age()), f"{r.running}/{r.processes}")
+              for r in sorted(rows, key=lambda r: r.created)]
+    _print_table(table)
+
+
+def _find(prefix: str, backend: str | None) -> tuple[Backend, ExperimentRecord]:
+    """The record (and its backend) that a name prefix selects; see `Records.resolve`."""
+    records = Records()
+    extra: dict[str, Any] = {}
+    if backend:
+        extra = {s.name: s for s in _backend(backend, records).list()}
+    name = records.resolve(prefix, list(extra))
+    if name in extra and name not in {r.name for r in records.all()}:
+        summary = extra[name]
+        record = ExperimentRecord(summary.name, summary.backend, summary.owner, summary.created,
+                                  summary.status)
+    else:
+        record = records.load(name)
+    return _backend(record.backend, records), record
+
+
+def _process(record: ExperimentRecord, backend: Backend, prefix: str) -> str:
+    names = record.experiment().process_names() if record.spec else [
+        p.name for p in backend.describe(record).processes]
+    return resolve_prefix(prefix, names, "process")
+
+
+@main.command()
+@click.argument("experiment")
+@click.option("--backend", "-b", default=None, help="Look the name up in this backend too (kube).")
+@_errors
+def describe(experiment: str, backend: str | None) -> None:
+    """Show each process of EXPERIMENT (a unique prefix is enough): state, restarts, pid, uptime."""
+    impl, record = _find(experiment, backend)
+    status = impl.describe(record)
+    click.echo(f"{status.name}  backend={status.backend}  owner={status.owner}  "
+               f"status={status.status}  age={_duration(status.summary().age())}")
+    table = [("PROCESS", "GROUP", "STATE", "RESTARTS", "PID/LOCATION", "UPTIME", "EXIT")]
+    for p in status.processes:
+        uptime = p.uptime()
+        table.append((p.name, p.group or "-", p.state, str(p.restarts),
+                      p.location or (str(p.pid) if p.pid else "-"),
+                      _duration(uptime) if uptime is not None else "-",
+                      "-" if p.exit_code is None else str(p.exit_code)))
+    _print_table(table)
+
+
+@main.command()
+@click.argument("experiment")
+@click.argument("process")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the process ends.")
+@click.option("--tail", "-n", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
+@click.option("--backend", "-b", default=None, help="Look the name up in this backend too (kube).")
+@_errors
+def logs(experiment: str, process: str, follow: bool, tail: int | None, backend: str | None) -> None:
+    """Print what PROCESS of EXPERIMENT wrote (stdout and stderr); prefixes are accepted."""
+    impl, record = _find(experiment, backend)
+    name = _process(record, impl, process)
+    try:
+        for line in impl.logs(record, name, follow=follow, tail=tail):
+            click.echo(line, nl=False)
+            sys.stdout.flush()
+    except KeyboardInterrupt:
+        pass
+
+
+@main.command()
+@click.argument("experiments", nargs=-1, required=True)
+@click.option("--force", is_flag=True, help="Kill at once (no grace period); drop a broken record.")
+@click.option("--backend", "-b", default=None, help="Look the names up in this backend too (kube).")
+@_errors
+def delete(experiments: tuple[str, ...], force: bool, backend: str | None) -> None:
+    """Stop every process of each EXPERIMENT (SIGTERM, grace, SIGKILL) and remove its record."""
+    for prefix in experiments:
+        impl, record = _find(prefix, backend)
+        try:
+            impl.delete(record, force=force)
+        except SymphonyError as err:
+            if not force:
+                raise SymphonyError(f"{err}\n(`symphony delete --force {record.name}` drops the record anyway)") from err
+            click.echo(f"warning: {err}", err=True)
+        impl.records.remove(record.name)
+        click.echo(f"deleted {record.name}")
+
+
+@main.command(name="exec", context_settings={"ignore_unknown_options": True})
+@click.argument("experiment")
+@click.argument("process")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--backend", "-b", default=None, help="Look the name up in this backend too (kube).")
+@_errors
+def exec_(experiment: str, process: str, command: tuple[str, ...], backend: str | None) -> None:
+    """Run COMMAND beside (or inside) PROCESS with its environment: `symphony exec EXP PROC -- CMD`."""
+    impl, record = _find(experiment, backend)
+    sys.exit(impl.exec(record, _process(record, impl, process), list(command)))
+
+
+def _duration(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _print_table(rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

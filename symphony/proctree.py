@@ -1,0 +1,102 @@
+"""Find and stop whole process trees: SIGTERM, a grace period, then SIGKILL; no orphan survives.
+
+Every process symphony starts on this machine carries `SYMPHONY_RUN_ID=<id>` in its environment,
+and so do its children (they inherit it). Stopping an experiment gathers each started process,
+its descendants, its process group, and every process in the table still carrying the run id (so
+a child that double-forked away from its parent is found too).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterable
+
+import psutil
+
+RUN_ID_ENV = "SYMPHONY_RUN_ID"
+
+
+def alive(pid: int | None, create_time: float | None = None) -> bool:
+    """Whether `pid` runs (and, given `create_time`, is the same process, not a reused pid)."""
+    if not pid:
+        return False
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(proc.create_time() - create_time) < 0.5
+    except psutil.Error:
+        return False
+
+
+def create_time(pid: int) -> float | None:
+    """The start time psutil reports for `pid` (None if it is gone)."""
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def marked(run_id: str) -> list[psutil.Process]:
+    """Every live process whose environment carries SYMPHONY_RUN_ID=`run_id`."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(RUN_ID_ENV) == run_id:
+                found.append(proc)
+        except psutil.Error:
+            continue  # gone, a zombie, or another user's process
+    return found
+
+
+def tree(pid: int) -> list[psutil.Process]:
+    """`pid`, its descendants, and the members of its process group (if it leads one)."""
+    procs: dict[int, psutil.Process] = {}
+    try:
+        root = psutil.Process(pid)
+        procs[pid] = root
+        procs.update({c.pid: c for c in root.children(recursive=True)})
+    except psutil.Error:
+        pass
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and os.getpgid(proc.pid) == pid:
+                procs[proc.pid] = proc
+        except (OSError, psutil.Error):
+            continue
+    return list(procs.values())
+
+
+def gather(pids: Iterable[int], run_id: str | None = None) -> list[psutil.Process]:
+    """The trees of `pids` plus every process marked with `run_id`, without duplicates."""
+    procs: dict[int, psutil.Process] = {}
+    for pid in pids:
+        procs.update({p.pid: p for p in tree(pid)})
+    if run_id:
+        procs.update({p.pid: p for p in marked(run_id)})
+    procs.pop(os.getpid(), None)
+    return list(procs.values())
+
+
+def terminate(procs: list[psutil.Process], grace_s: float = 5.0) -> list[psutil.Process]:
+    """SIGTERM every process, wait up to `grace_s`, SIGKILL the rest; return any still alive."""
+    for sig, timeout in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        for proc in procs:
+            try:
+                proc.send_signal(sig)
+            except psutil.Error:
+                continue
+        _, procs = psutil.wait_procs(procs, timeout=timeout)
+        procs = [p for p in procs if alive(p.pid)]
+        if not procs:
+            break
+    return procs
+
+
+def stop_all(pids: Iterable[int], run_id: str | None = None, grace_s: float = 5.0) -> list[psutil.Process]:
+    """Stop the trees of `pids` and everything marked `run_id`; sweeps again for late children."""
+    pids = list(pids)
+    left = terminate(gather(pids, run_id), grace_s)
+    late = gather([], run_id)  # started by a dying parent after the first sweep
+    return left + terminate(late, 0.0 if grace_s == 0 else 1.0) if late else left

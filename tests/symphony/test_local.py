@@ -1,0 +1,149 @@
+"""The local backend end to end, through the real CLI: the ring, restarts, Ctrl-C and delete."""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import psutil
+import pytest
+
+from symphony.backends.local import LocalBackend
+from symphony.records import Records
+from symphony.testing import cli, processes_with_run_id, wait_for
+
+pytestmark = pytest.mark.timeout(180)
+
+RING = str(Path(__file__).resolve().parents[2] / "examples" / "01_ring" / "ring.py")
+
+# Two processes that make stopping hard: one ignores SIGTERM, one leaves a grandchild behind
+# in a new session (it is found by its SYMPHONY_RUN_ID), and a third serves a port.
+STUBBORN = textwrap.dedent("""
+    from symphony import Experiment, Process
+
+    def make_experiment():
+        return Experiment("stubborn").add(
+            Process("deaf", ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]),
+            Process("forker", ["sh", "-c", "setsid sleep 1000 & sleep 1000"]),
+            Process("server", [{python!r}, "-c", "import socket, os, time; s = socket.socket(); "
+                    "s.bind(('127.0.0.1', int(os.environ['SYMPH_WEB_PORT']))); s.listen(); "
+                    "print('serving', flush=True); time.sleep(1000)"]).binds("web"),
+        )
+""").replace("{python!r}", repr(sys.executable))
+
+
+def _run_id(name="ring"):
+    return Records().load(name).data["run_id"]
+
+
+def _states(name="ring"):
+    record = Records().load(name)
+    return {p.name: p for p in LocalBackend(Records()).describe(record).processes}
+
+
+def _all_running(name="ring", count=3):
+    states = _states(name)
+    return len(states) == count and all(p.state == "running" for p in states.values())
+
+
+def test_ring_runs_attached_to_the_end(symphony_home):
+    result = cli("launch", RING, env=dict(os.environ, RING_ROUNDS="2"))
+    assert result.returncode == 0, result.stderr
+    assert "ring ended: finished" in result.stderr
+    listed = cli("list", "--all").stdout
+    assert "ring" in listed and "finished" in listed
+    assert "no experiments running" in cli("list").stdout
+    assert "got stop at count 6" in cli("logs", "ring", "node-2").stdout
+    described = cli("describe", "ring").stdout
+    assert described.count("exited") == 3
+
+
+def test_detached_ring_list_describe_logs_exec_delete(symphony_home):
+    result = cli("launch", RING, "--detach", env=dict(os.environ, RING_ROUNDS="0"))
+    assert result.returncode == 0, result.stderr
+    wait_for(_all_running, what="3 running nodes")
+    run_id = _run_id()
+    assert len(processes_with_run_id(run_id)) == 3
+    listed = cli("list", "--mine").stdout
+    assert "ring" in listed and "running" in listed and "3/3" in listed
+    described = cli("describe", "ri").stdout  # a unique prefix is enough
+    assert described.count("running") >= 3 and "node-2" in described
+    wait_for(lambda: "got count" in cli("logs", "ring", "node-1", "--tail", "3").stdout, what="counts")
+    assert len(cli("logs", "ring", "node-1", "--tail", "2").stdout.splitlines()) == 2
+    addr = cli("exec", "ring", "node-0", "--", "sh", "-c", "echo $SYMPH_RING_1_ADDR").stdout.strip()
+    assert addr == f"127.0.0.1:{Records().load('ring').data['endpoints']['ring-1'][1]}"
+    supervisor = LocalBackend(Records()).describe(Records().load("ring")).details["supervisor_pid"]
+
+    deleted = cli("delete", "ring")
+    assert deleted.returncode == 0, deleted.stderr
+    assert processes_with_run_id(run_id) == []
+    assert not psutil.pid_exists(supervisor) or psutil.Process(supervisor).status() == "zombie"
+    assert not (symphony_home / "experiments" / "ring").exists()
+    assert "no experiments" in cli("list", "--all").stdout
+
+
+def test_kill_9_restarts_the_process_and_the_ring_goes_on(symphony_home):
+    assert cli("launch", RING, "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode == 0
+    wait_for(_all_running, what="3 running nodes")
+    victim = _states()["node-1"].pid
+    os.kill(victim, signal.SIGKILL)
+    back = wait_for(lambda: (s := _states()["node-1"]).restarts == 1 and s.state == "running" and s,
+                    what="node-1 restarted")
+    assert back.pid != victim
+    assert _states()["node-0"].state == "running" and _states()["node-0"].restarts == 0
+    row = next(line for line in cli("describe", "ring").stdout.splitlines() if line.startswith("node-1"))
+    assert row.split()[3] == "1"  # the RESTARTS column
+
+    def counts_after_restart():
+        log = cli("logs", "ring", "node-1").stdout
+        return "got count" in log.split("restart 1/3", 1)[-1]
+
+    wait_for(counts_after_restart, timeout=60, what="the restarted node passing the counter")
+    run_id = _run_id()
+    assert cli("delete", "ring").returncode == 0
+    assert processes_with_run_id(run_id) == []
+
+
+def test_ctrl_c_on_attached_launch_leaves_no_process(symphony_home, tmp_path):
+    exp_file = tmp_path / "stubborn.py"
+    exp_file.write_text(STUBBORN)
+    launch = subprocess.Popen([sys.executable, "-m", "symphony", "launch", str(exp_file), "-o", "grace_s=1"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: (symphony_home / "experiments" / "stubborn" / "state.json").exists()
+                 and _all_running("stubborn", 3), what="3 running processes")
+        run_id = _run_id("stubborn")
+        wait_for(lambda: len(processes_with_run_id(run_id)) >= 4, what="the grandchild")
+        launch.send_signal(signal.SIGINT)
+        assert launch.wait(timeout=60) == 130
+    finally:
+        if launch.poll() is None:
+            launch.kill()
+    assert processes_with_run_id(run_id) == []
+    assert {p.state for p in _states("stubborn").values()} == {"stopped"}
+
+
+def test_delete_of_a_detached_launch_leaves_no_process_and_frees_the_port(symphony_home, tmp_path):
+    exp_file = tmp_path / "stubborn.py"
+    exp_file.write_text(STUBBORN)
+    assert cli("launch", str(exp_file), "--detach", "-o", "grace_s=1").returncode == 0
+    wait_for(lambda: _all_running("stubborn", 3), what="3 running processes")
+    run_id = _run_id("stubborn")
+    port = Records().load("stubborn").data["endpoints"]["web"][1]
+    wait_for(lambda: "serving" in cli("logs", "stub", "serv").stdout, what="the server")
+    assert cli("delete", "stubborn").returncode == 0
+    assert processes_with_run_id(run_id) == []
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", port))  # the port is free again
+
+
+def test_logs_follow_prints_until_the_process_ends(symphony_home):
+    assert cli("launch", RING, "--detach", env=dict(os.environ, RING_ROUNDS="10")).returncode == 0
+    followed = cli("logs", "ring", "node-2", "-f", timeout=90)
+    assert followed.returncode == 0, followed.stderr
+    assert followed.stdout.rstrip().endswith("node 2 got stop at count 30")
+    assert "node 2 got count 29" in followed.stdout
