@@ -1,0 +1,47 @@
+"""caraml: fast ZeroMQ + Apache Arrow messaging and a shared-memory DataFetcher."""
+
+from caraml.auth import CurveClient, CurveKeys, CurveServer, generate_keys
+from caraml.errors import (
+    CaramlError,
+    MalformedMessage,
+    MessageTooLarge,
+    RemoteError,
+    RequestTimeout,
+    SlotTooSmall,
+    WorkerDied,
+)
+from caraml.fetcher import DataFetcher, Handle
+from caraml.proxy import Proxy
+from caraml.pub_sub import Publisher, Subscriber
+from caraml.push_pull import Puller, Pusher
+from caraml.req_rep import Client, Server
+from caraml.shm import SlotPool
+from caraml.wire import deserialize, serialize
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CaramlError",
+    "Client",
+    "CurveClient",
+    "CurveKeys",
+    "CurveServer",
+    "DataFetcher",
+    "Handle",
+    "MalformedMessage",
+    "MessageTooLarge",
+    "Proxy",
+    "Publisher",
+    "Puller",
+    "Pusher",
+    "RemoteError",
+    "RequestTimeout",
+    "Server",
+    "SlotPool",
+    "SlotTooSmall",
+    "Subscriber",
+    "WorkerDied",
+    "deserialize",
+    "generate_keys",
+    "serialize",
+]

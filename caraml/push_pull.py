@@ -1,0 +1,58 @@
+"""Push-pull: a pipeline where each message goes to exactly one puller.
+
+Delivery semantics: a Pusher fair-queues (round-robins) messages over the connected pullers and a
+Puller fair-queues over the connected pushers. Messages from one pusher arrive in the order they
+were sent. When every peer's queue is full (high-water mark) ``push`` blocks: back-pressure, not
+loss. Messages queued for a peer that disconnects are lost, and LINGER=0 drops unsent messages on
+close.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import zmq
+
+from caraml.auth import Curve
+from caraml.errors import MalformedMessage
+from caraml.sockets import Endpoint, recv_frames
+from caraml.wire import deserialize, serialize
+
+
+class Pusher(Endpoint):
+    """Sends objects to pullers (``bind=False``: connects to a binding Puller)."""
+
+    def __init__(self, address: str, bind: bool = False, *, hwm: int | None = None,
+                 max_size: int | None = None, curve: Curve | None = None) -> None:
+        super().__init__(zmq.PUSH, address, bind, max_size=max_size, curve=curve, hwm=hwm)
+
+    def push(self, obj: Any) -> None:
+        """Serialize ``obj`` and send it; blocks while every puller's queue is full."""
+        self._sock.send_multipart(serialize(obj), copy=False)
+
+
+class Puller(Endpoint):
+    """Receives objects from pushers (``bind=True``: pushers connect to it)."""
+
+    def __init__(self, address: str, bind: bool = True, *, hwm: int | None = None,
+                 max_size: int | None = None, curve: Curve | None = None) -> None:
+        super().__init__(zmq.PULL, address, bind, max_size=max_size, curve=curve, hwm=hwm)
+
+    def pull(self, timeout: float | None = None) -> Any:
+        """Return the next object; arrays are read-only views of the received frames.
+
+        Args:
+            timeout: seconds to wait, or None to wait forever.
+
+        Raises:
+            RequestTimeout: nothing arrived within ``timeout``.
+            MalformedMessage: the message was not a valid caraml message (it is counted in
+                ``self.malformed`` and dropped; call ``pull`` again for the next one).
+        """
+        self._poll(timeout)
+        frames = recv_frames(self._sock)
+        try:
+            return deserialize(frames, self.max_size)
+        except MalformedMessage as exc:
+            self._count_malformed(exc)
+            raise

@@ -1,0 +1,158 @@
+"""Request-reply: a lazy-pirate Client (timeout, socket reset, retry) and a threaded Server.
+
+Delivery semantics: lockstep. A Client sends one request and waits for its reply; when none comes
+within ``timeout`` it closes and reopens its socket and sends the request again, up to ``retries``
+more times, then raises RequestTimeout. A request may therefore be handled more than once: make
+handlers idempotent or tolerate duplicates. A Server answers every request, one at a time: a
+malformed request or a handler exception gets an error reply (the Client raises it as a
+CaramlError) and is counted and logged; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from caraml.auth import Curve
+from caraml.errors import MalformedMessage, RemoteError, RequestTimeout
+from caraml.sockets import Endpoint, attach, make_socket, recv_frames
+from caraml.wire import KIND_DATA, KIND_ERROR, decode, deserialize, serialize
+
+log = logging.getLogger("caraml")
+_ids = itertools.count()
+
+
+class Client(Endpoint):
+    """Sends requests to a Server (or a router-dealer Proxy) and returns the replies."""
+
+    def __init__(self, address: str, timeout: float = 5.0, retries: int = 3, *,
+                 max_size: int | None = None, curve: Curve | None = None) -> None:
+        self._target, self._curve = address, curve
+        self.timeout, self.retries = timeout, retries
+        super().__init__(zmq.REQ, address, False, max_size=max_size, curve=curve)
+
+    def request(self, obj: Any, timeout: float | None = None) -> Any:
+        """Send ``obj`` and return the server's reply.
+
+        Args:
+            obj: any serializable object.
+            timeout: seconds to wait per attempt (default: the client's ``timeout``).
+
+        Raises:
+            RequestTimeout: no reply after ``1 + retries`` attempts.
+            RemoteError: the server rejected the request or its handler raised.
+            MalformedMessage: the reply was not a valid caraml message.
+        """
+        frames = serialize(obj)
+        wait_ms = int(1000 * (self.timeout if timeout is None else timeout))
+        for _ in range(1 + self.retries):
+            self._sock.send_multipart(frames, copy=False)
+            if self._sock.poll(wait_ms, zmq.POLLIN):
+                kind, reply = decode(recv_frames(self._sock), self.max_size)
+                if kind == KIND_DATA:
+                    return reply
+                raise RemoteError(f"server at {self._target} answered with an error: {reply}")
+            self._reset()
+        raise RequestTimeout(
+            f"no reply from {self._target} after {1 + self.retries} attempts of {wait_ms / 1000} s;"
+            " check that the server runs and listens there, or raise timeout/retries")
+
+    def _reset(self) -> None:
+        """Lazy pirate: a REQ socket that missed a reply is stuck, so replace it."""
+        self._sock.close(linger=0)
+        self._sock = make_socket(zmq.REQ, max_size=self.max_size, curve=self._curve)
+        attach(self._sock, self._target, False)
+
+
+class Server(Endpoint):
+    """Answers requests with ``handler(request) -> reply``, in a thread or in the caller.
+
+    Use ``start()``/``stop()`` (or ``with Server(...) as s:``) to serve in a background thread,
+    or ``serve_forever()`` to serve in the calling thread until ``stop()`` is called elsewhere.
+    ``bind=False`` connects to a router-dealer Proxy's backend instead of binding.
+    """
+
+    def __init__(self, address: str, handler: Callable[[Any], Any], bind: bool = True, *,
+                 max_size: int | None = None, curve: Curve | None = None) -> None:
+        super().__init__(zmq.REP, address, bind, max_size=max_size, curve=curve)
+        self.handler = handler
+        self.served = 0
+        self.handler_errors = 0
+        control = f"inproc://caraml-server-stop-{id(self)}-{next(_ids)}"
+        self._ctrl_recv = make_socket(zmq.PAIR)
+        self._ctrl_recv.bind(control)
+        self._ctrl_send = make_socket(zmq.PAIR)
+        self._ctrl_send.connect(control)
+        self._ctrl_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._serving = threading.Event()
+        self._done = threading.Event()
+
+    def start(self) -> Server:
+        """Serve in a daemon thread; returns self. The socket is already bound, so clients may
+        connect and send as soon as the constructor returned."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self.serve_forever, daemon=True,
+                                            name=f"caraml-server {self.address}")
+            self._thread.start()
+            self._serving.wait()
+        return self
+
+    def serve_forever(self) -> None:
+        """Answer requests in the calling thread until :meth:`stop` is called."""
+        poller = zmq.Poller()
+        poller.register(self._sock, zmq.POLLIN)
+        poller.register(self._ctrl_recv, zmq.POLLIN)
+        self._serving.set()
+        try:
+            while True:
+                events = dict(poller.poll())
+                if self._ctrl_recv in events:
+                    self._ctrl_recv.recv()
+                    return
+                if self._sock in events:
+                    self._sock.send_multipart(self._answer(recv_frames(self._sock)), copy=False)
+        finally:
+            self._done.set()
+
+    def _answer(self, frames: list) -> list:
+        try:
+            request = deserialize(frames, self.max_size)
+        except MalformedMessage as exc:
+            self._count_malformed(exc)
+            return serialize(f"malformed request: {exc}", kind=KIND_ERROR)
+        try:
+            reply = serialize(self.handler(request))
+            self.served += 1
+            return reply
+        except Exception as exc:  # a failing handler must not take the server down
+            self.handler_errors += 1
+            log.exception("handler of server %s raised", self.address)
+            return serialize(f"handler raised {type(exc).__name__}: {exc}", kind=KIND_ERROR)
+
+    def stop(self) -> None:
+        """Stop serving and close every socket; returns when the loop has ended."""
+        if self._ctrl_send.closed:
+            return
+        if self._serving.is_set() and not self._done.is_set():
+            with self._ctrl_lock:
+                self._ctrl_send.send(b"stop")
+            self._done.wait()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._ctrl_send.close(linger=0)
+        self._ctrl_recv.close(linger=0)
+        super().close()
+
+    def close(self) -> None:
+        """Same as :meth:`stop`."""
+        self.stop()
+
+    def __enter__(self) -> Server:
+        return self.start()
