@@ -169,7 +169,7 @@ def describe(experiment: str, backend: str | None) -> None:
     for p in status.processes:
         uptime = p.uptime()
         table.append((p.name, p.group or "-", p.state, str(p.restarts),
-                      p.location or (str(p.pid) if p.pid else "-"),
+                      " ".join(filter(None, [str(p.pid or ""), p.location or ""])) or "-",
                       _duration(uptime) if uptime is not None else "-",
                       "-" if p.exit_code is None else str(p.exit_code)))
     _print_table(table)

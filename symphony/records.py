@@ -216,5 +216,5 @@ def resolve_prefix(prefix: str, names: list[str], what: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise ExperimentNotFound(f"no {what} matches {prefix!r}; {what}s: {names or 'none'}")
-    raise ExperimentNotFound(f"{prefix!r} is ambiguous: it matches {what}s {matches}; type more of the name")
+        raise ExperimentNotFound(f"no {what} matches {prefix!r}; {what} names: {names or 'none'}")
+    raise ExperimentNotFound(f"{prefix!r} is ambiguous: it matches {what} names {matches}; type more of it")

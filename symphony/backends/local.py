@@ -112,7 +112,6 @@ class LocalBackend(Backend):
                                  exit_code=run.get("exit_code"))
             if proc.state in ALIVE_STATES and not supervised:
                 proc.state = RUNNING if proctree.alive(proc.pid, proc.started) else UNKNOWN
-            proc.location = f"pid {proc.pid}" if proc.pid and proc.state == RUNNING else None
             procs.append(proc)
         return self.status_from_record(record, procs, supervisor_pid=state["supervisor_pid"],
                                        supervisor_alive=supervised, endpoints=state["endpoints"])

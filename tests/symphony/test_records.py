@@ -57,7 +57,7 @@ def test_prefixes_select_one_name(prefix, expected):
 
 
 def test_ambiguous_and_unknown_prefixes_list_the_candidates():
-    with pytest.raises(ExperimentNotFound, match=r"ambiguous.*\['ring-one', 'ring-two'\]"):
+    with pytest.raises(ExperimentNotFound, match=r"ambiguous.*names \['ring-one', 'ring-two'\]"):
         resolve_prefix("ring-", ["ring-one", "ring-two"], "experiment")
-    with pytest.raises(ExperimentNotFound, match=r"no experiment matches 'x'.*ring-one"):
+    with pytest.raises(ExperimentNotFound, match=r"no experiment matches 'x'; experiment names: \['ring-one'\]"):
         resolve_prefix("x", ["ring-one"], "experiment")

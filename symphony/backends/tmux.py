@@ -1,0 +1,174 @@
+"""The `tmux` backend: a tmux session per experiment, a window per process (through libtmux).
+
+Options:
+    socket: tmux socket name (`tmux -L NAME`); default env SYMPHONY_TMUX_SOCKET, else the config
+        file's `tmux_socket`, else tmux's default server (so `tmux attach -t EXP` just works).
+    grace_s: seconds between SIGTERM and SIGKILL when stopping (default 5).
+
+Each window runs `python -m symphony.runner`, which runs the process's command with its env
+(the SYMPH_* addresses on free 127.0.0.1 ports), copies all output to the pane and to
+`<record>/logs/<process>.log`, restarts it per its RestartPolicy and writes
+`<record>/tmux/<process>.json` (pid, restarts, exit code). Windows stay open after their process
+ends (remain-on-exit), so the last output stays readable in tmux.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict
+from typing import Any
+
+import libtmux
+
+from symphony import proctree
+from symphony.addresses import local_endpoints, process_env
+from symphony.backends.base import (
+    ALIVE_STATES,
+    FAILED,
+    PENDING,
+    STOPPED,
+    UNKNOWN,
+    Backend,
+    ExperimentStatus,
+    ProcessStatus,
+)
+from symphony.backends.local import run_beside
+from symphony.errors import BackendError
+from symphony.logfiles import follow_file, read_lines
+from symphony.preflight import check_commands
+from symphony.records import ExperimentRecord, load_config
+from symphony.runner import read_runner_state
+from symphony.spec import Experiment, Process
+
+
+class TmuxBackend(Backend):
+    """One tmux session per experiment; see the module docstring."""
+
+    name = "tmux"
+
+    def __init__(self, records=None, socket: str | None = None, grace_s: float = 5.0,
+                 **options: Any) -> None:
+        if options:
+            raise BackendError(f"unknown tmux backend option(s) {sorted(options)}; known: socket, grace_s")
+        super().__init__(records)
+        self.socket = socket or os.environ.get("SYMPHONY_TMUX_SOCKET") or load_config().get("tmux_socket")
+        self.grace_s = float(grace_s)
+
+    @staticmethod
+    def _server(socket: str | None) -> libtmux.Server:
+        return libtmux.Server(socket_name=socket) if socket else libtmux.Server()
+
+    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+        """Create the session and one window per process; attached, wait until all ended or Ctrl-C."""
+        check_commands(experiment)
+        server = self._server(self.socket)
+        if _has_session(server, experiment.name):
+            raise BackendError(f"tmux session {experiment.name!r} exists already (socket "
+                               f"{self.socket or 'default'}); kill it or launch with another --name")
+        endpoints = local_endpoints(experiment)
+        record.data.update(run_id=uuid.uuid4().hex, socket=self.socket, session=experiment.name,
+                           cwd=os.getcwd(), grace_s=self.grace_s,
+                           endpoints={s: [a.host, a.port] for s, a in endpoints.items()})
+        record.file("tmux").mkdir(exist_ok=True)
+        record.status = "running"
+        record.save()
+        for i, proc in enumerate(experiment.processes()):
+            env = process_env(experiment, proc, endpoints, bind_host="127.0.0.1")
+            env.update({proctree.RUN_ID_ENV: record.data["run_id"], "PYTHONUNBUFFERED": "1"})
+            verb = ["new-session", "-d", "-s", experiment.name] if i == 0 else [
+                "new-window", "-d", "-t", f"={experiment.name}:"]
+            args = verb + ["-n", proc.name, "-c", proc.cwd or os.getcwd()]
+            args += [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
+            args += [self._window_command(record, proc), ";", "set-option", "-w", "-t",
+                     f"={experiment.name}:{proc.name}", "remain-on-exit", "on"]
+            result = server.cmd(*args)
+            if result.stderr:
+                raise BackendError(f"tmux could not start {proc.name!r}: {' '.join(result.stderr)}")
+        if not detach:
+            self._attach(record)
+
+    @staticmethod
+    def _window_command(record: ExperimentRecord, proc: Process) -> str:
+        runner = [sys.executable, "-m", "symphony.runner", str(record.file(f"tmux/{proc.name}.json")),
+                  str(record.log_path(proc.name)), json.dumps(asdict(proc.restart)), "--", *proc.argv()]
+        return shlex.join(runner)
+
+    def _attach(self, record: ExperimentRecord) -> None:
+        sock = f"-L {record.data['socket']} " if record.data.get("socket") else ""
+        print(f"watch it with `tmux {sock}attach -t {record.name}`; Ctrl-C here stops it", flush=True)
+        try:
+            while any(p.state in ALIVE_STATES for p in self.describe(record).processes):
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            self.delete(record)
+            raise
+
+    def describe(self, record: ExperimentRecord) -> ExperimentStatus:
+        """State from each runner's report, checked against the pane (alive, dead, exit status)."""
+        server = self._server(record.data.get("socket"))
+        panes = _panes(server, record.data.get("session", record.name))
+        experiment = record.experiment()
+        procs = []
+        for proc in experiment.processes():
+            state = read_runner_state(record.file(f"tmux/{proc.name}.json")) or {}
+            pane = panes.get(proc.name)
+            status = ProcessStatus(proc.name, state.get("state", PENDING), experiment.group_of(proc.name),
+                                   restarts=state.get("restarts", 0), pid=state.get("pid"),
+                                   started=state.get("started"), ended=state.get("ended"),
+                                   exit_code=state.get("exit_code"))
+            if status.state in ALIVE_STATES and (pane is None or pane["dead"]):
+                status.state = STOPPED if pane is None else FAILED  # the runner itself was killed
+                if pane is not None and pane["status"] is not None:
+                    status.exit_code = pane["status"]
+            if pane is not None and status.state == PENDING and pane["dead"]:
+                status.state = UNKNOWN
+            status.location = f"tmux {record.name}:{proc.name}" if pane else None
+            procs.append(status)
+        return self.status_from_record(record, procs, socket=record.data.get("socket"))
+
+    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """The complete output from the log file the runner tees into."""
+        path = record.log_path(process)
+        if not follow:
+            return iter(read_lines(path, tail))
+        return follow_file(path, lambda: self.describe(record).process(process).state in ALIVE_STATES, tail)
+
+    def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
+        """Stop each runner (it stops its command), sweep leftovers, then kill the session."""
+        server = self._server(record.data.get("socket"))
+        session = record.data.get("session", record.name)
+        grace = 0.0 if force else float(record.data.get("grace_s", self.grace_s))
+        runners = [p["pid"] for p in _panes(server, session).values() if not p["dead"]]
+        proctree.stop_all(runners, record.data.get("run_id"), grace_s=grace + (0 if force else 2.0))
+        if _has_session(server, session):
+            server.cmd("kill-session", "-t", f"={session}")
+
+    def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
+        """Run `command` on this machine with `process`'s environment and working directory."""
+        return run_beside(record, process, command)
+
+
+def _has_session(server: libtmux.Server, name: str) -> bool:
+    return not server.cmd("has-session", "-t", f"={name}").stderr
+
+
+def _panes(server: libtmux.Server, session: str) -> dict[str, dict[str, Any]]:
+    """window name -> {pid, dead, status} for the first pane of each window of `session`."""
+    if not _has_session(server, session):
+        return {}
+    fmt = "#{window_name}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}"
+    result = server.cmd("list-panes", "-s", "-t", f"={session}", "-F", fmt)
+    panes: dict[str, dict[str, Any]] = {}
+    for line in result.stdout:
+        name, pid, dead, status = (line.split("\t") + ["", "", "", ""])[:4]
+        panes.setdefault(name, {"pid": int(pid) if pid.isdigit() else None, "dead": dead == "1",
+                                "status": int(status) if status.lstrip("-").isdigit() else None})
+    return panes
+

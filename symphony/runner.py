@@ -1,0 +1,129 @@
+"""Run one process for a terminal-based backend (tmux): tee its output, restart it, report state.
+
+    python -m symphony.runner STATE_JSON LOG_FILE RESTART_JSON -- COMMAND...
+
+The runner is what a tmux pane runs. It starts COMMAND in its own session, copies everything the
+command prints both to the pane and to LOG_FILE (so logs are complete, not only what the pane
+shows), restarts it per RESTART_JSON (a RestartPolicy as a mapping), and keeps STATE_JSON current:
+
+    {"runner_pid", "state", "pid", "started", "ended", "exit_code", "restarts"}
+
+On SIGTERM, SIGINT or SIGHUP it stops the command's tree (SIGTERM, grace, SIGKILL), records
+"stopped" and exits. It exits with the command's last exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from symphony import proctree
+from symphony.backends.base import EXITED, FAILED, RESTARTING, RUNNING, STOPPED
+from symphony.spec import RestartPolicy
+from symphony.supervisor import write_json
+
+GRACE_S = 5.0
+
+
+class Runner:
+    """Supervises one command; see the module docstring."""
+
+    def __init__(self, state_path: Path, log_path: Path, policy: RestartPolicy, argv: list[str]) -> None:
+        self.state_path, self.log_path, self.policy, self.argv = state_path, log_path, policy, argv
+        self.state: dict[str, Any] = {"runner_pid": os.getpid(), "state": RUNNING, "pid": None,
+                                      "started": None, "ended": None, "exit_code": None, "restarts": 0}
+        self.stop_requested = False
+        self.child: subprocess.Popen | None = None
+
+    def run(self) -> int:
+        """Run, restart and report until the command is done or a stop is requested."""
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._request_stop)
+        while True:
+            code = self._run_once()
+            if self.stop_requested:
+                return self._finish(STOPPED, code)
+            if not self.policy.should_restart(code, self.state["restarts"]):
+                return self._finish(EXITED if code == 0 else FAILED, code)
+            delay = self.policy.delay(self.state["restarts"])
+            self._save(state=RESTARTING, exit_code=code)
+            self._log(f"exited with {code}; restarting in {delay:g}s")
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline and not self.stop_requested:
+                time.sleep(0.05)
+            if self.stop_requested:
+                return self._finish(STOPPED, code)
+            self.state["restarts"] += 1
+            self._log(f"restart {self.state['restarts']}/{self.policy.max_restarts}")
+
+    def _run_once(self) -> int:
+        self.child = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, start_new_session=True)
+        self._save(state=RUNNING, pid=self.child.pid, started=time.time(), ended=None, exit_code=None)
+        tee = threading.Thread(target=self._tee, args=(self.child.stdout,), daemon=True)
+        tee.start()
+        while self.child.poll() is None:
+            if self.stop_requested:
+                proctree.stop_all([self.child.pid], None, GRACE_S)
+            time.sleep(0.05)
+        # Children that outlived the command would keep the pipe (and themselves) alive.
+        proctree.terminate(proctree.tree(self.child.pid), 1.0)
+        tee.join(timeout=2.0)
+        self._save(ended=time.time(), pid=None)
+        return self.child.returncode
+
+    def _tee(self, pipe) -> None:
+        with open(self.log_path, "ab") as log:
+            while chunk := os.read(pipe.fileno(), 65536):
+                log.write(chunk)
+                log.flush()
+                try:
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.buffer.flush()
+                except OSError:
+                    pass  # the pane is gone; the log file still gets everything
+
+    def _log(self, text: str) -> None:
+        line = f"[symphony] {time.strftime('%H:%M:%S')} {text}\n"
+        with open(self.log_path, "a") as log:
+            log.write(line)
+        print(line, end="", flush=True)
+
+    def _request_stop(self, *_: Any) -> None:
+        self.stop_requested = True
+
+    def _finish(self, state: str, code: int) -> int:
+        self._save(state=state, exit_code=code)
+        return code
+
+    def _save(self, **changes: Any) -> None:
+        self.state.update(changes)
+        write_json(self.state_path, self.state)
+
+
+def read_runner_state(path: Path) -> dict[str, Any] | None:
+    """A runner's last state (None before it wrote one)."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def main(argv: list[str]) -> int:
+    """Parse `STATE LOG RESTART_JSON -- COMMAND...` and run."""
+    if "--" not in argv or argv.index("--") != 3 or len(argv) < 5:
+        print("usage: python -m symphony.runner STATE LOG RESTART_JSON -- COMMAND...", file=sys.stderr)
+        return 2
+    policy = RestartPolicy(**json.loads(argv[2]))
+    return Runner(Path(argv[0]), Path(argv[1]), policy, argv[4:]).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

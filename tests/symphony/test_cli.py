@@ -1,0 +1,140 @@
+"""The symphony CLI: help, dry runs, bad inputs that start nothing, name prefixes."""
+
+import textwrap
+
+import pytest
+
+from symphony import Experiment, Process
+from symphony.records import Records
+from symphony.testing import cli
+
+pytestmark = pytest.mark.timeout(60)
+
+COMMANDS = ["launch", "list", "describe", "logs", "delete", "exec"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_command_has_help_without_side_effects(command, symphony_home):
+    result = cli(command, "--help")
+    assert result.returncode == 0, result.stderr
+    assert f"Usage: python -m symphony {command}" in result.stdout
+    assert not symphony_home.exists()
+
+
+def _write(tmp_path, body: str, name="exp.py"):
+    marker = tmp_path / "started"
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body).replace("MARKER", str(marker)))
+    return path, marker
+
+
+GOOD = """
+    from symphony import Experiment, Process
+
+    def make_experiment():
+        return Experiment("good").add(
+            Process("a", ["sh", "-c", "touch MARKER; sleep 30"]).binds("svc"),
+            Process("b", ["sh", "-c", "touch MARKER; sleep 30"]).connects("svc"),
+        )
+"""
+
+BAD = {
+    "unbound connects": ("""
+        from symphony import Experiment, Process
+
+        def make_experiment():
+            return Experiment("bad").add(
+                Process("a", ["sh", "-c", "touch MARKER"]).connects("replay"))
+    """, "add `.binds('replay')` to the process that serves it"),
+    "duplicate names": ("""
+        from symphony import Experiment, Process
+
+        def make_experiment():
+            return Experiment("bad").add(
+                Process("a", ["sh", "-c", "touch MARKER"]), Process("a", ["true"]))
+    """, "name 'a' is used twice"),
+    "no make_experiment": ("""
+        from symphony import Experiment
+        EXP = Experiment("bad")
+    """, "has no make_experiment() function"),
+    "empty command": ("""
+        from symphony import Experiment, Process
+
+        def make_experiment():
+            return Experiment("bad").add(Process("a", ["sh", "-c", "touch MARKER"]), Process("b", []))
+    """, "process 'b' has no command"),
+    "program not found": ("""
+        from symphony import Experiment, Process
+
+        def make_experiment():
+            return Experiment("bad").add(
+                Process("a", ["sh", "-c", "touch MARKER"]), Process("b", ["no-such-program-xyz"]))
+    """, "program 'no-such-program-xyz' is not found"),
+    "bad name": ("""
+        from symphony import Experiment, Process
+
+        def make_experiment():
+            return Experiment("Bad_Exp").add(Process("a", ["sh", "-c", "touch MARKER"]))
+    """, "not a DNS-1123 label"),
+}
+
+
+@pytest.mark.parametrize("backend", ["local", "tmux"])
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_bad_input_is_a_clear_error_and_starts_nothing(case, backend, tmp_path, symphony_home, request):
+    if backend == "tmux":
+        request.getfixturevalue("tmux_socket")  # anything that started would land on its own server
+    path, marker = _write(tmp_path, BAD[case][0])
+    result = cli("launch", str(path), "--backend", backend)
+    assert result.returncode == 1
+    assert BAD[case][1] in result.stderr
+    assert "Traceback" not in result.stderr
+    assert Records().all() == [] and not marker.exists()
+
+
+def test_unknown_backend_lists_the_known_ones_and_starts_nothing(tmp_path, symphony_home):
+    path, marker = _write(tmp_path, GOOD)
+    result = cli("launch", str(path), "--backend", "nomad")
+    assert result.returncode == 1
+    assert "unknown backend 'nomad'; choose one of: local, tmux, test, compose, kube, slurm" in result.stderr
+    assert Records().all() == [] and not marker.exists()
+
+
+def test_missing_file_and_bad_yaml_are_clear_errors(tmp_path, symphony_home):
+    assert "does not exist" in cli("launch", str(tmp_path / "nope.py")).stderr
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("name: x\nprocesses: [{name: a, command: [true], colour: red}]\n")
+    assert "unknown process key(s) ['colour']" in cli("launch", str(spec)).stderr
+    assert Records().all() == []
+
+
+def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path, symphony_home):
+    path, marker = _write(tmp_path, GOOD)
+    result = cli("launch", str(path), "--dry-run")
+    assert result.returncode == 0, result.stderr
+    assert "SYMPH_SVC_ADDR=127.0.0.1:" in result.stdout and "a: sh -c" in result.stdout
+    assert not symphony_home.exists() and not marker.exists()
+
+
+def test_yaml_spec_launches_like_the_python_file(tmp_path, symphony_home):
+    exp = Experiment("from-yaml").add(Process("p", ["sh", "-c", "echo hi from yaml"]))
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(exp.to_yaml())
+    result = cli("launch", str(spec), "--name", "renamed")
+    assert result.returncode == 0, result.stderr
+    assert cli("logs", "renamed", "p").stdout == "hi from yaml\n"
+    assert Records().load("renamed").experiment().process("p") == exp.process("p")
+
+
+def test_names_resolve_by_unique_prefix_else_list_the_candidates(records):
+    for name in ("ring-one", "ring-two"):
+        records.create(Experiment(name).add(Process("node", ["true"])), "local")
+    ambiguous = cli("describe", "ring")
+    assert ambiguous.returncode == 1
+    assert "'ring' is ambiguous: it matches experiment names ['ring-one', 'ring-two']" in ambiguous.stderr
+    unknown = cli("logs", "zzz", "node")
+    assert "no experiment matches 'zzz'; experiment names: ['ring-one', 'ring-two']" in unknown.stderr
+    assert "pending" in cli("describe", "ring-t").stdout
+    assert "no process matches 'x'; process names: ['node']" in cli("logs", "ring-one", "x").stderr
+    assert cli("delete", "ring-o").stdout == "deleted ring-one\n"
+    assert [r.name for r in records.all()] == ["ring-two"]
