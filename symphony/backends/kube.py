@@ -1,0 +1,247 @@
+"""The kube backend: an experiment is a labelled namespace on a Kubernetes cluster.
+
+Rendering is `symphony.kube_manifests` (pure); API calls are `symphony.backends.kube_api`; pod to
+status translation is `symphony.backends.kube_status`. This class only wires them together.
+Experiments are found through their namespaces (label `symphony.io/experiment`), so teammates on
+one cluster see each other's experiments even without sharing a symphony state directory.
+The backend cannot stay attached: `launch(detach=False)` returns once everything is created.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from symphony.backends.base import Backend, ExperimentStatus, ExperimentSummary, overall_status
+from symphony.backends.kube_options import KubeOptions, resolve
+from symphony.backends.kube_status import group_pod, pod_phases, process_statuses
+from symphony.errors import BackendError, ExperimentNotFound
+from symphony.kube_manifests import (
+    ANNOTATION_SPEC,
+    LABEL_EXPERIMENT,
+    LABEL_GROUP,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    MANAGER,
+    RenderOptions,
+    namespace_of,
+    render,
+    secrets_of,
+)
+from symphony.records import ExperimentRecord, Records
+from symphony.spec import Experiment
+
+
+def to_yaml(objects: list[dict]) -> str:
+    """Objects as one multi-document YAML text (`kubectl apply -f -` reads it)."""
+    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)
+
+
+def write_manifests(objects: list[dict], folder: str | Path) -> list[Path]:
+    """One file per object, numbered in apply order (`kubectl apply -f DIR` keeps that order)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, obj in enumerate(objects):
+        path = folder / f"{i:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
+        path.write_text(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
+        paths.append(path)
+    return paths
+
+
+class KubeBackend(Backend):
+    """Launch and manage experiments on Kubernetes (see docs/kubernetes.md)."""
+
+    name = "kube"
+
+    def __init__(self, records: Records | None = None, **options: Any) -> None:
+        super().__init__(records, **options)
+        self.config: KubeOptions = resolve(options)
+        self._api = None
+
+    @property
+    def api(self):  # noqa: ANN201 - KubeApi, imported lazily with the kubernetes client
+        """The API client wrapper, connected on first use."""
+        if self._api is None:
+            from symphony.backends.kube_api import KubeApi
+
+            self._api = KubeApi.connect(self.config.context, self.config.kubeconfig, self.config.host)
+        return self._api
+
+    def render_options(self) -> RenderOptions:
+        """The options rendering needs (loads the cloudwise cluster spec if one is set)."""
+        cluster = None
+        if self.config.cluster_spec:
+            from cloudwise.spec import ClusterSpec
+
+            cluster = ClusterSpec.load(self.config.cluster_spec)
+        return RenderOptions(owner=self.config.owner, namespace=self.config.namespace,
+                             image=self.config.image, cluster=cluster,
+                             secrets=self.config.secrets, shm_gb=self.config.shm_gb)
+
+    def manifests(self, experiment: Experiment) -> list[dict]:
+        """Every object `launch` creates, in order (Secrets excluded: they are copied by value)."""
+        return render(experiment, self.render_options())
+
+    def plan(self, experiment: Experiment) -> str:
+        """The manifests as YAML; with the `output` option also written there. Touches no cluster."""
+        objects = self.manifests(experiment)
+        if self.config.output:
+            write_manifests(objects, self.config.output)
+        return to_yaml(objects)
+
+    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+        """Create the namespace, copy the Secrets in, then the policies, services and workloads."""
+        options = self.render_options()
+        objects = render(experiment, options)
+        ns = namespace_of(experiment, options)
+        if self.api.read_namespace(ns) is not None:
+            raise BackendError(
+                f"namespace {ns!r} already exists on the cluster; `symphony delete {experiment.name}` "
+                "first, or launch under another name or --namespace"
+            )
+        record.data.update({"namespace": ns, "context": self.config.context, "host": self.config.host})
+        record.save()
+        self.api.create(objects[0])
+        try:
+            for secret in self._secrets(experiment, ns):
+                self.api.create(secret)
+            for obj in objects[1:]:
+                self.api.create(obj)
+        except Exception as err:
+            self.api.delete_namespace(ns, wait_s=None)
+            raise BackendError(f"launch on Kubernetes failed ({err}); namespace {ns!r} was deleted") from err
+        record.set_status("running")
+
+    def _secrets(self, experiment: Experiment, ns: str) -> list[dict]:
+        """Secret objects for the experiment's namespace, read from files or the secrets namespace."""
+        options = self.render_options()
+        names = sorted({s for p in experiment.processes() for s in secrets_of(p, options)})
+        out = []
+        for name in names:
+            if name in self.config.secret_files:
+                data = _files_data(Path(self.config.secret_files[name]).expanduser())
+            else:
+                try:
+                    data = self.api.read_secret_data(self.config.secrets_namespace, name)
+                except Exception as err:
+                    raise BackendError(
+                        f"secret {name!r} is not in namespace {self.config.secrets_namespace!r} ({err}); "
+                        f"create it there (`kubectl -n {self.config.secrets_namespace} create secret "
+                        f"generic {name} --from-file=...`) or pass secret_files={{{name!r}: PATH}}"
+                    ) from None
+            out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                        "metadata": {"name": name, "namespace": ns,
+                                     "labels": {LABEL_EXPERIMENT: experiment.name, LABEL_MANAGED: MANAGER}},
+                        "data": data})
+        return out
+
+    def _namespace(self, record: ExperimentRecord) -> str:
+        ns = (record.data or {}).get("namespace")
+        if ns:
+            return ns
+        found = self.api.namespaces(f"{LABEL_EXPERIMENT}={record.name}")
+        if not found:
+            raise ExperimentNotFound(f"no namespace on the cluster holds experiment {record.name!r}; see `symphony list`")
+        return found[0].metadata.name
+
+    def _groups(self, record: ExperimentRecord, ns: str) -> dict[str, list[str]]:
+        if record.spec:
+            return _groups_from_spec(yaml.safe_dump(record.spec))
+        meta = self.api.read_namespace(ns)
+        groups = _groups_from_spec(((meta.metadata.annotations or {}) if meta else {}).get(ANNOTATION_SPEC))
+        if not groups:
+            raise BackendError(f"experiment {record.name!r} has no spec in its record or namespace {ns!r}")
+        return groups
+
+    def describe(self, record: ExperimentRecord) -> ExperimentStatus:
+        """Each process with its container state, restarts, pod and node."""
+        ns = self._namespace(record)
+        pods = self.api.pods(ns)
+        processes = process_statuses(pods, self._groups(record, ns))
+        return self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
+
+    def _locate(self, record: ExperimentRecord, process: str) -> tuple[str, str]:
+        ns = self._namespace(record)
+        groups = self._groups(record, ns)
+        group = next((g for g, procs in groups.items() if process in procs), None)
+        if group is None:
+            raise BackendError(f"no process {process!r} in {record.name!r}; processes: {sum(groups.values(), [])}")
+        pod = group_pod(self.api.pods(ns), group)
+        if pod is None:
+            raise BackendError(f"process {process!r} has no pod yet; see `symphony describe {record.name}`")
+        return ns, pod.metadata.name
+
+    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """The process's container output (its newest pod); `follow` streams it."""
+        ns, pod = self._locate(record, process)
+        return self.api.logs(ns, pod, process, follow=follow, tail=tail)
+
+    def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
+        """Run `command` in the process's container; returns its exit code."""
+        ns, pod = self._locate(record, process)
+        return self.api.exec(ns, pod, process, command, out=sys.stdout, err=sys.stderr)
+
+    def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
+        """Delete the namespace and wait until it is gone (BackendError if it outlives the wait)."""
+        try:
+            ns = self._namespace(record)
+        except ExperimentNotFound:
+            if force:
+                return
+            raise
+        if not self.api.delete_namespace(ns, force=force, wait_s=self.config.delete_wait_s):
+            raise BackendError(
+                f"namespace {ns!r} is still terminating after {self.config.delete_wait_s:.0f} s; "
+                f"check `kubectl get ns {ns} -o yaml` for finalizers"
+            )
+
+    def list(self) -> list[ExperimentSummary]:
+        """Every symphony namespace on the cluster, with owner and live status."""
+        pods = self.api.all_pods(f"{LABEL_MANAGED}={MANAGER}")
+        rows = []
+        for ns in self.api.namespaces(f"{LABEL_MANAGED}={MANAGER}"):
+            labels = ns.metadata.labels or {}
+            mine = [p for p in pods if p.metadata.namespace == ns.metadata.name]
+            groups = _groups_from_spec((ns.metadata.annotations or {}).get(ANNOTATION_SPEC))
+            states = [s.state for s in process_statuses(mine, groups or _groups_from_pods(mine))]
+            created = ns.metadata.creation_timestamp
+            status = "deleting" if (ns.status and ns.status.phase == "Terminating") else (
+                overall_status(states) if states else "pending")
+            rows.append(ExperimentSummary(
+                name=labels.get(LABEL_EXPERIMENT, ns.metadata.name), backend=self.name,
+                owner=labels.get(LABEL_OWNER, "unknown"), status=status,
+                created=created.timestamp() if created else 0.0, processes=len(states),
+                running=sum(s == "running" for s in states)))
+        return rows
+
+
+def _groups_from_spec(text: str | None) -> dict[str, list[str]]:
+    """Group name -> process names, from a spec's YAML text ({} when there is none)."""
+    if not text:
+        return {}
+    exp = Experiment.from_yaml(text)
+    return {g.name: [p.name for p in g.processes] for g in exp.groups()}
+
+
+def _groups_from_pods(pods: list[Any]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for pod in pods:
+        group = (pod.metadata.labels or {}).get(LABEL_GROUP)
+        if group and pod.spec is not None:
+            groups.setdefault(group, [c.name for c in pod.spec.containers])
+    return groups
+
+
+def _files_data(path: Path) -> dict[str, str]:
+    """Base64 Secret data from a file (key: its name) or every file in a folder."""
+    if not path.exists():
+        raise BackendError(f"secret file {path} does not exist; check the secret_files option")
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    return {f.name: base64.b64encode(f.read_bytes()).decode() for f in files}

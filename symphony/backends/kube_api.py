@@ -1,0 +1,172 @@
+"""The one module that calls the Kubernetes API (official `kubernetes` client); thin on purpose.
+
+Everything here is a direct client call or a short loop around one. Deciding *what* to create is
+`symphony.kube_manifests` (pure); turning API objects into symphony statuses is
+`symphony.backends.kube_status` (pure). docs/kubernetes.md lists which of these calls ran against
+which endpoint in the tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from symphony.errors import BackendError
+
+# kind -> (api attribute, create method, namespaced)
+_CREATE = {
+    "Namespace": ("core", "create_namespace", False),
+    "Secret": ("core", "create_namespaced_secret", True),
+    "Service": ("core", "create_namespaced_service", True),
+    "NetworkPolicy": ("networking", "create_namespaced_network_policy", True),
+    "Deployment": ("apps", "create_namespaced_deployment", True),
+    "Job": ("batch", "create_namespaced_job", True),
+}
+
+
+def is_not_found(err: ApiException) -> bool:
+    """Whether an API error is a 404."""
+    return getattr(err, "status", None) == 404
+
+
+class KubeApi:
+    """The calls the kube backend makes, over one `kubernetes.client.ApiClient`."""
+
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self.api_client = api_client
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self.networking = client.NetworkingV1Api(api_client)
+
+    @classmethod
+    def connect(cls, context: str | None = None, kubeconfig: str | None = None,
+                host: str | None = None) -> KubeApi:
+        """Connect with a kubeconfig context (default: current), in-cluster config, or a bare host.
+
+        Raises:
+            BackendError: no usable configuration, with what to do about it.
+        """
+        if host:
+            cfg = client.Configuration()
+            cfg.host = host
+            return cls(client.ApiClient(cfg))
+        cfg = client.Configuration()
+        try:
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+        except (ConfigException, FileNotFoundError, TypeError) as err:
+            try:
+                config.load_incluster_config(client_configuration=cfg)
+            except ConfigException:
+                raise BackendError(
+                    f"no Kubernetes config ({err}); get credentials first (`gcloud container "
+                    "clusters get-credentials NAME` or `aws eks update-kubeconfig --name NAME`), "
+                    "or pass --context / set kube.context in the symphony config"
+                ) from None
+        return cls(client.ApiClient(cfg))
+
+    def create(self, obj: dict[str, Any]) -> None:
+        """Create one object (a manifest dict) with the matching typed client call."""
+        kind = obj["kind"]
+        if kind not in _CREATE:
+            raise BackendError(f"symphony does not create {kind} objects; known: {', '.join(_CREATE)}")
+        api_name, method, namespaced = _CREATE[kind]
+        call = getattr(getattr(self, api_name), method)
+        if namespaced:
+            call(obj["metadata"]["namespace"], obj)
+        else:
+            call(obj)
+
+    def read_namespace(self, name: str) -> client.V1Namespace | None:
+        """The namespace, or None if there is none."""
+        try:
+            return self.core.read_namespace(name)
+        except ApiException as err:
+            if is_not_found(err):
+                return None
+            raise
+
+    def namespaces(self, label_selector: str) -> list[client.V1Namespace]:
+        """Namespaces matching a label selector."""
+        return self.core.list_namespace(label_selector=label_selector).items
+
+    def read_secret_data(self, namespace: str, name: str) -> dict[str, str]:
+        """The base64 `data` of a Secret (kept in memory only, to copy it)."""
+        return dict(self.core.read_namespaced_secret(name, namespace).data or {})
+
+    def pods(self, namespace: str, label_selector: str | None = None) -> list[client.V1Pod]:
+        """Pods in a namespace (optionally matching a label selector)."""
+        return self.core.list_namespaced_pod(namespace, label_selector=label_selector).items
+
+    def all_pods(self, label_selector: str) -> list[client.V1Pod]:
+        """Pods in every namespace matching a label selector (one call for `symphony list`)."""
+        return self.core.list_pod_for_all_namespaces(label_selector=label_selector).items
+
+    def logs(self, namespace: str, pod: str, container: str, *, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """Yield a container's output lines, each ending in a newline; `follow` streams until it ends."""
+        kwargs: dict[str, Any] = {"container": container, "follow": follow,
+                                  "_preload_content": False}
+        if tail is not None:
+            kwargs["tail_lines"] = tail
+        resp = self.core.read_namespaced_pod_log(pod, namespace, **kwargs)
+        pending = b""
+        try:
+            for chunk in resp.stream(4096):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    yield line.decode(errors="replace") + "\n"
+            if pending:
+                yield pending.decode(errors="replace") + "\n"
+        finally:
+            resp.release_conn()
+
+    def delete_namespace(self, name: str, *, force: bool = False, wait_s: float | None = 300,
+                         poll_s: float = 1.0) -> bool:
+        """Delete a namespace (and so everything in it); wait until it is gone.
+
+        Returns:
+            True when the namespace is gone, False when `wait_s` passed first (or `wait_s` is None).
+        """
+        body = client.V1DeleteOptions(propagation_policy="Foreground",
+                                      grace_period_seconds=0 if force else None)
+        try:
+            self.core.delete_namespace(name, body=body)
+        except ApiException as err:
+            if not is_not_found(err):
+                raise
+            return True
+        if wait_s is None:
+            return False
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if self.read_namespace(name) is None:
+                return True
+            time.sleep(poll_s)  # polling with a deadline: the API has no "deleted" callback
+        return False
+
+    def exec(self, namespace: str, pod: str, container: str, command: list[str],
+             out: Any = None, err: Any = None) -> int:
+        """Run `command` in a container (websocket exec); copy its output; return its exit code."""
+        from kubernetes.stream import stream
+
+        resp = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace,
+                      container=container, command=command, stdin=False, stdout=True,
+                      stderr=True, tty=False, _preload_content=False)
+        try:
+            while resp.is_open():
+                resp.update(timeout=1)
+                if resp.peek_stdout() and out is not None:
+                    out.write(resp.read_stdout())
+                if resp.peek_stderr() and err is not None:
+                    err.write(resp.read_stderr())
+            code = resp.returncode
+        finally:
+            resp.close()
+        return int(code or 0)

@@ -1,0 +1,82 @@
+"""The kube backend's options: keyword options (CLI `-o KEY=VALUE`), else env SYMPHONY_KUBE_<KEY>.
+
+The symphony CLI also reads defaults from the config file's `backend_options.kube` mapping, e.g.::
+
+    backend_options:
+      kube:
+        context: gke_my-project_us-west1_surreal
+        image: us-docker.pkg.dev/my-project/surreal/surreal:cpu
+        cluster_spec: ~/clusters/surreal/cloudwise.yaml
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from symphony.errors import BackendError
+from symphony.records import current_owner
+
+ENV_PREFIX = "SYMPHONY_KUBE_"
+
+
+@dataclass
+class KubeOptions:
+    """Every option the kube backend accepts.
+
+    Attributes:
+        context: kubeconfig context (default: the current one).
+        kubeconfig: kubeconfig file (default: $KUBECONFIG or ~/.kube/config).
+        host: talk to this API URL without credentials (tests, `kubectl proxy`).
+        namespace: namespace for the experiment (default: its name).
+        image: image for processes that name none.
+        cluster_spec: path of the cloudwise.yaml of the cluster (pool taints, capacity checks).
+        output: with --dry-run, write one YAML file per object into this folder.
+        owner: owner label (default: the current user).
+        secrets: process name -> names of Secrets to mount (adds to each Process's own list).
+        secrets_namespace: where launch copies each named Secret from into the experiment's
+            namespace (the values pass through memory only, never through a manifest).
+        secret_files: secret name -> local file (or folder): launch creates the Secret from it.
+        shm_gb: /dev/shm size limit per pod (default: the pod's memory request).
+        delete_wait_s: how long `delete` waits for the namespace to be gone.
+    """
+
+    context: str | None = None
+    kubeconfig: str | None = None
+    host: str | None = None
+    namespace: str | None = None
+    image: str | None = None
+    cluster_spec: str | None = None
+    output: str | None = None
+    owner: str = field(default_factory=current_owner)
+    secrets: dict[str, list[str]] = field(default_factory=dict)
+    secrets_namespace: str = "symphony-secrets"
+    secret_files: dict[str, str] = field(default_factory=dict)
+    shm_gb: float | None = None
+    delete_wait_s: float = 300.0
+
+
+_KNOWN = tuple(KubeOptions.__dataclass_fields__)
+
+
+def resolve(options: dict[str, Any]) -> KubeOptions:
+    """Merge the caller's options over env `SYMPHONY_KUBE_<KEY>` (context, image, namespace, ...).
+
+    Raises:
+        BackendError: an unknown option, naming the known ones.
+    """
+    merged: dict[str, Any] = {}
+    for key in ("context", "kubeconfig", "host", "namespace", "image", "cluster_spec", "owner"):
+        value = os.environ.get(ENV_PREFIX + key.upper())
+        if value:
+            merged[key] = value
+    merged.update({k: v for k, v in options.items() if v is not None})
+    unknown = sorted(set(merged) - set(_KNOWN))
+    if unknown:
+        raise BackendError(f"unknown kube option(s) {unknown}; the kube backend accepts: {', '.join(_KNOWN)}")
+    for key in ("cluster_spec", "kubeconfig", "output"):
+        if merged.get(key):
+            merged[key] = str(Path(merged[key]).expanduser())
+    return KubeOptions(**merged)

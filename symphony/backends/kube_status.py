@@ -1,0 +1,76 @@
+"""Pure translation of Kubernetes pods into symphony process states (no API calls here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from symphony.backends.base import EXITED, FAILED, PENDING, RESTARTING, RUNNING, ProcessStatus
+from symphony.kube_manifests import LABEL_GROUP
+
+_BACKOFF = ("CrashLoopBackOff",)
+
+
+def _state_of(cs: Any) -> tuple[str, int | None, float | None, float | None]:
+    """(state, exit code, started, ended) of one V1ContainerStatus."""
+    state = cs.state
+    if state is None:
+        return PENDING, None, None, None
+    if state.running is not None:
+        started = state.running.started_at.timestamp() if state.running.started_at else None
+        return RUNNING, None, started, None
+    if state.terminated is not None:
+        term = state.terminated
+        code = term.exit_code
+        started = term.started_at.timestamp() if term.started_at else None
+        ended = term.finished_at.timestamp() if term.finished_at else None
+        return (EXITED if code == 0 else FAILED), code, started, ended
+    if state.waiting is not None and state.waiting.reason in _BACKOFF:
+        return RESTARTING, None, None, None
+    return PENDING, None, None, None
+
+
+def _newest(pods: list[Any]) -> Any:
+    def created(pod: Any) -> float:
+        ts = pod.metadata.creation_timestamp
+        return ts.timestamp() if ts is not None else 0.0
+
+    return max(pods, key=created)
+
+
+def group_pod(pods: list[Any], group: str) -> Any | None:
+    """The newest pod of a process group (a controller may have replaced older ones)."""
+    mine = [p for p in pods if (p.metadata.labels or {}).get(LABEL_GROUP) == group]
+    return _newest(mine) if mine else None
+
+
+def process_statuses(pods: list[Any], groups: dict[str, list[str]]) -> list[ProcessStatus]:
+    """One ProcessStatus per process from the pods of an experiment.
+
+    Args:
+        pods: V1Pod objects of the experiment's namespace.
+        groups: group name -> its process (= container) names, in declaration order.
+    """
+    out = []
+    for group, processes in groups.items():
+        pod = group_pod(pods, group)
+        statuses = {}
+        if pod is not None and pod.status is not None:
+            statuses = {cs.name: cs for cs in (pod.status.container_statuses or [])}
+        retired = sum(1 for p in pods if (p.metadata.labels or {}).get(LABEL_GROUP) == group) - 1
+        for name in processes:
+            cs = statuses.get(name)
+            state, code, started, ended = _state_of(cs) if cs is not None else (PENDING,) + (None,) * 3
+            location = None
+            if pod is not None:
+                node = pod.spec.node_name if pod.spec is not None else None
+                location = f"pod {pod.metadata.name}" + (f" on {node}" if node else "")
+            restarts = (cs.restart_count if cs is not None else 0) + max(retired, 0)
+            out.append(ProcessStatus(name=name, state=state, group=group, restarts=restarts,
+                                     location=location, started=started, ended=ended,
+                                     exit_code=code))
+    return out
+
+
+def pod_phases(pods: list[Any]) -> dict[str, str]:
+    """Pod name -> phase (for `describe` details)."""
+    return {p.metadata.name: (p.status.phase if p.status else "Unknown") for p in pods}

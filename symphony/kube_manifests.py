@@ -1,0 +1,308 @@
+"""Pure rendering of an Experiment into Kubernetes objects (plain dicts; no cluster, no client).
+
+What one experiment becomes, in apply order:
+
+- a Namespace labelled with the experiment and its owner (and Pod Security `restricted`);
+- a NetworkPolicy admitting ingress only from the experiment's own pods, plus one per exposed
+  service that opens just that port of just that pod to any source;
+- a Service per bound name (ClusterIP; LoadBalancer for an `exposes` name) selecting the pod of
+  the group that binds it, on the port the address contract assigns;
+- per ProcessGroup one pod template, one container per process, under a controller:
+  a Deployment of one replica (`Recreate`) when any process restarts "always" (the process is a
+  server meant to run until deleted; the ReplicaSet replaces a pod lost with its node), else a
+  Job whose `podFailurePolicy` ignores disruptions (a pod lost with its node is recreated, while
+  the process's own failures follow its restart policy through `backoffLimit`).
+
+Secrets are referenced by name only (secret volumes); their values never appear here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from cloudwise.spec import ClusterSpec
+from symphony.addresses import Address, env_prefix, fixed_endpoints, process_env
+from symphony.errors import SpecError
+from symphony.placement import pod_placement
+from symphony.spec import Experiment, Process, ProcessGroup
+
+LABEL_EXPERIMENT = "symphony.io/experiment"
+LABEL_OWNER = "symphony.io/owner"
+LABEL_GROUP = "symphony.io/group"
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+ANNOTATION_SPEC = "symphony.io/spec"
+MANAGER = "symphony"
+SECRETS_ROOT = "/var/run/secrets/symphony"
+RUN_AS = 1000
+NETWORK_POLICY = "symphony-experiment-only"
+
+
+@dataclass
+class RenderOptions:
+    """What rendering needs besides the experiment.
+
+    Attributes:
+        owner: the user who launches (namespace label; teammates see it in `symphony list`).
+        namespace: the namespace; default the experiment name.
+        image: image for processes that name none (after `Experiment.image`).
+        cluster: the cloudwise cluster spec, for exact pool taints and GPU checks.
+        secrets: process name -> names of Kubernetes Secrets it mounts (added to `Process.secrets`).
+        shm_gb: size limit of each pod's memory-backed /dev/shm; None: bounded by pod memory.
+        base_port: first service port (ports follow declaration order).
+    """
+
+    owner: str = "unknown"
+    namespace: str | None = None
+    image: str | None = None
+    cluster: ClusterSpec | None = None
+    secrets: dict[str, list[str]] = field(default_factory=dict)
+    shm_gb: float | None = None
+    base_port: int = 7000
+
+
+def label_value(text: str) -> str:
+    """`text` made a valid label value (63 chars of [A-Za-z0-9_.-], alphanumeric at both ends)."""
+    value = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:63]
+    return value.strip("-_.") or "unknown"
+
+
+def service_name(service: str) -> str:
+    """The Kubernetes Service name for a symphony service (a DNS-1035 label: starts with a letter)."""
+    return service if service[:1].isalpha() else f"s-{service}"[:63]
+
+
+def namespace_of(experiment: Experiment, options: RenderOptions) -> str:
+    """The experiment's namespace."""
+    return options.namespace or experiment.name
+
+
+def endpoints(experiment: Experiment, options: RenderOptions) -> dict[str, Address]:
+    """Every bound service -> its Service DNS name (`<svc>.<namespace>.svc`) and port."""
+    ns = namespace_of(experiment, options)
+    return fixed_endpoints(
+        experiment, lambda svc, _binder: f"{service_name(svc)}.{ns}.svc", base_port=options.base_port
+    )
+
+
+def secrets_of(process: Process, options: RenderOptions) -> list[str]:
+    """Secret names a process mounts: its own `secrets` field plus the `secrets` option."""
+    names = list(getattr(process, "secrets", None) or []) + list(options.secrets.get(process.name, []))
+    return list(dict.fromkeys(names))
+
+
+def _labels(experiment: Experiment, options: RenderOptions) -> dict[str, str]:
+    return {
+        LABEL_EXPERIMENT: experiment.name,
+        LABEL_OWNER: label_value(options.owner),
+        LABEL_MANAGED: MANAGER,
+    }
+
+
+def _selector(experiment: Experiment, group: str) -> dict[str, str]:
+    return {LABEL_EXPERIMENT: experiment.name, LABEL_GROUP: group}
+
+
+def _meta(name: str, ns: str | None, labels: dict[str, str]) -> dict:
+    meta = {"name": name, "labels": dict(labels)}
+    if ns is not None:
+        meta["namespace"] = ns
+    return meta
+
+
+def render(experiment: Experiment, options: RenderOptions | None = None) -> list[dict]:
+    """Every object of `experiment`, in apply order (Namespace first).
+
+    Raises:
+        SpecError: the experiment is invalid, or a process has no image.
+    """
+    options = options or RenderOptions()
+    experiment.validate()
+    ns = namespace_of(experiment, options)
+    labels = _labels(experiment, options)
+    eps = endpoints(experiment, options)
+    objects = [namespace(experiment, options)]
+    objects += network_policies(experiment, ns, labels, eps)
+    objects += services(experiment, ns, labels, eps)
+    for group in experiment.groups():
+        objects.append(workload(experiment, group, ns, labels, eps, options))
+    return objects
+
+
+def namespace(experiment: Experiment, options: RenderOptions) -> dict:
+    """The Namespace: experiment and owner labels, Pod Security `restricted`, the spec annotated."""
+    labels = _labels(experiment, options)
+    labels["pod-security.kubernetes.io/enforce"] = "restricted"
+    meta = _meta(namespace_of(experiment, options), None, labels)
+    meta["annotations"] = {ANNOTATION_SPEC: experiment.to_yaml()}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
+
+
+def network_policies(experiment: Experiment, ns: str, labels: dict[str, str],
+                     eps: dict[str, Address]) -> list[dict]:
+    """Ingress from the experiment's own pods only; each exposed port open to any source."""
+    own = {"podSelector": {"matchLabels": {LABEL_EXPERIMENT: experiment.name}}}
+    policies = [{
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _meta(NETWORK_POLICY, ns, labels),
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [own]}]},
+    }]
+    for proc in experiment.processes():
+        for svc in proc.exposed:
+            group = experiment.group_of(proc.name)
+            policies.append({
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": _meta(f"symphony-expose-{svc}"[:63], ns, labels),
+                "spec": {
+                    "podSelector": {"matchLabels": _selector(experiment, group)},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [{"ports": [{"protocol": "TCP", "port": eps[svc].port}]}],
+                },
+            })
+    return policies
+
+
+def services(experiment: Experiment, ns: str, labels: dict[str, str],
+             eps: dict[str, Address]) -> list[dict]:
+    """A Service per bound name, selecting the binder's group pod; exposed names are LoadBalancers."""
+    objects = []
+    for proc in experiment.processes():
+        group = experiment.group_of(proc.name)
+        for svc in proc.bound:
+            port = eps[svc].port
+            spec = {
+                "type": "LoadBalancer" if svc in proc.exposed else "ClusterIP",
+                "selector": _selector(experiment, group),
+                "ports": [{"name": "tcp", "protocol": "TCP", "port": port, "targetPort": port}],
+            }
+            meta = _meta(service_name(svc), ns, {**labels, LABEL_GROUP: group})
+            objects.append({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})
+    return objects
+
+
+def _is_server(group: ProcessGroup) -> bool:
+    return any(p.restart.mode == "always" for p in group.processes)
+
+
+def workload(experiment: Experiment, group: ProcessGroup, ns: str, labels: dict[str, str],
+             eps: dict[str, Address], options: RenderOptions) -> dict:
+    """The Deployment (servers) or Job (processes meant to end) that runs one group's pod."""
+    selector = _selector(experiment, group.name)
+    pod_labels = {**labels, **selector}
+    template = {"metadata": {"labels": pod_labels}, "spec": pod_spec(experiment, group, eps, options)}
+    meta = _meta(group.name, ns, pod_labels)
+    if _is_server(group):
+        template["spec"]["restartPolicy"] = "Always"
+        spec = {"replicas": 1, "strategy": {"type": "Recreate"},
+                "selector": {"matchLabels": selector}, "template": template}
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
+    template["spec"]["restartPolicy"] = "Never"
+    retries = max((p.restart.max_restarts for p in group.processes
+                   if p.restart.mode == "on-failure"), default=0)
+    spec = {
+        "backoffLimit": retries,
+        "completions": 1,
+        "parallelism": 1,
+        "podFailurePolicy": {"rules": [
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        ]},
+        "template": template,
+    }
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def pod_spec(experiment: Experiment, group: ProcessGroup, eps: dict[str, Address],
+             options: RenderOptions) -> dict:
+    """One pod for the group: a container per process, shared /dev/shm, secrets, placement."""
+    gpus = sum(p.resources.gpu for p in group.processes)
+    placement = pod_placement(group.node_pool(), gpus, options.cluster)
+    memory = sum(p.resources.memory_gb or 0 for p in group.processes)
+    shm_gb = options.shm_gb if options.shm_gb is not None else (memory or None)
+    shm: dict = {"medium": "Memory"}
+    if shm_gb:
+        shm["sizeLimit"] = _quantity_gb(shm_gb)
+    volumes = [{"name": "dshm", "emptyDir": shm}]
+    for name in sorted({s for p in group.processes for s in secrets_of(p, options)}):
+        volumes.append({"name": f"secret-{name}"[:63],
+                        "secret": {"secretName": name, "defaultMode": 0o440}})
+    spec = {
+        "containers": [container(experiment, p, eps, options) for p in group.processes],
+        "volumes": volumes,
+        "enableServiceLinks": False,
+        "automountServiceAccountToken": False,
+        "terminationGracePeriodSeconds": 30,
+        "securityContext": {
+            "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    if placement.node_selector:
+        spec["nodeSelector"] = placement.node_selector
+    if placement.tolerations:
+        spec["tolerations"] = placement.tolerations
+    return spec
+
+
+def container(experiment: Experiment, proc: Process, eps: dict[str, Address],
+              options: RenderOptions) -> dict:
+    """The container that runs one process, with its SYMPH_* env and resources."""
+    image = proc.image or experiment.image or options.image
+    if not image:
+        raise SpecError(
+            f"process {proc.name!r} has no container image; set Experiment(image=...) or "
+            "Process(image=...), or pass --image (config: kube.image, env SYMPHONY_KUBE_IMAGE)"
+        )
+    env = process_env(experiment, proc, eps, bind_host="*")
+    mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    for name in secrets_of(proc, options):
+        path = f"{SECRETS_ROOT}/{name}"
+        env[f"{env_prefix('secret-' + name)}_DIR"] = path
+        mounts.append({"name": f"secret-{name}"[:63], "mountPath": path, "readOnly": True})
+    out = {
+        "name": proc.name,
+        "image": image,
+        "command": proc.argv(),
+        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "resources": resources(proc),
+        "volumeMounts": mounts,
+        "securityContext": {
+            "allowPrivilegeEscalation": False, "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+    }
+    if proc.cwd:
+        out["workingDir"] = proc.cwd
+    ports = [{"containerPort": eps[s].port, "protocol": "TCP"} for s in proc.bound]
+    if ports:
+        out["ports"] = ports
+    return out
+
+
+def _quantity_gb(gb: float) -> str:
+    return f"{int(round(gb * 1024))}Mi"
+
+
+def _quantity_cpu(cpu: float) -> str:
+    millis = int(round(cpu * 1000))
+    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+def resources(proc: Process) -> dict:
+    """Requests (cpu, memory) and limits (memory, `nvidia.com/gpu`) for one process.
+
+    CPU has no limit (throttling a learner or replay server only slows it); memory's limit equals
+    its request so the scheduler's view holds; GPUs are whole devices in limits.
+    """
+    res = proc.resources
+    requests = {"cpu": _quantity_cpu(res.cpu)}
+    limits: dict[str, str] = {}
+    if res.memory_gb:
+        requests["memory"] = limits["memory"] = _quantity_gb(res.memory_gb)
+    if res.gpu:
+        limits["nvidia.com/gpu"] = str(res.gpu)
+    out: dict = {"requests": requests}
+    if limits:
+        out["limits"] = limits
+    return out
