@@ -12,6 +12,7 @@ import yaml
 
 from symphony.backends import backend_class, backend_names, get_backend
 from symphony.backends.base import Backend
+from symphony.build_cli import build
 from symphony.errors import SymphonyError
 from symphony.records import (
     ACTIVE_STATUSES,
@@ -223,6 +224,9 @@ def exec_(experiment: str, process: str, command: tuple[str, ...], backend: str 
     """Run COMMAND beside (or inside) PROCESS with its environment: `symphony exec EXP PROC -- CMD`."""
     impl, record = _find(experiment, backend)
     sys.exit(impl.exec(record, _process(record, impl, process), list(command)))
+
+
+main.add_command(build)  # `symphony build`, owned by symphony/build_cli.py
 
 
 def _duration(seconds: float) -> str:

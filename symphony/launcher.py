@@ -9,7 +9,6 @@ from typing import Any
 
 from symphony.backends import get_backend
 from symphony.backends.base import ALIVE_STATES, Backend, ExperimentStatus
-from symphony.errors import SymphonyError
 from symphony.records import ExperimentRecord, Records
 from symphony.spec import Experiment, check_name
 
@@ -95,9 +94,8 @@ def launch(
                                  launch_command=launch_command or list(sys.argv))
     try:
         impl.launch(experiment, record, detach=detach)
-    except BaseException as err:
-        if isinstance(err, SymphonyError) or not isinstance(err, KeyboardInterrupt):
-            _discard(impl, record)
+    except BaseException:
+        _discard(impl, record)  # a launch that failed (or was interrupted early) leaves nothing
         raise
     return ExperimentHandle(impl, record)
 

@@ -93,8 +93,14 @@ class Supervisor:
     def request_stop(self, *_: Any) -> None:
         """Signal handler: the first call stops gracefully, the second kills at once."""
         self.stops_requested += 1
-        if self.stops_requested > 1:
+        if self.stops_requested > 1:  # impatient: kill everything now, mid grace period
             self.grace_s = 0.0
+            pids = [p.pid for p in self.popens.values()]
+            for proc in proctree.gather(pids, self.record.data["run_id"]):
+                try:
+                    proc.kill()
+                except proctree.psutil.Error:
+                    pass
 
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is threading.main_thread():

@@ -147,7 +147,8 @@ class InProcessBackend(Backend):
                         worker.thread.join(0.1)
             except KeyboardInterrupt:
                 self.delete(record)
-                raise
+                record.data["exit_code"] = 130
+                record.set_status("stopped")
 
     def describe(self, record: ExperimentRecord) -> ExperimentStatus:
         """Live thread states (or "unknown" when asked from another Python process)."""

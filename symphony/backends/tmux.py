@@ -104,10 +104,11 @@ class TmuxBackend(Backend):
         print(f"watch it with `tmux {sock}attach -t {record.name}`; Ctrl-C here stops it", flush=True)
         try:
             while any(p.state in ALIVE_STATES for p in self.describe(record).processes):
-                time.sleep(0.2)
+                time.sleep(0.5)
         except KeyboardInterrupt:
             self.delete(record)
-            raise
+            record.data["exit_code"] = 130
+            record.set_status("stopped")
 
     def describe(self, record: ExperimentRecord) -> ExperimentStatus:
         """State from each runner's report, checked against the pane (alive, dead, exit status)."""
