@@ -65,6 +65,7 @@ class Supervisor:
         self.popens: dict[str, subprocess.Popen] = {}
         self.due: dict[str, float] = {}
         self.stops_requested = 0
+        self.previous_handlers: dict[int, Any] = {}
         self.status = "starting"
         self.error: str | None = None
         self.endpoints = {s: Address(h, int(p), h) for s, (h, p) in record.data["endpoints"].items()}
@@ -105,7 +106,11 @@ class Supervisor:
     def _install_signal_handlers(self) -> None:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-                signal.signal(sig, self.request_stop)
+                self.previous_handlers[sig] = signal.signal(sig, self.request_stop)
+
+    def _restore_signal_handlers(self) -> None:
+        for sig, handler in self.previous_handlers.items():
+            signal.signal(sig, handler)
 
     def _reserve_ports(self) -> None:
         """Re-check each port right before starting; a port taken since allocation gets a new one."""
@@ -186,6 +191,7 @@ class Supervisor:
                 run.state, run.ended, run.pid = STOPPED, now, None
 
     def _finish(self, status: str, code: int) -> int:
+        self._restore_signal_handlers()
         self.status = status
         self._save()
         try:

@@ -147,3 +147,40 @@ def test_logs_follow_prints_until_the_process_ends(symphony_home):
     assert followed.returncode == 0, followed.stderr
     assert followed.stdout.rstrip().endswith("node 2 got stop at count 30")
     assert "node 2 got count 29" in followed.stdout
+
+
+def test_python_api_reports_failure_exit_code_and_restart_limit(records):
+    import symphony
+    from symphony import Experiment, Process, RestartPolicy
+
+    exp = Experiment("api").add(
+        Process("once", ["sh", "-c", "echo hi; exit 3"]),
+        Process("flaky", ["sh", "-c", "echo try; exit 1"], restart=RestartPolicy("on-failure", 2, 0.01)),
+    )
+    handle = symphony.launch(exp, "local", records=records)
+    status = handle.wait(timeout=60)
+    once, flaky = status.process("once"), status.process("flaky")
+    assert (once.state, once.exit_code, once.restarts) == ("failed", 3, 0)
+    assert (flaky.state, flaky.restarts) == ("failed", 2)
+    assert handle.logs("once") == "hi\n"
+    assert handle.logs("flaky").count("try\n") == 3 and "restart 2/2" in handle.logs("flaky")
+    assert wait_for(lambda: records.load("api").status == "failed", what="the record's status")
+    handle.stop()
+    assert records.all() == []
+
+
+def test_a_port_taken_after_allocation_is_replaced_before_start(records):
+    import socket
+
+    from symphony import Experiment, Process
+    from symphony.supervisor import Supervisor
+
+    exp = Experiment("ports").add(Process("p", ["sh", "-c", "echo port=$SYMPH_SVC_PORT"]).binds("svc"))
+    record = records.create(exp, "local")
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        taken = held.getsockname()[1]
+        record.data.update(run_id="test-ports", cwd=".", endpoints={"svc": ["127.0.0.1", taken]})
+        assert Supervisor(record).run() == 0
+    port = int(records.load("ports").file("logs/p.log").read_text().strip().split("=")[1])
+    assert port != taken and port > 0
