@@ -138,3 +138,12 @@ def test_names_resolve_by_unique_prefix_else_list_the_candidates(records):
     assert "no process matches 'x'; process names: ['node']" in cli("logs", "ring-one", "x").stderr
     assert cli("delete", "ring-o").stdout == "deleted ring-one\n"
     assert [r.name for r in records.all()] == ["ring-two"]
+
+
+def test_list_shows_teammates_experiments_and_mine_filters_them(records):
+    records.create(Experiment("adas-run").add(Process("node", ["true"])), "local", owner="ada")
+    records.create(Experiment("my-run").add(Process("node", ["true"])), "local")
+    everyone = cli("list").stdout
+    assert "adas-run  ada" in everyone and "my-run" in everyone
+    mine = cli("list", "--mine").stdout
+    assert "my-run" in mine and "adas-run" not in mine
