@@ -6,8 +6,9 @@ selector and tolerations. Asking for almost all of a node's allocatable capacity
 on a whole machine; asking for 1/N of it packs N processes per machine.
 
     >>> from cloudwise.spec import ClusterSpec, NodePoolSpec
-    >>> cluster = ClusterSpec("gcp", "c", "us-west1", pools=[NodePoolSpec("cpu", cpu=8, memory_gb=32)])
-    >>> share_of_machine(cluster, "cpu", 4).cpu
+    >>> pools = [NodePoolSpec("cpu", cpu=8, memory_gb=32)]
+    >>> cluster = ClusterSpec("gcp", "c", "us-west1", project="p", pools=pools)
+    >>> share_of_machine(cluster, "cpu", 4).cpu  # n2-standard-8: 7.8 cores allocatable
     1.95
 
 Pool labels and taints come from `cloudwise.labels`, the one place that names them.
@@ -19,6 +20,8 @@ import math
 from dataclasses import dataclass, field
 
 from cloudwise import labels as cw_labels
+from cloudwise.errors import CloudwiseError
+from cloudwise.resolve import resolve_pool
 from cloudwise.spec import ClusterSpec, NodePoolSpec
 from symphony.errors import SpecError
 from symphony.spec import Resources
@@ -57,21 +60,29 @@ def _floor(value: float, step: float = 0.05) -> float:
     return round(math.floor(value / step + 1e-9) * step, 2)
 
 
-def _capacity(pool: NodePoolSpec) -> tuple[float, float]:
-    if not pool.cpu or not pool.memory_gb:
-        raise SpecError(
-            f"pool {pool.name!r} has no cpu/memory_gb in the cluster spec; resolve the spec with "
-            "`cloudwise plan` (it fills them from the machine type) or set them in cloudwise.yaml"
-        )
-    return float(pool.cpu), float(pool.memory_gb)
+def node(cluster: ClusterSpec, pool: str) -> NodePoolSpec:
+    """One node of `pool` as cloudwise creates it: cpu, memory and GPUs of the chosen machine type.
+
+    Raises:
+        SpecError: no such pool, or cloudwise cannot choose a machine for it (the message says why).
+    """
+    try:
+        return resolve_pool(cluster.pool(pool), cluster).node
+    except CloudwiseError as err:
+        raise SpecError(f"cannot place on pool {pool!r}: {err}") from None
 
 
-def allocatable(pool: NodePoolSpec) -> tuple[float, float]:
-    """What one node of `pool` leaves for pods: `(cores, GiB)` after system and DaemonSet reserves.
+def allocatable(node: NodePoolSpec) -> tuple[float, float]:
+    """What a node leaves for pods: `(cores, GiB)` after system and DaemonSet reserves.
+
+    Args:
+        node: a node's capacity (`node(cluster, pool)`; a pool spec with cpu and memory_gb set).
 
     Uses GKE's published reservation tiers (EKS reserves a little less, so this is safe on both).
     """
-    cpu, memory = _capacity(pool)
+    if not node.cpu or not node.memory_gb:
+        raise SpecError(f"pool {node.name!r} has no cpu/memory_gb; pass node(cluster, pool) instead")
+    cpu, memory = float(node.cpu), float(node.memory_gb)
     cpu_left = cpu - _tiered(cpu, _CPU_RESERVED) - DAEMONSET_CPU
     memory_left = memory - _tiered(memory, _MEMORY_RESERVED) - _EVICTION_GB - DAEMONSET_MEMORY_GB
     return _floor(cpu_left), _floor(memory_left)
@@ -95,7 +106,7 @@ def share_of_machine(cluster: ClusterSpec, pool: str, per_machine: int) -> Resou
     """
     if not isinstance(per_machine, int) or per_machine < 1:
         raise SpecError(f"per_machine={per_machine!r} must be a whole number >= 1")
-    spec = cluster.pool(pool)
+    spec = node(cluster, pool)
     cpu, memory = allocatable(spec)
     if spec.gpu and spec.gpu % per_machine:
         raise SpecError(
@@ -128,23 +139,26 @@ def gpu(
     return smallest_pool(cluster, request, gpu_type=gpu_type)
 
 
-def fits(pool: NodePoolSpec, request: Resources, gpu_type: str | None = None) -> bool:
-    """Whether one node of `pool` can hold `request`."""
-    cpu, memory = allocatable(pool)
-    if gpu_type is not None and (pool.gpu_type or "").lower() != gpu_type.lower():
+def fits(node: NodePoolSpec, request: Resources, gpu_type: str | None = None) -> bool:
+    """Whether a node (`node(cluster, pool)`) can hold `request`."""
+    cpu, memory = allocatable(node)
+    if gpu_type is not None and (node.gpu_type or "").lower() != gpu_type.lower():
         return False
-    return request.cpu <= cpu and (request.memory_gb or 0) <= memory and request.gpu <= pool.gpu
+    return request.cpu <= cpu and (request.memory_gb or 0) <= memory and request.gpu <= node.gpu
 
 
 def smallest_pool(cluster: ClusterSpec, request: Resources, gpu_type: str | None = None) -> Resources:
     """`request` placed on the smallest pool that fits it (fewest GPUs, then cores, then memory).
 
+    Pools are sized by the machine type cloudwise chooses for them (`node`).
+
     Raises:
         SpecError: no pool fits; the message lists each pool's allocatable capacity.
     """
-    candidates = [p for p in cluster.pools if p.cpu and p.memory_gb and fits(p, request, gpu_type)]
+    nodes = [node(cluster, p.name) for p in cluster.pools]
+    candidates = [n for n in nodes if fits(n, request, gpu_type)]
     if not candidates:
-        have = "; ".join(_describe(p) for p in cluster.pools) or "no pools"
+        have = "; ".join(_describe(n) for n in nodes) or "no pools"
         want = f"cpu={request.cpu}, memory_gb={request.memory_gb}, gpu={request.gpu}"
         if gpu_type:
             want += f", gpu_type={gpu_type}"
@@ -156,12 +170,10 @@ def smallest_pool(cluster: ClusterSpec, request: Resources, gpu_type: str | None
     return Resources(cpu=request.cpu, memory_gb=request.memory_gb, gpu=request.gpu, node_pool=best.name)
 
 
-def _describe(pool: NodePoolSpec) -> str:
-    if not pool.cpu or not pool.memory_gb:
-        return f"{pool.name}: size unknown"
-    cpu, memory = allocatable(pool)
-    gpus = f", {pool.gpu}x{pool.gpu_type}" if pool.gpu else ""
-    return f"{pool.name}: {cpu} cpu, {memory} GiB{gpus}"
+def _describe(node: NodePoolSpec) -> str:
+    cpu, memory = allocatable(node)
+    gpus = f", {node.gpu}x{node.gpu_type}" if node.gpu else ""
+    return f"{node.name} ({node.machine_type}): {cpu} cpu, {memory} GiB{gpus}"
 
 
 def pod_placement(node_pool: str | None, gpus: int, cluster: ClusterSpec | None = None) -> Placement:
@@ -175,13 +187,13 @@ def pod_placement(node_pool: str | None, gpus: int, cluster: ClusterSpec | None 
     if node_pool is not None:
         placement.node_selector = cw_labels.node_selector(node_pool)
         if cluster is not None:
-            pool = cluster.pool(node_pool)
-            if gpus > pool.gpu:
+            spec = node(cluster, node_pool)
+            if gpus > spec.gpu:
                 raise SpecError(
-                    f"a pod on pool {node_pool!r} asks for {gpus} GPUs but its nodes have {pool.gpu}; "
+                    f"a pod on pool {node_pool!r} asks for {gpus} GPUs but its nodes have {spec.gpu}; "
                     "pick a GPU pool (symphony.placement.gpu) or lower the request"
                 )
-            taints = cw_labels.pool_taints(pool)
+            taints = cw_labels.pool_taints(spec)
     if gpus and cw_labels.GPU_TAINT not in taints:
         taints.append(cw_labels.GPU_TAINT)
     placement.tolerations = [t.toleration() for t in taints]

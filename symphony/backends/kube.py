@@ -4,20 +4,28 @@ Rendering is `symphony.kube_manifests` (pure); API calls are `symphony.backends.
 status translation is `symphony.backends.kube_status`. This class only wires them together.
 Experiments are found through their namespaces (label `symphony.io/experiment`), so teammates on
 one cluster see each other's experiments even without sharing a symphony state directory.
-The backend cannot stay attached: `launch(detach=False)` returns once everything is created.
+Attached (`detach=False`), launch polls the pods until every process ended; Ctrl-C deletes the
+experiment's namespace. Detached, it returns once every object is created.
 """
 
 from __future__ import annotations
 
 import base64
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from symphony.backends.base import Backend, ExperimentStatus, ExperimentSummary, overall_status
+from symphony.backends.base import (
+    ALIVE_STATES,
+    Backend,
+    ExperimentStatus,
+    ExperimentSummary,
+    overall_status,
+)
 from symphony.backends.kube_options import KubeOptions, resolve
 from symphony.backends.kube_status import group_pod, pod_phases, process_statuses
 from symphony.errors import BackendError, ExperimentNotFound
@@ -117,6 +125,24 @@ class KubeBackend(Backend):
             self.api.delete_namespace(ns, wait_s=None)
             raise BackendError(f"launch on Kubernetes failed ({err}); namespace {ns!r} was deleted") from err
         record.set_status("running")
+        if not detach:
+            self._attend(record)
+
+    def _attend(self, record: ExperimentRecord) -> None:
+        """Attached launch: poll until every process ended; Ctrl-C deletes the experiment."""
+        try:
+            while True:
+                status = self.describe(record)
+                if status.processes and not any(p.state in ALIVE_STATES for p in status.processes):
+                    break
+                time.sleep(self.config.poll_s)  # the pods live on the cluster; there is nothing to wait on
+        except KeyboardInterrupt:
+            self.delete(record, force=False)
+            record.data["exit_code"] = 130
+            record.set_status("stopped")
+            return
+        record.data["exit_code"] = 0 if status.status == "finished" else 1
+        record.set_status(status.status)
 
     def _secrets(self, experiment: Experiment, ns: str) -> list[dict]:
         """Secret objects for the experiment's namespace, read from files or the secrets namespace."""
@@ -196,7 +222,8 @@ class KubeBackend(Backend):
             if force:
                 return
             raise
-        if not self.api.delete_namespace(ns, force=force, wait_s=self.config.delete_wait_s):
+        if not self.api.delete_namespace(ns, force=force, wait_s=self.config.delete_wait_s,
+                                         poll_s=self.config.poll_s):
             raise BackendError(
                 f"namespace {ns!r} is still terminating after {self.config.delete_wait_s:.0f} s; "
                 f"check `kubectl get ns {ns} -o yaml` for finalizers"

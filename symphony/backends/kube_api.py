@@ -162,11 +162,20 @@ class KubeApi:
         try:
             while resp.is_open():
                 resp.update(timeout=1)
-                if resp.peek_stdout() and out is not None:
-                    out.write(resp.read_stdout())
-                if resp.peek_stderr() and err is not None:
-                    err.write(resp.read_stderr())
+                _copy(resp, out, err)
+            _copy(resp, out, err)  # what arrived with the closing frames
             code = resp.returncode
         finally:
             resp.close()
         return int(code or 0)
+
+
+def _copy(resp: Any, out: Any, err: Any) -> None:
+    if resp.peek_stdout():
+        text = resp.read_stdout()
+        if out is not None:
+            out.write(text)
+    if resp.peek_stderr():
+        text = resp.read_stderr()
+        if err is not None:
+            err.write(text)

@@ -41,6 +41,7 @@ class KubeOptions:
         secret_files: secret name -> local file (or folder): launch creates the Secret from it.
         shm_gb: /dev/shm size limit per pod (default: the pod's memory request).
         delete_wait_s: how long `delete` waits for the namespace to be gone.
+        poll_s: seconds between status polls of an attached launch and of `delete`.
     """
 
     context: str | None = None
@@ -56,6 +57,7 @@ class KubeOptions:
     secret_files: dict[str, str] = field(default_factory=dict)
     shm_gb: float | None = None
     delete_wait_s: float = 300.0
+    poll_s: float = 2.0
 
 
 _KNOWN = tuple(KubeOptions.__dataclass_fields__)

@@ -10,17 +10,22 @@ to kmock:
     GET/DELETE   /api/v1/namespaces/NAME            read; delete = "Terminating" for one more
                                                     read, then gone with every object inside
     GET          /api/v1/namespaces/NS/pods/POD/log ?container=&tailLines=&follow=
+    GET (ws)     /api/v1/namespaces/NS/pods/POD/exec websocket, v4.channel.k8s.io: stdout on
+                                                    channel 1, stderr 2, the exit status on 3
 
-Nothing here runs controllers or a kubelet: tests add the pods a controller would create with
-`add_pod`, and the lines a container prints with `write_log` / `end_log`.
+Nothing here runs controllers, a kubelet or a container: tests add the pods a controller would
+create with `add_pod`, the lines a container prints with `write_log` / `end_log`, and what a
+command run by exec does with `exec_handler(namespace, pod, container, argv) -> (out, err, code)`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import re
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import kmock
@@ -28,6 +33,7 @@ from aiohttp import web
 
 _NS = re.compile(r"^/api/v1/namespaces/([^/]+)$")
 _LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
+_EXEC = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec$")
 _RESOURCES = {
     "v1/pods": "Pod", "v1/services": "Service", "v1/secrets": "Secret",
     "apps/v1/deployments": "Deployment", "batch/v1/jobs": "Job",
@@ -71,6 +77,7 @@ class KubeEndpoint:
         self._thread = threading.Thread(target=self._serve, name="kube-endpoint", daemon=True)
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
+        self.exec_handler: Callable[[str, str, str, list[str]], tuple[str, str, int]] | None = None
 
     # --- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> KubeEndpoint:
@@ -142,6 +149,8 @@ class KubeEndpoint:
             return await self._one_ns(request, match.group(1))
         if (match := _LOG.match(path)) and request.method == "GET":
             return await self._log(request, *match.groups())
+        if (match := _EXEC.match(path)) and self.exec_handler is not None:
+            return await self._exec(request, *match.groups())
         return await self.kmock(request)
 
     async def _create_ns(self, request: web.Request) -> web.Response:
@@ -196,3 +205,20 @@ class KubeEndpoint:
                 await self._changed.wait()
         await response.write_eof()
         return response
+
+    async def _exec(self, request: web.Request, namespace: str, pod: str) -> web.StreamResponse:
+        argv = request.query.getall("command", [])
+        out, err, code = self.exec_handler(namespace, pod, request.query.get("container", ""), argv)
+        ws = web.WebSocketResponse(protocols=("v4.channel.k8s.io",))
+        await ws.prepare(request)
+        for channel, text in ((1, out), (2, err)):
+            if text:
+                await ws.send_bytes(bytes([channel]) + text.encode())
+        status: dict[str, Any] = {"metadata": {}, "status": "Success"}
+        if code:
+            status = {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
+                      "message": f"command terminated with non-zero exit code: {code}",
+                      "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+        await ws.send_bytes(b"\x03" + json.dumps(status).encode())
+        await ws.close()
+        return ws

@@ -67,7 +67,7 @@ def pod(ns, name, group, containers, node="node-1"):
 def launch(endpoint, records, module_name, **options):
     module = _example(module_name)
     backend = KubeBackend(records, host=endpoint.url, owner="alice",
-                          secrets=getattr(module, "SECRETS", {}), **options)
+                          secrets=getattr(module, "SECRETS", {}), poll_s=0.05, **options)
     exp = module.make_experiment()
     record = records.create(exp, "kube")
     backend.launch(exp, record)
@@ -133,7 +133,7 @@ def test_list_shows_every_symphony_namespace_with_its_owner(endpoint, records, t
     exp = _example("echo").make_experiment()
     teammate.launch(exp, Records(tmp_path / "bob").create(exp, "kube"))
     endpoint.add_pod(pod("echo", "server-1", "server", {"server": ({"running": {}}, 0)}))
-    rows = {(r.name, r.owner) : r for r in KubeBackend(records, host=endpoint.url).list()}
+    rows = {(r.name, r.owner) : r for r in KubeBackend(records, host=endpoint.url, poll_s=0.05).list()}
     assert set(rows) == {("echo", "alice"), ("echo", "bob")}
     assert (rows["echo", "alice"].processes, rows["echo", "alice"].running) == (2, 1)
 
@@ -182,10 +182,46 @@ def test_delete_removes_the_namespace_and_waits_until_it_is_gone(endpoint, recor
     backend.delete(record)
     assert "echo" not in endpoint.namespaces and stored(endpoint, "echo") == {}
     backend.delete(record, force=True)  # already gone: force does not fail
-    assert KubeBackend(records, host=endpoint.url).list() == []
+    assert KubeBackend(records, host=endpoint.url, poll_s=0.05).list() == []
 
 
 def test_namespace_labels_carry_experiment_and_owner(endpoint, records):
     launch(endpoint, records, "echo")
     labels = endpoint.namespaces["echo"]["metadata"]["labels"]
     assert labels[LABEL_EXPERIMENT] == "echo" and labels[LABEL_OWNER] == "alice"
+
+
+def test_exec_copies_output_and_returns_the_exit_code(endpoint, records):
+    import io
+
+    backend, _, record = launch(endpoint, records, "echo")
+    endpoint.add_pod(pod("echo", "server-1", "server", {"server": ({"running": {}}, 0)}))
+    seen = []
+
+    def container(namespace, pod_name, container_name, argv):
+        seen.append((namespace, pod_name, container_name, argv))
+        return "hello from " + " ".join(argv) + "\n", "a warning\n", 3
+
+    endpoint.exec_handler = container
+    out, err = io.StringIO(), io.StringIO()
+    code = backend.api.exec("echo", "server-1", "server", ["env", "-0"], out=out, err=err)
+    assert (code, out.getvalue(), err.getvalue()) == (3, "hello from env -0\n", "a warning\n")
+    assert seen == [("echo", "server-1", "server", ["env", "-0"])]
+    endpoint.exec_handler = lambda *args: ("", "", 0)
+    assert backend.exec(record, "server", ["true"]) == 0
+
+
+def test_attached_launch_returns_when_every_process_ended(endpoint, records):
+    module = _example("echo")
+    backend = KubeBackend(records, host=endpoint.url, owner="alice", poll_s=0.05)
+    exp = module.make_experiment()
+    record = records.create(exp, "kube")
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (backend.launch(exp, record, detach=False), done.set()))
+    thread.start()
+    endpoint.add_pod(pod("echo", "client-1", "client", {"client": ({"terminated": {"exitCode": 0}}, 0)}))
+    assert not done.wait(0.3)  # the server still runs (no pod yet: pending)
+    endpoint.add_pod(pod("echo", "server-1", "server", {"server": ({"terminated": {"exitCode": 2}}, 0)}))
+    thread.join(10)
+    assert done.is_set()
+    assert (record.status, record.data["exit_code"]) == ("failed", 1)

@@ -23,8 +23,10 @@ def cluster() -> ClusterSpec:
 
 def test_allocatable_leaves_room_for_the_system_and_never_exceeds_the_node(cluster):
     for pool in cluster.pools:
-        cpu, memory = placement.allocatable(pool)
-        assert 0 < cpu < pool.cpu and 0 < memory < pool.memory_gb
+        node = placement.node(cluster, pool.name)
+        assert node.cpu >= pool.cpu and node.memory_gb >= pool.memory_gb  # the machine cloudwise picks
+        cpu, memory = placement.allocatable(node)
+        assert 0 < cpu < node.cpu and 0 < memory < node.memory_gb
     # GKE's published example: 4 GiB node -> 1 GiB reserved, plus eviction and DaemonSets.
     cpu, memory = placement.allocatable(NodePoolSpec("small", cpu=4, memory_gb=4))
     assert memory == pytest.approx(4 - 1 - 0.1 - 0.5, abs=0.05)
@@ -32,18 +34,27 @@ def test_allocatable_leaves_room_for_the_system_and_never_exceeds_the_node(clust
 
 def test_whole_machine_takes_all_allocatable_and_every_gpu(cluster):
     res = placement.whole_machine(cluster, "v100x4")
-    assert (res.cpu, res.memory_gb) == placement.allocatable(cluster.pool("v100x4"))
+    assert (res.cpu, res.memory_gb) == placement.allocatable(placement.node(cluster, "v100x4"))
     assert res.gpu == 4 and res.node_pool == "v100x4"
 
 
 def test_share_of_machine_packs_n_per_node(cluster):
-    cpu, memory = placement.allocatable(cluster.pool("cpu"))
+    cpu, memory = placement.allocatable(placement.node(cluster, "cpu"))
     res = placement.share_of_machine(cluster, "cpu", 4)
     assert 4 * res.cpu <= cpu < 5 * res.cpu and 4 * res.memory_gb <= memory
     assert res.node_pool == "cpu" and res.gpu == 0
     assert placement.share_of_machine(cluster, "v100x4", 2).gpu == 2
     with pytest.raises(SpecError, match="choose per_machine among"):
         placement.share_of_machine(cluster, "v100x4", 3)
+
+
+def test_a_pool_given_by_machine_type_is_sized_by_that_machine():
+    cluster = ClusterSpec("gcp", "c", "us-west1", project="p",
+                          pools=[NodePoolSpec("m", machine_type="n2-standard-16")])
+    res = placement.whole_machine(cluster, "m")
+    assert 15 < res.cpu < 16 and res.memory_gb > 50
+    with pytest.raises(SpecError, match="no pool named 'x'"):
+        placement.whole_machine(cluster, "x")
 
 
 def test_gpu_picks_the_smallest_pool_with_the_gpus_asked(cluster):
@@ -59,7 +70,7 @@ def test_smallest_pool_prefers_cpu_pools_and_names_the_pools_when_nothing_fits(c
     assert placement.smallest_pool(cluster, Resources(cpu=16, memory_gb=64)).node_pool == "big"
     with pytest.raises(SpecError) as err:
         placement.smallest_pool(cluster, Resources(cpu=100))
-    assert "big:" in str(err.value) and "cloudwise pool add" in str(err.value)
+    assert "big (n2-standard-64): 63.65 cpu" in str(err.value) and "cloudwise pool add" in str(err.value)
 
 
 def test_pod_placement_uses_the_pool_label_and_exactly_the_pool_taints(cluster):
