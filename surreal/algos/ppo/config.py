@@ -1,0 +1,51 @@
+"""PPOConfig: every PPO setting, one line of documentation each (CleanRL's names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from surreal.core import LearnerConfig
+
+
+@dataclass
+class PPOConfig(LearnerConfig):
+    """Proximal Policy Optimization (clipped surrogate or adaptive KL penalty)."""
+
+    lr: float = 3e-4
+    """Adam learning rate (annealed linearly to 0 over run.steps when anneal_lr)."""
+    anneal_lr: bool = True
+    """Linearly anneal the learning rate to 0 over the run."""
+    gamma: float = 0.99
+    """Discount factor."""
+    gae_lambda: float = 0.95
+    """GAE lambda."""
+    segments_per_batch: int = 0
+    """Segments (one per actor rollout) per learner iteration; 0: one per actor."""
+    update_epochs: int = 10
+    """Passes over each batch."""
+    num_minibatches: int = 32
+    """Minibatches per pass."""
+    loss: str = "clip"
+    """'clip' (clipped surrogate) or 'kl' (adaptive KL penalty, the original PPO's variant)."""
+    clip_coef: float = 0.2
+    """Surrogate clipping coefficient."""
+    kl_coef: float = 1.0
+    """Initial KL penalty coefficient (loss='kl'); adapted towards kl_target after each batch."""
+    clip_vloss: bool = True
+    """Clip the value loss around the old values, as in the PPO implementation details."""
+    ent_coef: float = 0.0
+    """Entropy bonus coefficient."""
+    vf_coef: float = 0.5
+    """Value loss coefficient."""
+    max_grad_norm: float = 0.5
+    """Global gradient norm clip."""
+    target_kl: float | None = None
+    """Stop the epochs of an update early once approx KL exceeds this (also the KL target)."""
+    norm_adv: bool = True
+    """Normalize advantages per minibatch."""
+    norm_obs: bool = True
+    """Normalize observations with a running mean/std shipped with the parameters."""
+    hidden_sizes: tuple[int, ...] = (64, 64)
+    """Hidden layer sizes of the policy and value MLPs."""
+    activation: str = "tanh"
+    """'tanh' or 'relu'."""

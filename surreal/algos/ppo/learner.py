@@ -1,0 +1,123 @@
+"""PPOLearner: GAE over the actors' segments, then epochs of minibatch updates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from surreal.algos.ppo.config import PPOConfig
+from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
+from surreal.algos.ppo.networks import ActorCritic
+from surreal.algos.ppo.policy import PPOPolicy, model_params
+from surreal.core import Batch, Learner, Params
+from surreal.normalizer import RunningNormalizer
+from surreal.spaces import EnvInfo
+
+
+def _time_major(x: np.ndarray) -> torch.Tensor:
+    """[segments, T, envs, ...] -> [T, segments * envs, ...]."""
+    s, t, n = x.shape[:3]
+    return torch.as_tensor(np.ascontiguousarray(np.swapaxes(x, 0, 1)).reshape(t, s * n, *x.shape[3:]))
+
+
+class PPOLearner(Learner):
+    """Proximal Policy Optimization with GAE, advantage and observation normalization."""
+
+    config_class = PPOConfig
+
+    def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
+        super().__init__(config, env_info)
+        if config.loss not in ("clip", "kl"):
+            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
+        self.model = ActorCritic(env_info, config.hidden_sizes, config.activation)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
+        self.normalizer = RunningNormalizer(env_info.obs_shape) if config.norm_obs else None
+        self.kl_coef = config.kl_coef
+        self.iterations = 0
+
+    @classmethod
+    def make_policy(cls, config: PPOConfig, env_info: EnvInfo) -> PPOPolicy:
+        return PPOPolicy(config, env_info)
+
+    def learn(self, batch: Batch) -> dict[str, float]:
+        cfg = self.config
+        if cfg.anneal_lr:
+            self.optimizer.param_groups[0]["lr"] = max(1.0 - self.progress, 0.0) * cfg.lr
+        raw_obs = _time_major(batch["obs"])
+        obs = raw_obs
+        if self.normalizer is not None:
+            obs = torch.as_tensor(self.normalizer(raw_obs.numpy()))
+        with torch.no_grad():
+            advantages, returns = gae(
+                _time_major(batch["reward"]), _time_major(batch["value"]),
+                torch.as_tensor(batch["next_value"]).reshape(-1),
+                _time_major(batch["terminated"]), _time_major(batch["truncated"]),
+                _time_major(batch["final_value"]), cfg.gamma, cfg.gae_lambda)
+        flat = {
+            "obs": obs.flatten(0, 1), "actions": _time_major(batch["action"]).flatten(0, 1),
+            "logprobs": _time_major(batch["logprob"]).flatten(0, 1),
+            "values": _time_major(batch["value"]).flatten(0, 1),
+            "advantages": advantages.flatten(), "returns": returns.flatten(),
+        }
+        metrics = self._update(flat)
+        if self.normalizer is not None:
+            self.normalizer.update(raw_obs.numpy())
+        self.iterations += 1
+        y_pred, y_true = flat["values"].numpy(), flat["returns"].numpy()
+        var_y = np.var(y_true)
+        metrics["losses/explained_variance"] = float("nan") if var_y == 0 else float(
+            1 - np.var(y_true - y_pred) / var_y)
+        metrics["charts/learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
+        return metrics
+
+    def _update(self, b: dict[str, torch.Tensor]) -> dict[str, float]:
+        cfg = self.config
+        batch_size = b["obs"].shape[0]
+        minibatch_size = max(batch_size // cfg.num_minibatches, 1)
+        stats: dict[str, torch.Tensor] = {}
+        epochs = 0
+        for _ in range(cfg.update_epochs):
+            epochs += 1
+            perm = torch.randperm(batch_size)
+            for start in range(0, batch_size, minibatch_size):
+                mb = perm[start:start + minibatch_size]
+                dist = self.model.distribution(b["obs"][mb])
+                newlogprob = self.model.log_prob(dist, b["actions"][mb])
+                loss, stats = ppo_loss(
+                    newlogprob, b["logprobs"][mb], b["advantages"][mb],
+                    self.model.value(b["obs"][mb]), b["values"][mb], b["returns"][mb],
+                    self.model.entropy(dist), cfg, self.kl_coef)
+                self.optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+            if cfg.target_kl is not None and cfg.loss == "clip" and stats["losses/approx_kl"] > cfg.target_kl:
+                break  # early stop on KL
+        metrics = {k: float(v) for k, v in stats.items()}
+        if cfg.loss == "kl":
+            self.kl_coef = adapt_kl_coef(self.kl_coef, metrics["losses/approx_kl"],
+                                         cfg.target_kl or 0.01)
+            metrics["losses/kl_coef"] = self.kl_coef
+        metrics["losses/epochs"] = float(epochs)
+        return metrics
+
+    def params(self) -> Params:
+        params = model_params(self.model)
+        if self.normalizer is not None:
+            params.update(self.normalizer.to_params())
+        return params
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                "normalizer": self.normalizer.to_params() if self.normalizer else None,
+                "kl_coef": self.kl_coef, "iterations": self.iterations}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.normalizer is not None and state.get("normalizer") is not None:
+            self.normalizer.load_params(state["normalizer"])
+        self.kl_coef = float(state["kl_coef"])
+        self.iterations = int(state["iterations"])

@@ -1,0 +1,138 @@
+"""The `surreal` command line: launch, eval, status."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+
+
+class _UserError(click.ClickException):
+    """A problem with the input; printed as `Error: ...`, exit code 2, nothing started."""
+
+    exit_code = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="surreal-stack")
+def main() -> None:
+    """surreal: distributed reinforcement learning (PPO, DDPG, ES).
+
+    `surreal launch ppo --env gym:CartPole-v1 --actors 4` starts actors, a replay buffer, a
+    learner and a parameter server as separate processes on one machine or a cluster.
+    """
+
+
+@main.command()
+@click.argument("algo", required=False)
+@click.option("--env", "env_id", help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5.")
+@click.option("--actors", type=int, help="Actor processes (each steps env.num_envs environments).")
+@click.option("--backend", default="local", show_default=True,
+              help="symphony backend: local, tmux, compose, kube, slurm.")
+@click.option("--steps", type=int, help="Environment steps the learner consumes before it stops.")
+@click.option("--folder", default="runs", show_default=True, help="Where runs are written.")
+@click.option("--name", help="Experiment name (default: ALGO-ENV).")
+@click.option("--trial", help="Trial name inside the experiment (default: t1, t2, ...).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a config field, e.g. --set algo.lr=3e-4 (repeatable).")
+@click.option("--resume", type=click.Path(), help="Continue the run in this folder from its checkpoint.")
+@click.option("--dry-run", is_flag=True, help="Print the config and the processes; start nothing, write nothing.")
+@click.option("--quiet", is_flag=True, help="No progress lines.")
+def launch(algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run,
+           quiet) -> None:
+    """Train ALGO (ppo, ddpg, es, or path/to/file.py:MyLearner) with actors, a buffer, a learner,
+    a parameter server, an evaluator and a metrics sink, each its own process.
+
+    Writes FOLDER/EXPERIMENT/TRIAL (config.json, metrics.jsonl, TensorBoard events, checkpoints)
+    and prints progress until the step budget is used; Ctrl-C stops every process (a checkpoint
+    is written first).
+    """
+    from surreal import config as config_io
+    from surreal import launch as launching
+
+    try:
+        plan = launching.plan(algo, env=env_id, actors=actors, steps=steps, overrides=overrides,
+                              folder=folder, name=name, trial=trial, resume=resume)
+    except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
+        raise _UserError(str(err)) from err
+    if dry_run:
+        import json
+
+        click.echo(f"# run folder: {plan.run_dir.path} (not created: --dry-run)")
+        click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
+        click.echo(launching.build_experiment(plan).to_yaml())
+        return
+    sys.exit(_run(plan, backend, quiet))
+
+
+def _run(plan, backend: str, quiet: bool) -> int:
+    import symphony
+    from surreal import launch as launching
+    from surreal.progress import format_status, monitor
+    from surreal.rundir import read_json
+
+    launching.create_run(plan)
+    out = None if quiet else sys.stdout
+    click.echo(f"run folder: {plan.run_dir.path}  (experiment {plan.experiment_name}, "
+               f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})")
+    started = time.monotonic()
+    try:
+        handle = symphony.launch(launching.build_experiment(plan), backend)
+    except symphony.SymphonyError as err:
+        raise _UserError(str(err)) from err
+    code = 130
+    try:
+        code = monitor(handle, plan.run_dir, plan.config.run.stop_at_return, out=out)
+    except KeyboardInterrupt:
+        click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
+    finally:
+        handle.stop()
+        status = read_json(plan.run_dir.status_file, {}) or {}
+        click.echo(format_status(status, time.monotonic() - started))
+        click.echo(f"done: {plan.run_dir.path} (surreal eval {plan.run_dir.path}; "
+                   f"tensorboard --logdir {plan.run_dir.tensorboard})")
+    return code
+
+
+@main.command("eval")
+@click.argument("run_dir", type=click.Path())
+@click.option("--episodes", default=10, show_default=True, help="Greedy episodes to run.")
+@click.option("--video", type=click.Path(), help="Also record the first episode to this .mp4/.gif.")
+def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
+    """Load RUN_DIR's checkpoint and report the mean greedy return over --episodes episodes."""
+    from surreal.evaluate import evaluate_run
+
+    try:
+        result = evaluate_run(Path(run_dir), episodes, video)
+    except (FileNotFoundError, LookupError, ValueError) as err:
+        raise _UserError(str(err)) from err
+    click.echo(f"{result['episodes']} episodes at step {result['step']:,}: "
+               f"return {result['mean']:.1f} +- {result['std']:.1f} "
+               f"(min {result['min']:.1f}, max {result['max']:.1f})")
+    if video:
+        click.echo(f"video: {video}")
+
+
+@main.command()
+@click.argument("run", type=click.Path())
+def status(run: str) -> None:
+    """Show RUN's progress (steps, returns, checkpoint) and whether its processes are alive."""
+    from surreal.evaluate import run_status
+
+    try:
+        click.echo(run_status(Path(run)))
+    except (FileNotFoundError, LookupError) as err:
+        raise _UserError(str(err)) from err
+
+
+@main.command(hidden=True)
+@click.argument("role")
+@click.argument("run_dir")
+@click.option("--index", default=0, type=int)
+def component(role: str, run_dir: str, index: int) -> None:
+    """Run one component process (started by `surreal launch`)."""
+    from surreal.components import run_component
+
+    run_component(role, run_dir, index)

@@ -1,0 +1,236 @@
+"""Typed run configuration (dataclasses), `--set a.b=value` overrides, and saving/loading it."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is wrong; the message says how to fix it."""
+
+
+@dataclass
+class EnvConfig:
+    """The environment every actor and evaluator builds."""
+
+    id: str = "gym:CartPole-v1"
+    """Environment name: `gym:<gymnasium id>` or `robosuite:<Task>`."""
+    num_envs: int = 8
+    """Environments stepped together (batched inference) inside one actor process."""
+    frame_stack: int = 1
+    """Stack this many consecutive observations (1: off)."""
+    action_repeat: int = 1
+    """Repeat each action this many environment steps, summing rewards (1: off)."""
+    max_episode_steps: int | None = None
+    """Cut episodes after this many (agent) steps; None keeps the environment's own limit."""
+    obs_keys: list[str] | None = None
+    """For dict observations: the keys to keep, concatenated in this order (None: all, sorted)."""
+    normalize_reward: bool = False
+    """Scale rewards by a running std of the discounted return, per actor (MuJoCo tasks)."""
+    clip_obs: float | None = None
+    """Clip observations to [-clip_obs, clip_obs] after normalization (None: no clipping)."""
+
+
+@dataclass
+class ActorConfig:
+    """How actors collect experience."""
+
+    rollout_length: int = 32
+    """Steps per environment in one segment sent to the buffer."""
+    group_size: int = 8
+    """Actor processes per ProcessGroup (one machine / Pod on a cluster)."""
+    segments_per_version: int = 2
+    """An actor sends at most this many segments per parameter version, then waits for a newer
+    one: bounds the policy lag (1: synchronous PPO; 0: never wait, for off-policy learners)."""
+
+
+@dataclass
+class EvalConfig:
+    """The evaluator process: greedy episodes with the latest parameters."""
+
+    episodes: int = 5
+    """Episodes per evaluation."""
+    every_s: float = 5.0
+    """Seconds between the starts of two evaluations (0: no evaluator)."""
+
+
+@dataclass
+class RunConfig:
+    """The run as a whole."""
+
+    actors: int = 2
+    """Number of actor processes."""
+    steps: int = 100_000
+    """Stop after the learner consumed this many environment steps."""
+    seed: int = 1
+    """Seed of the learner; actor i uses seed + 1000 * (i + 1)."""
+    checkpoint_every: int = 25
+    """Write a checkpoint every this many learner iterations (and always at exit)."""
+    stop_at_return: float | None = None
+    """Also stop once the evaluator's mean return reaches this value."""
+    torch_threads: int = 1
+    """torch threads in the learner process (actors always use 1)."""
+
+
+@dataclass
+class Config:
+    """Everything a run needs; saved as `config.json` in the run folder."""
+
+    algo: Any
+    """The algorithm's own dataclass (the learner's `config_class`)."""
+    run: RunConfig = field(default_factory=RunConfig)
+    env: EnvConfig = field(default_factory=EnvConfig)
+    actor: ActorConfig = field(default_factory=ActorConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+def to_dict(config: Any) -> dict[str, Any]:
+    """A JSON-friendly dict of a (nested) config dataclass."""
+    return dataclasses.asdict(config)
+
+
+def from_dict(cls: type, data: dict[str, Any], algo_class: type | None = None) -> Any:
+    """Build `cls` (a config dataclass) from a dict, checking every key and value type.
+
+    Args:
+        cls: the dataclass to build.
+        data: values by field name; missing fields keep their defaults.
+        algo_class: for `Config`, the dataclass of the `algo` field.
+    """
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs: dict[str, Any] = {}
+    for key, value in data.items():
+        if key not in names:
+            raise ConfigError(f"unknown config key {key!r} in {cls.__name__}{_suggest(key, names)}")
+        hint = algo_class if (key == "algo" and algo_class) else hints[key]
+        if dataclasses.is_dataclass(hint) and isinstance(value, dict):
+            kwargs[key] = from_dict(hint, value)
+        else:
+            kwargs[key] = _check(key, value, hint)
+    if cls is Config and "algo" not in kwargs:
+        kwargs["algo"] = algo_class() if algo_class else None
+    return cls(**kwargs)
+
+
+def save(config: Config, path: Path) -> None:
+    """Write the resolved config as JSON."""
+    path.write_text(json.dumps(to_dict(config), indent=2, sort_keys=True) + "\n")
+
+
+def load(path: Path, algo_class: type) -> Config:
+    """Read a config written by `save`."""
+    return from_dict(Config, json.loads(path.read_text()), algo_class=algo_class)
+
+
+def keys(config: Any, prefix: str = "") -> list[str]:
+    """Every settable dotted key of a config, e.g. `algo.lr`, `env.num_envs`."""
+    out = []
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if dataclasses.is_dataclass(value):
+            out.extend(keys(value, f"{prefix}{f.name}."))
+        else:
+            out.append(prefix + f.name)
+    return out
+
+
+def apply_overrides(config: Config, overrides: list[str]) -> Config:
+    """Apply `key=value` strings (`algo.lr=3e-4`) in place, type-checked; returns the config.
+
+    Raises:
+        ConfigError: malformed override, unknown key (with the nearest valid key), or a value
+            that does not parse as the field's type.
+    """
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set expects key=value, got {item!r} (e.g. --set algo.lr=3e-4)")
+        key, raw = item.split("=", 1)
+        key = key.strip()
+        parts = key.split(".")
+        target = config
+        for part in parts[:-1]:
+            child = getattr(target, part, None) if dataclasses.is_dataclass(target) else None
+            if not dataclasses.is_dataclass(child):
+                raise ConfigError(f"unknown config key {key!r}{_suggest(key, keys(config))}")
+            target = child
+        names = {f.name for f in dataclasses.fields(target)}
+        leaf = parts[-1]
+        if leaf not in names or dataclasses.is_dataclass(getattr(target, leaf)):
+            raise ConfigError(f"unknown config key {key!r}{_suggest(key, keys(config))}")
+        hint = typing.get_type_hints(type(target))[leaf]
+        setattr(target, leaf, _parse(key, raw.strip(), hint))
+    return config
+
+
+def _suggest(key: str, candidates: Any) -> str:
+    close = difflib.get_close_matches(key, list(candidates), n=1, cutoff=0.5)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return "; `surreal launch ALGO --dry-run` prints every key"
+
+
+def _optional_inner(hint: Any) -> tuple[Any, bool]:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(args) == 1 and len(typing.get_args(hint)) == 2:
+            return args[0], True
+    return hint, False
+
+
+def _parse(key: str, raw: str, hint: Any) -> Any:
+    inner, optional = _optional_inner(hint)
+    if optional and raw.lower() in ("none", "null", ""):
+        return None
+    origin = typing.get_origin(inner)
+    if origin in (list, tuple):
+        (item_type, *_) = typing.get_args(inner) or (str,)
+        items = [s.strip() for s in raw.strip("[]()").split(",") if s.strip()]
+        return origin(_parse(key, s, item_type) for s in items)
+    try:
+        if inner is bool:
+            if raw.lower() in ("true", "1", "yes", "on"):
+                return True
+            if raw.lower() in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if inner is int:
+            return int(raw)
+        if inner is float:
+            return float(raw)
+        if inner is str or inner is Any:
+            return raw
+    except ValueError:
+        pass
+    else:
+        raise ConfigError(f"cannot set {key!r}: unsupported type {hint}")
+    raise ConfigError(f"{key} expects {_type_name(hint)}, got {raw!r}")
+
+
+def _check(key: str, value: Any, hint: Any) -> Any:
+    """Check a value read from JSON against a field type (ints are accepted for floats)."""
+    inner, optional = _optional_inner(hint)
+    if value is None and optional:
+        return None
+    origin = typing.get_origin(inner)
+    if origin in (list, tuple) and isinstance(value, (list, tuple)):
+        return origin(value)
+    if inner is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if inner is Any or (isinstance(inner, type) and isinstance(value, inner)
+                        and not (inner is int and isinstance(value, bool))):
+        return value
+    raise ConfigError(f"{key} expects {_type_name(hint)}, got {value!r}")
+
+
+def _type_name(hint: Any) -> str:
+    inner, optional = _optional_inner(hint)
+    name = getattr(inner, "__name__", str(inner))
+    return f"{name} or None" if optional else name
