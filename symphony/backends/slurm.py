@@ -1,0 +1,248 @@
+"""The slurm backend: one batch job per ProcessGroup, addresses resolved through a shared folder.
+
+Why one job per group rather than one heterogeneous job: a group is what must share a node, and
+separate jobs give exactly that while letting groups start as soon as their own node is free,
+fail and be inspected on their own, and ask for different partitions. Heterogeneous jobs also
+never start when the components would land on one node (a scheduler limit), which is the
+common case on small clusters.
+
+Launch writes `slurm.json` (launch id, resolve timeout) into the experiment's record folder and
+submits one job per group whose script runs `symphony.backends.slurm_launcher`; that launcher
+publishes the group's bound services (`slurm_names`) and waits for the ones it connects to
+before starting the processes with their SYMPH_* variables. The record folder must be on a
+filesystem every node shares (point `SYMPHONY_HOME` at it), and the Python interpreter that
+launches must exist at the same path on the nodes.
+
+Options (`symphony launch --backend slurm -o key=value` or `symphony.launch(..., key=value)`):
+    time_limit        `--time` of every job (default "3-00:00:00", SRL's 3 days)
+    partition         partition for groups that name no node pool (a node pool is a partition)
+    python            interpreter that runs the launcher on the nodes (default: this one)
+    resolve_timeout_s how long a process waits for the services it connects to (default 600)
+    sbatch_args       extra sbatch options, a list or one string ("--account=rl --qos=high")
+    workdir           working directory of processes without cwd (default: the launch directory)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from symphony.backends import slurm_jobs
+from symphony.backends.base import (
+    ALIVE_STATES,
+    EXITED,
+    FAILED,
+    PENDING,
+    RUNNING,
+    STOPPED,
+    UNKNOWN,
+    Backend,
+    ExperimentStatus,
+    ProcessStatus,
+)
+from symphony.backends.slurm_jobs import DEFAULT_TIME_LIMIT, JobInfo
+from symphony.backends.slurm_names import NameStore
+from symphony.errors import BackendError
+from symphony.records import ExperimentRecord
+from symphony.spec import Experiment
+
+OPTIONS = ("time_limit", "partition", "python", "resolve_timeout_s", "sbatch_args", "workdir")
+# Job states in which processes that had not ended were killed by Slurm, not by `delete`.
+_KILLED_BY_SLURM = ("TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "DEADLINE", "PREEMPTED", "BOOT_FAIL")
+_POLL_S = 0.25
+
+
+class SlurmBackend(Backend):
+    """Runs each ProcessGroup of an experiment as one Slurm batch job (see the module docstring)."""
+
+    name = "slurm"
+
+    def __init__(self, records=None, **options: Any) -> None:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise BackendError(f"unknown slurm option(s) {unknown}; known: {', '.join(OPTIONS)}")
+        super().__init__(records, **options)
+        self.time_limit = slurm_jobs.check_time_limit(options.get("time_limit") or DEFAULT_TIME_LIMIT)
+        extra = options.get("sbatch_args") or []
+        self.sbatch_args = shlex.split(extra) if isinstance(extra, str) else list(extra)
+
+    # --- launching -------------------------------------------------------------------------
+
+    def _scripts(self, experiment: Experiment, folder: Path) -> dict[str, str]:
+        return {
+            group.name: slurm_jobs.batch_script(
+                experiment.name, group, folder,
+                python=self.options.get("python") or sys.executable,
+                workdir=self.options.get("workdir") or os.getcwd(),
+                time_limit=self.time_limit, partition=self.options.get("partition"),
+                extra_args=self.sbatch_args,
+            )
+            for group in experiment.groups()
+        }
+
+    def plan(self, experiment: Experiment) -> str:
+        """The batch script of every group (nothing is submitted)."""
+        folder = self.records.folder / experiment.name
+        return "\n".join(f"# --- job for group {g} ---\n{s}"
+                         for g, s in self._scripts(experiment, folder).items())
+
+    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+        """Submit one job per group; with detach=False wait until all ended (Ctrl-C deletes)."""
+        folder = record.file("")
+        launch_id = uuid.uuid4().hex
+        NameStore(folder, launch_id).clear()
+        (folder / "status").mkdir(exist_ok=True)
+        (folder / "slurm").mkdir(exist_ok=True)
+        resolve_timeout = float(self.options.get("resolve_timeout_s", 600))
+        (folder / "slurm.json").write_text(json.dumps(
+            {"launch_id": launch_id, "resolve_timeout_s": resolve_timeout}))
+        jobs: dict[str, str] = {}
+        record.data.update(jobs=jobs, launch_id=launch_id, time_limit=self.time_limit)
+        for group, script in self._scripts(experiment, folder).items():
+            path = folder / "slurm" / f"{group}.sbatch"
+            path.write_text(script)
+            try:
+                jobs[group] = slurm_jobs.submit(path)
+            except BackendError:
+                slurm_jobs.cancel(list(jobs.values()), kill=True)
+                raise
+            record.save()
+        record.status = "running"
+        record.save()
+        if not detach:
+            self._attach(record)
+
+    def _attach(self, record: ExperimentRecord) -> None:
+        try:
+            while any(p.state in ALIVE_STATES for p in self.describe(record).processes):
+                time.sleep(_POLL_S)
+        except KeyboardInterrupt:
+            self.delete(record)
+            raise
+        status = self.describe(record).status
+        record.data["exit_code"] = 0 if status == "finished" else 1
+        record.set_status(status)
+
+    # --- inspecting ------------------------------------------------------------------------
+
+    def describe(self, record: ExperimentRecord) -> ExperimentStatus:
+        """Each process's state from Slurm's job state and the launcher's status files."""
+        jobs: dict[str, str] = record.data.get("jobs", {})
+        infos = slurm_jobs.query(list(jobs.values())) if jobs else {}
+        exp = record.experiment()
+        processes, details = [], {}
+        for group in exp.groups():
+            job_id = jobs.get(group.name)
+            info = infos.get(job_id) if job_id else None
+            details[f"job {group.name}"] = _job_line(job_id, info, self._batch_log(record, group.name))
+            for proc in group.processes:
+                processes.append(self._process_status(record, proc.name, group.name, job_id, info))
+        return self.status_from_record(record, processes, **details)
+
+    def _process_status(self, record: ExperimentRecord, name: str, group: str,
+                        job_id: str | None, info: JobInfo | None) -> ProcessStatus:
+        saved = _read_json(record.file("status") / f"{name}.json")
+        state = saved.get("state", PENDING)
+        if info is None:  # Slurm forgot the job (or it was never submitted)
+            state = state if state in (EXITED, FAILED, STOPPED) else UNKNOWN
+        elif info.state == "PENDING":
+            state = PENDING
+        elif info.active and state == STOPPED:
+            state = RUNNING  # SIGTERM reached it; why (delete, time limit) shows once the job ends
+        elif not info.active and state not in (EXITED, FAILED):
+            state = FAILED if info.state in _KILLED_BY_SLURM or info.state == "FAILED" else (
+                STOPPED if info.state == "CANCELLED" else state)
+            if state in ALIVE_STATES:
+                state = UNKNOWN
+        node = info.node if info and info.node else None
+        location = f"slurm job {job_id}" + (f" on {node}" if node else "") if job_id else None
+        return ProcessStatus(name, state, group=group, restarts=int(saved.get("restarts", 0)),
+                             pid=saved.get("pid"), location=location, started=saved.get("started"),
+                             ended=saved.get("ended"), exit_code=saved.get("exit_code"))
+
+    def _batch_log(self, record: ExperimentRecord, group: str) -> Path:
+        return record.file("logs") / f"{group}.slurm.log"
+
+    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
+             tail: int | None = None) -> Iterator[str]:
+        """The process's log; then Slurm's own lines for its job (time limit, launcher errors)."""
+        exp = record.experiment()
+        exp.process(process)  # a clear error for an unknown process
+        path = record.log_path(process)
+        batch = self._batch_log(record, exp.group_of(process))
+        lines = _read_lines(path) + [f"[slurm] {line}" for line in _read_lines(batch)]
+        yield from lines[-tail:] if tail else lines
+        if not follow:
+            return
+        offset = path.stat().st_size if path.exists() else 0
+        while True:
+            alive = self.describe(record).process(process).state in ALIVE_STATES
+            if path.exists():
+                with path.open("rb") as handle:
+                    handle.seek(offset)
+                    chunk = handle.read()
+                offset += len(chunk)
+                yield from chunk.decode(errors="replace").splitlines(keepends=True)
+            if not alive:
+                return
+            time.sleep(_POLL_S)
+
+    # --- stopping --------------------------------------------------------------------------
+
+    def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
+        """`scancel` every job of the experiment and wait until Slurm has ended them all."""
+        ids = list(record.data.get("jobs", {}).values())
+        if not ids:
+            return
+        try:
+            slurm_jobs.cancel(ids, kill=force)
+            deadline = time.monotonic() + 60
+            while any(j.active for j in slurm_jobs.query(ids).values()):
+                if time.monotonic() > deadline:
+                    raise BackendError(
+                        f"jobs {ids} did not end within 60 s of scancel; check `squeue -j "
+                        f"{','.join(ids)}` and retry with `symphony delete --force`")
+                time.sleep(_POLL_S)
+        except BackendError:
+            if not force:
+                raise
+
+    def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
+        """Run `command` on the node of `process`'s job, inside its allocation (srun --overlap)."""
+        group = record.experiment().group_of(process)
+        job_id = record.data.get("jobs", {}).get(group)
+        info = slurm_jobs.query([job_id]).get(job_id) if job_id else None
+        if info is None or info.state != "RUNNING":
+            raise BackendError(f"the job of {process!r} is not running ({info.state if info else 'gone'}); "
+                               f"see `symphony describe {record.name}`")
+        return slurm_jobs.srun_in_job(job_id, command)
+
+
+def _job_line(job_id: str | None, info: JobInfo | None, log: Path) -> str:
+    if job_id is None:
+        return "not submitted"
+    if info is None:
+        return f"{job_id} (no longer known to Slurm) log {log}"
+    reason = f" ({info.reason})" if info.reason not in ("None", "") else ""
+    node = f" on {info.node}" if info.node else ""
+    return f"{job_id} {info.state}{reason}{node} exit {info.exit_code} log {log}"
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def _read_lines(path: Path) -> list[str]:
+    if not path.exists():
+        return []
+    return path.read_text(errors="replace").splitlines(keepends=True)

@@ -1,0 +1,229 @@
+"""The slurm backend on a real single-host Slurm cluster that these tests start and stop."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from symphony.backends.slurm import SlurmBackend
+from symphony.errors import BackendError
+from symphony.launcher import launch
+from symphony.records import Records
+from symphony.spec import Experiment, Process, ProcessGroup
+from symphony.testing import cli, env_with, wait_for
+from tests.symphony.slurm_cluster import SlurmCluster, require_slurm
+
+RING = Path(__file__).resolve().parents[2] / "examples" / "01_ring" / "ring.py"
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(200)]
+
+# Listens on its own service, sends one line to the next process's service, prints what it got,
+# then (with "stay") waits to be stopped. argv: my service, next service, stay|done.
+RING_NODE = r"""
+import os, socket, sys, time
+me, nxt, stay = sys.argv[1:4]
+def env(service, key):
+    return os.environ["SYMPH_" + service.upper().replace("-", "_") + "_" + key]
+srv = socket.socket()
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", int(env(me, "PORT"))))
+srv.listen()
+deadline = time.monotonic() + 60
+while True:
+    try:
+        out = socket.create_connection((env(nxt, "HOST"), int(env(nxt, "PORT"))), timeout=1)
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.1)
+out.sendall(("hello from " + os.environ["SYMPH_PROCESS"]).encode())
+out.close()
+conn, _ = srv.accept()
+print("got:", conn.recv(100).decode(), "on", env(me, "ADDR"), flush=True)
+if stay == "stay":
+    time.sleep(3600)
+"""
+
+
+def ring_node(me: str, nxt: str, stay: bool = True) -> list[str]:
+    return [sys.executable, "-c", RING_NODE, me, nxt, "stay" if stay else "done"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """A two-node cluster, SLURM_CONF and SYMPHONY_HOME set for this module; stopped at the end."""
+    require_slurm()
+    base = tmp_path_factory.mktemp("slurm")
+    cluster = SlurmCluster(base / "cluster").start()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
+        mp.setenv("SYMPHONY_HOME", str(base / "home"))
+        mp.setenv("SYMPHONY_CONFIG", str(base / "no-config.yaml"))
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+    assert not Path(cluster.env["SLURM_CONF"]).exists(), "slurm-down.sh left its state behind"
+
+
+@pytest.fixture(scope="module")
+def timed_out(cluster):
+    """An experiment launched first with a 1-minute limit; the last test checks the kill."""
+    exp = Experiment("tl").add(Process("sleeper", "echo sleeping; sleep 600"))
+    return launch(exp, "slurm", time_limit="1")
+
+
+def experiment_processes() -> list[psutil.Process]:
+    """Live processes started for this module's experiments (their env has our SYMPHONY_HOME)."""
+    home, found = os.environ["SYMPHONY_HOME"], []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get("SYMPHONY_HOME") == home:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def job_ids(name: str) -> list[str]:
+    return list(Records().load(name).data["jobs"].values())
+
+
+# --- without a cluster -----------------------------------------------------------------------
+
+
+def test_batch_script_maps_group_resources(tmp_path):
+    from symphony.spec import Resources
+
+    group = ProcessGroup("learner", [
+        Process("a", ["x"], resources=Resources(cpu=1.5, memory_gb=2, gpu=1, node_pool="gpu")),
+        Process("b", ["y"], resources=Resources(cpu=1, gpu=1, node_pool="gpu")),
+    ])
+    exp = Experiment("exp").add(group)
+    plan = SlurmBackend(Records(tmp_path)).plan(exp)
+    for option in ("--job-name=exp.learner", "--nodes=1", "--ntasks=1", "--cpus-per-task=3",
+                   "--mem=2048M", "--gres=gpu:2", "--partition=gpu", "--time=3-00:00:00"):
+        assert f"#SBATCH {option}\n" in plan
+    plan = SlurmBackend(Records(tmp_path), time_limit="2:00:00", partition="cpu",
+                        sbatch_args="--account=rl").plan(Experiment("e").add(Process("p", ["z"])))
+    assert "#SBATCH --time=2:00:00\n" in plan and "#SBATCH --partition=cpu\n" in plan
+    assert "#SBATCH --account=rl\n" in plan and "--mem" not in plan and "--gres" not in plan
+
+
+def test_bad_options_say_what_is_allowed(tmp_path):
+    with pytest.raises(BackendError, match="time_limit"):
+        SlurmBackend(Records(tmp_path), timelimit="1")
+    with pytest.raises(BackendError, match="D-HH:MM:SS"):
+        SlurmBackend(Records(tmp_path), time_limit="three days")
+
+
+def test_name_store_sees_only_its_launch_and_names_what_is_missing(tmp_path):
+    from symphony.backends.slurm_names import NameRecord, NameStore
+
+    old, new = NameStore(tmp_path, "old"), NameStore(tmp_path, "new")
+    old.publish(NameRecord("replay", "n1", 5000, "r", "1", "old"))
+    assert new.lookup("replay") is None
+    new.publish(NameRecord("replay", "n2", 6000, "r", "2", "new"))
+    assert new.resolve(["replay"], timeout_s=1)["replay"].port == 6000
+    with pytest.raises(BackendError, match="'learner'"):
+        new.resolve(["replay", "learner"], timeout_s=0.3)
+
+
+# --- on the cluster ---------------------------------------------------------------------------
+
+
+def test_ring_example_runs_attached_to_the_end(cluster):
+    done = cli("launch", str(RING), "-b", "slurm", env=env_with(RING_ROUNDS="2"), timeout=90)
+    assert done.returncode == 0, done.stderr
+    assert "ring ended: finished" in done.stderr
+    shown = cli("describe", "ring")
+    assert shown.returncode == 0 and shown.stdout.count(" exited ") == 3, shown.stdout
+    assert "slurm job " in shown.stdout
+    logs = cli("logs", "ring", "node-1").stdout
+    assert "node 1 got count" in logs and "node 1 got stop" in logs
+    assert cli("delete", "ring").returncode == 0
+
+
+def test_detached_ring_list_describe_logs_exec_delete_leaves_nothing(cluster):
+    started = cli("launch", str(RING), "-b", "slurm", "-d", "--name", "live",
+                  env=env_with(RING_ROUNDS="0"))
+    assert started.returncode == 0, started.stderr
+    ids = job_ids("live")
+    for i in range(3):  # every node got the counter from its predecessor: they found each other
+        wait_for(lambda i=i: f"node {i} got count" in cli("logs", "live", f"node-{i}").stdout,
+                 60, what=f"node-{i} to get the counter")
+    listed = cli("list").stdout
+    row = next(line.split() for line in listed.splitlines() if line.startswith("live "))
+    assert (row[2], row[3], row[-1]) == ("slurm", "running", "3/3"), listed
+    shown = cli("describe", "live").stdout
+    assert shown.count(" running ") == 3 and f"slurm job {ids[0]} on n" in shown, shown
+    assert cli("logs", "live", "node-0", "--tail", "1").stdout.count("\n") == 1
+    inside = cli("exec", "live", "node-2", "--", "printenv", "SLURM_JOB_ID")
+    assert (inside.returncode, inside.stdout.strip()) == (0, ids[2])
+    assert set(ids) <= set(cluster.squeue_ids()) and experiment_processes()
+
+    deleted = cli("delete", "live")
+    assert deleted.returncode == 0, deleted.stderr
+    assert not set(ids) & set(cluster.squeue_ids())
+    assert [p for p in experiment_processes() if "live" in " ".join(p.cmdline())] == []
+    assert "live" not in cli("list", "--all").stdout
+
+
+def test_a_group_is_one_job_on_one_node(cluster, timed_out):
+    exp = Experiment("grouped")
+    exp.add(ProcessGroup("ab", [
+        Process("a", ring_node("a-in", "b-in")).binds("a-in").connects("b-in"),
+        Process("b", ring_node("b-in", "c-in")).binds("b-in").connects("c-in"),
+    ]))
+    exp.add(Process("c", ring_node("c-in", "a-in")).binds("c-in").connects("a-in"))
+    handle = launch(exp, "slurm")
+    for name, sender in (("a", "c"), ("b", "a"), ("c", "b")):
+        wait_for(lambda n=name: "got:" in handle.logs(n), 60, what=f"{name} to receive")
+        assert f"got: hello from {sender}" in handle.logs(name)
+    status = handle.status()
+    assert [p.state for p in status.processes] == ["running"] * 3
+    loc = {p.name: p.location for p in status.processes}
+    assert loc["a"] == loc["b"] != loc["c"]
+    assert len(handle.record.data["jobs"]) == 2
+    handle.stop()
+    assert not set(handle.record.data["jobs"].values()) & set(cluster.squeue_ids())
+    assert [p for p in experiment_processes() if RING_NODE in p.cmdline()] == []
+
+
+def test_dry_run_prints_the_batch_scripts_and_submits_nothing(cluster):
+    before = cluster.squeue_ids()
+    out = cli("launch", str(RING), "-b", "slurm", "--dry-run", "--name", "dry")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("#SBATCH --time=3-00:00:00\n") == 3 and "slurm_launcher" in out.stdout
+    assert cluster.squeue_ids() == before
+    assert "dry" not in cli("list", "--all").stdout
+
+
+def test_failed_job_shows_failed_with_its_log(cluster):
+    exp = Experiment("boom").add(Process("bad", "echo about to fail; exit 3"))
+    handle = launch(exp, "slurm")
+    status = wait_for(lambda: (s := handle.status()).details["job bad"].split()[1] == "FAILED" and s,
+                      60, what="the job to end")
+    bad = status.process("bad")
+    assert (status.status, bad.state, bad.exit_code) == ("failed", "failed", 3)
+    assert " FAILED" in status.details["job bad"] and "exit 1:0" in status.details["job bad"]
+    assert "about to fail" in handle.logs("bad")
+    shown = cli("describe", "boom").stdout
+    assert "failed" in shown and " 3" in shown
+    handle.stop()
+
+
+def test_time_limit_kill_shows_timeout(cluster, timed_out):
+    status = wait_for(lambda: (s := timed_out.status()).status != "running" and s, 150,
+                      poll_s=1, what="the 1-minute time limit to kill the job")
+    sleeper = status.process("sleeper")
+    assert (status.status, sleeper.state) == ("failed", "failed")
+    assert " TIMEOUT" in status.details["job sleeper"]
+    logs = timed_out.logs("sleeper")
+    assert "sleeping" in logs and "DUE TO TIME LIMIT" in logs
+    timed_out.stop()
