@@ -105,25 +105,33 @@ class KubeBackend(Backend):
 
     def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
         """Create the namespace, copy the Secrets in, then the policies, services and workloads."""
+        from symphony.backends.kube_api import short_error
+
         options = self.render_options()
         objects = render(experiment, options)
         ns = namespace_of(experiment, options)
         if self.api.read_namespace(ns) is not None:
             raise BackendError(
                 f"namespace {ns!r} already exists on the cluster; `symphony delete {experiment.name}` "
-                "first, or launch under another name or --namespace"
+                "first, or launch under another name (--name) or namespace (-o namespace=NAME)"
             )
         record.data.update({"namespace": ns, "context": self.config.context, "host": self.config.host})
         record.save()
-        self.api.create(objects[0])
         try:
-            for secret in self._secrets(experiment, ns):
+            self.api.create(objects[0])
+        except Exception as err:
+            raise BackendError(
+                f"cannot create namespace {ns!r}: {short_error(err)}; check the context "
+                "(`kubectl config current-context`) and your rights (`kubectl auth can-i create namespaces`)"
+            ) from err
+        try:
+            for secret in self._secrets(experiment, ns, options):
                 self.api.create(secret)
             for obj in objects[1:]:
                 self.api.create(obj)
         except Exception as err:
             self.api.delete_namespace(ns, wait_s=None)
-            raise BackendError(f"launch on Kubernetes failed ({err}); namespace {ns!r} was deleted") from err
+            raise BackendError(f"launch failed: {short_error(err)}; namespace {ns!r} was deleted again") from err
         record.set_status("running")
         if not detach:
             self._attend(record)
@@ -144,9 +152,8 @@ class KubeBackend(Backend):
         record.data["exit_code"] = 0 if status.status == "finished" else 1
         record.set_status(status.status)
 
-    def _secrets(self, experiment: Experiment, ns: str) -> list[dict]:
+    def _secrets(self, experiment: Experiment, ns: str, options: RenderOptions) -> list[dict]:
         """Secret objects for the experiment's namespace, read from files or the secrets namespace."""
-        options = self.render_options()
         names = sorted({s for p in experiment.processes() for s in secrets_of(p, options)})
         out = []
         for name in names:
@@ -156,8 +163,11 @@ class KubeBackend(Backend):
                 try:
                     data = self.api.read_secret_data(self.config.secrets_namespace, name)
                 except Exception as err:
+                    from symphony.backends.kube_api import short_error
+
                     raise BackendError(
-                        f"secret {name!r} is not in namespace {self.config.secrets_namespace!r} ({err}); "
+                        f"secret {name!r} is not in namespace {self.config.secrets_namespace!r} "
+                        f"({short_error(err)}); "
                         f"create it there (`kubectl -n {self.config.secrets_namespace} create secret "
                         f"generic {name} --from-file=...`) or pass secret_files={{{name!r}: PATH}}"
                     ) from None
@@ -167,7 +177,18 @@ class KubeBackend(Backend):
                         "data": data})
         return out
 
+    def _use(self, record: ExperimentRecord) -> None:
+        """Talk to the cluster the record was launched on, unless a context/host was given now."""
+        data = record.data or {}
+        if self.config.context or self.config.host or not (data.get("context") or data.get("host")):
+            return
+        if self._api is None:
+            from symphony.backends.kube_api import KubeApi
+
+            self._api = KubeApi.connect(data.get("context"), self.config.kubeconfig, data.get("host"))
+
     def _namespace(self, record: ExperimentRecord) -> str:
+        self._use(record)
         ns = (record.data or {}).get("namespace")
         if ns:
             return ns

@@ -8,6 +8,7 @@ which endpoint in the tests.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -32,6 +33,17 @@ _CREATE = {
 def is_not_found(err: ApiException) -> bool:
     """Whether an API error is a 404."""
     return getattr(err, "status", None) == 404
+
+
+def short_error(err: Exception) -> str:
+    """One line for an API error: `403 Forbidden: <the API server's message>`, else `str(err)`."""
+    if isinstance(err, ApiException):
+        try:
+            message = json.loads(err.body or "{}").get("message")
+        except (ValueError, AttributeError):
+            message = None
+        return f"{err.status} {err.reason}" + (f": {message}" if message else "")
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 class KubeApi:

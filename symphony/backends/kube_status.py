@@ -60,15 +60,26 @@ def process_statuses(pods: list[Any], groups: dict[str, list[str]]) -> list[Proc
         for name in processes:
             cs = statuses.get(name)
             state, code, started, ended = _state_of(cs) if cs is not None else (PENDING,) + (None,) * 3
-            location = None
-            if pod is not None:
-                node = pod.spec.node_name if pod.spec is not None else None
-                location = f"pod {pod.metadata.name}" + (f" on {node}" if node else "")
+            location = _location(pod, cs) if pod is not None else None
             restarts = (cs.restart_count if cs is not None else 0) + max(retired, 0)
             out.append(ProcessStatus(name=name, state=state, group=group, restarts=restarts,
                                      location=location, started=started, ended=ended,
                                      exit_code=code))
     return out
+
+
+def _location(pod: Any, cs: Any) -> str:
+    """`pod NAME on NODE`, with why it waits when it does (`[ImagePullBackOff]`, `[Unschedulable]`)."""
+    node = pod.spec.node_name if pod.spec is not None else None
+    text = f"pod {pod.metadata.name}" + (f" on {node}" if node else "")
+    reason = None
+    if cs is not None and cs.state is not None and cs.state.waiting is not None:
+        reason = cs.state.waiting.reason
+    elif pod.status is not None:
+        unscheduled = [c for c in (pod.status.conditions or [])
+                       if c.type == "PodScheduled" and c.status == "False"]
+        reason = unscheduled[0].reason if unscheduled else None
+    return text + (f" [{reason}]" if reason else "")
 
 
 def pod_phases(pods: list[Any]) -> dict[str, str]:

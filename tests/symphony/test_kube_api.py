@@ -57,7 +57,7 @@ def pod(ns, name, group, containers, node="node-1"):
         "metadata": {"name": name, "namespace": ns,
                      "labels": {LABEL_EXPERIMENT: ns, LABEL_GROUP: group,
                                 "app.kubernetes.io/managed-by": "symphony"}},
-        "spec": {"nodeName": node, "containers": [{"name": c, "image": "i"} for c in containers]},
+        "spec": {**({"nodeName": node} if node else {}), "containers": [{"name": c, "image": "i"} for c in containers]},
         "status": {"phase": "Running", "containerStatuses": [
             {"name": c, "ready": True, "restartCount": restarts, "image": "i", "imageID": "",
              "state": state} for c, (state, restarts) in containers.items()]},
@@ -225,3 +225,24 @@ def test_attached_launch_returns_when_every_process_ended(endpoint, records):
     thread.join(10)
     assert done.is_set()
     assert (record.status, record.data["exit_code"]) == ("failed", 1)
+
+
+def test_describe_says_why_a_process_waits(endpoint, records):
+    backend, _, record = launch(endpoint, records, "echo")
+    waiting = pod("echo", "server-1", "server", {"server": ({"waiting": {"reason": "ImagePullBackOff"}}, 0)})
+    endpoint.add_pod(waiting)
+    unscheduled = pod("echo", "client-1", "client", {}, node=None)
+    unscheduled["status"] = {"phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    endpoint.add_pod(unscheduled)
+    status = backend.describe(record)
+    assert status.process("server").location == "pod server-1 on node-1 [ImagePullBackOff]"
+    assert status.process("client").location == "pod client-1 [Unschedulable]"
+    assert {p.state for p in status.processes} == {"pending"}
+
+
+def test_later_commands_reach_the_cluster_the_record_was_launched_on(endpoint, records, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    launch(endpoint, records, "echo")
+    status = KubeBackend(records).describe(records.load("echo"))  # no host given now
+    assert status.details["namespace"] == "echo"

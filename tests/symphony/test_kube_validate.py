@@ -38,7 +38,8 @@ def generated_objects(tmp_path: Path) -> list[dict]:
         exp = module.make_experiment()
         backend.plan(exp)
         objects += [yaml.safe_load(p.read_text()) for p in sorted(out.iterdir())]
-        objects += backend._secrets(exp, backend.render_options().namespace or exp.name)
+        options = backend.render_options()
+        objects += backend._secrets(exp, options.namespace or exp.name, options)
     return objects
 
 
