@@ -1,7 +1,8 @@
 """The smallest kube example: an echo server and a client, runnable on any cluster as-is.
 
-    symphony launch examples/03_kube/echo.py --backend kube --dry-run -o /tmp/echo-manifests
-    symphony launch examples/03_kube/echo.py --backend kube --image python:3.11-slim
+    symphony launch examples/03_kube/echo.py --backend kube --dry-run -o output=/tmp/echo
+    symphony launch examples/03_kube/echo.py --backend kube --detach
+    symphony logs echo client        # echoed: hello from symphony
 """
 
 from symphony import Experiment, Process, RestartPolicy
