@@ -19,6 +19,6 @@ if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
   kill -0 "$pid" 2>/dev/null && { echo "dockerd $pid did not stop in 30 s; killing it" >&2; kill -KILL "$pid"; }
 fi
 # Unmount anything the engine left under its run folder before removing it.
-grep -o " $run[^ ]*" /proc/mounts 2>/dev/null | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+{ grep -o " $run[^ ]*" /proc/mounts 2>/dev/null || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
 rm -rf "$run"
 echo "stopped engine in $run"

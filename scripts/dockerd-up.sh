@@ -43,7 +43,7 @@ start() {  # start DRIVER: launch dockerd and wait until it answers; returns 1 i
     --pidfile "$run/dockerd.pid" \
     --storage-driver "$driver" \
     --iptables=false --ip6tables=false --ip-masq=false --bridge=none \
-    --userland-proxy=false --no-new-privileges=false \
+    --userland-proxy=false \
     >>"$run/dockerd.log" 2>&1 </dev/null &
   local pid=$!
   local deadline=$(( $(date +%s) + timeout ))

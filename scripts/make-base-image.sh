@@ -3,8 +3,9 @@
 #
 # Usage:  scripts/make-base-image.sh busybox [TAG]   # static busybox: sh + coreutils, ~2 MB, <1 s
 #         scripts/make-base-image.sh python  [TAG]   # this machine's Python + chosen packages, ~10 s
-#         scripts/make-base-image.sh debian  [TAG]   # debootstrap minbase + python3 (needs the
-#                                                    # Debian mirror; ~2 min, ~300 MB)
+#         scripts/make-base-image.sh debian  [TAG]   # debootstrap minbase + python3, then apt
+#                                                    # installs $DEB_PACKAGES (numpy, zmq, yaml,
+#                                                    # click, psutil); needs the Debian mirror
 # Default tags: symphony-base/busybox:latest, symphony-base/python:3.11, symphony-base/debian:bookworm.
 #
 # `python` copies the interpreter that runs $PYTHON (default: the project's .venv) with its
@@ -95,9 +96,18 @@ PY
 
 make_debian() {
   local root=$1
+  local pkgs=${DEB_PACKAGES:-python3-numpy python3-zmq python3-yaml python3-click python3-psutil}
   command -v debootstrap >/dev/null || { echo "install debootstrap: apt-get install -y debootstrap" >&2; exit 1; }
-  debootstrap --variant=minbase --include=python3,python3-numpy,python3-zmq,python3-yaml,python3-click,python3-psutil \
-    bookworm "$root" "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >&2
+  debootstrap --variant=minbase --include=python3 bookworm "$root" \
+    "${DEBIAN_MIRROR:-http://deb.debian.org/debian}" >&2 \
+    || { tail -30 "$root/debootstrap/debootstrap.log" >&2; exit 1; }
+  # debootstrap's --include resolves dependencies poorly (python3-zmq fails); apt in the root does not.
+  if [ -n "$pkgs" ]; then
+    chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    # shellcheck disable=SC2086
+    chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive \
+      apt-get install -y -qq --no-install-recommends $pkgs >&2
+  fi
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 }
 

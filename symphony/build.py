@@ -9,9 +9,10 @@ from typing import Any
 
 from symphony.build_config import BuildConfig
 from symphony.build_context import write_context
+from symphony.errors import SymphonyError
 
 
-class BuildError(RuntimeError):
+class BuildError(SymphonyError):
     """The engine refused the build or the push; the message carries the engine's last lines."""
 
 
@@ -23,21 +24,6 @@ class BuildResult:
     image_id: str
     repo_digests: tuple[str, ...]
     files: tuple[str, ...]
-
-
-def docker_client() -> Any:
-    """Returns a docker SDK client for DOCKER_HOST (or the default socket), with a clear error."""
-    try:
-        import docker
-    except ImportError as exc:  # pragma: no cover - depends on the install
-        raise BuildError("the docker SDK is missing; pip install 'surreal-stack[docker]'") from exc
-    try:
-        client = docker.from_env()
-        client.ping()
-    except Exception as exc:
-        raise BuildError(f"no docker engine answers ({exc}); start one (scripts/dockerd-up.sh "
-                         "prints a DOCKER_HOST to export) or set DOCKER_HOST") from exc
-    return client
 
 
 def build_image(config: BuildConfig, client: Any = None,
@@ -52,7 +38,10 @@ def build_image(config: BuildConfig, client: Any = None,
     Raises:
         BuildError: with the builder's last lines when a step fails.
     """
-    client = client or docker_client()
+    if client is None:
+        from symphony.backends.compose_engine import docker_client
+
+        client = docker_client()
     with tempfile.TemporaryFile() as context:
         files = write_context(config.context, context, config.excludes, config.dockerfile)
         if "Dockerfile" not in files:

@@ -47,11 +47,12 @@ def build(name: str | None, config_path: str | None, tag: str | None, adds: tupl
     if dry_run:
         _show_plan(config)
         return
-    from symphony.build import BuildError, build_image  # the docker SDK only when building
+    from symphony.build import build_image  # the docker SDK only when building
+    from symphony.errors import SymphonyError
 
     try:
         result = build_image(config, on_log=None if quiet else click.echo)
-    except (BuildError, ContextError) as exc:
+    except SymphonyError as exc:
         raise click.ClickException(str(exc)) from exc
     if quiet:
         click.echo(result.image_id)

@@ -10,11 +10,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from symphony.errors import SymphonyError
+
 #: Excluded from every context unless the user adds them back explicitly as a file entry.
 DEFAULT_EXCLUDES = ("**/__pycache__", "**/*.pyc", "**/.git", "**/.venv", "**/.pytest_cache")
 
 
-class ContextError(ValueError):
+class ContextError(SymphonyError, ValueError):
     """A build context entry is missing or maps two sources onto one path."""
 
 

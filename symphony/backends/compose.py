@@ -35,6 +35,7 @@ import yaml
 from symphony.backends import compose_engine as engine
 from symphony.backends.base import (
     ALIVE_STATES,
+    PENDING,
     STOPPED,
     Backend,
     ExperimentStatus,
@@ -139,7 +140,7 @@ class ComposeBackend(Backend):
         seen = {s.name: s for s in map(engine.process_status,
                                        engine.project_containers(self.client, project))}
         names = record.experiment().process_names() if record.spec else sorted(seen)
-        processes = [seen.get(n) or ProcessStatus(n, STOPPED if record.status != "launching" else "pending")
+        processes = [seen.get(n) or ProcessStatus(n, PENDING if record.status == "launching" else STOPPED)
                      for n in names]
         return self.status_from_record(record, processes, project=project,
                                        images=record.data.get("images", {}),
@@ -192,7 +193,7 @@ class ComposeBackend(Backend):
 
 
 def _created(container: Any) -> float:
-    stamp = engine._timestamp(container.attrs.get("Created"))
+    stamp = engine.docker_time(container.attrs.get("Created"))
     return stamp if stamp is not None else time.time()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
@@ -30,7 +31,7 @@ def docker_client() -> Any:
     try:
         import docker
     except ImportError as exc:
-        raise BackendError("the compose backend needs the docker SDK; "
+        raise BackendError("symphony build and the compose backend need the docker SDK; "
                            "pip install 'surreal-stack[docker]'") from exc
     try:
         client = docker.from_env()
@@ -114,13 +115,13 @@ def process_status(container: Any) -> ProcessStatus:
         restarts=int(container.attrs.get("RestartCount") or 0),
         pid=state.get("Pid") or None,
         location=f"container {container.name}",
-        started=_timestamp(state.get("StartedAt")),
-        ended=_timestamp(state.get("FinishedAt")) if ended else None,
+        started=docker_time(state.get("StartedAt")),
+        ended=docker_time(state.get("FinishedAt")) if ended else None,
         exit_code=code if ended else None,
     )
 
 
-def _timestamp(text: str | None) -> float | None:
+def docker_time(text: str | None) -> float | None:
     """Epoch seconds from docker's UTC times like 2026-01-02T03:04:05.123456789Z ("0001-..": never)."""
     if not text or text.startswith("0001-"):
         return None
@@ -151,8 +152,6 @@ def container_lines(container: Any, follow: bool, tail: int | None) -> Iterator[
 
 def exec_in(client: Any, container: Any, command: list[str]) -> int:
     """Runs `command` inside a running container, copying its output here; returns its exit code."""
-    import sys
-
     container.reload()
     if container.status != "running":
         raise BackendError(f"container {container.name} is {container.status}, not running; "

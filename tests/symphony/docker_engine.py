@@ -61,14 +61,16 @@ class DockerEngine:
     def stop(self) -> None:
         if self.client is not None:
             self.client.close()
-        subprocess.run(["bash", str(DOWN), self.env["SYMPHONY_DOCKERD_DIR"]], capture_output=True,
-                       timeout=60)
+        out = subprocess.run(["bash", str(DOWN), self.env["SYMPHONY_DOCKERD_DIR"]],
+                             capture_output=True, text=True, timeout=60)
         for key, value in self.saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
         DockerEngine._shared = None
+        if out.returncode != 0:
+            raise RuntimeError(f"scripts/dockerd-down.sh failed:\n{out.stderr}")
 
     def ensure_image(self, kind: str, tag: str, **env: str) -> str:
         """`tag`, made by make-base-image.sh KIND if the engine does not have it yet."""

@@ -83,6 +83,8 @@ def test_ring_example_runs_under_compose_and_is_managed_by_the_cli(
             line = next(ln for ln in described.stdout.splitlines() if ln.split()[:1] == [node])
             assert "running" in line
         assert len(_containers(docker_engine, "ring")) == 3
+        executed = _symphony("exec", "ring", "node-1", "--", "sh", "-c", "echo $SYMPH_PROCESS; exit 3", env=env)
+        assert executed.returncode == 3 and executed.stdout == "node-1\n"
     finally:
         deleted = _symphony("delete", "ring", env=env)
     assert deleted.returncode == 0, deleted.stderr
@@ -157,3 +159,30 @@ def test_dry_run_prints_a_valid_compose_file_and_starts_nothing(
     assert compose["services"]["node-0"]["network_mode"] == "host"
     assert _containers(docker_engine, "ring") == [] and Records(tmp_path / "home").all() == []
     assert ComposeBackend.name == "compose"
+
+
+def test_engine_scripts_leave_no_process_or_folder_behind(tmp_path: Path, docker_engine: DockerEngine) -> None:
+    """A second engine (the session's holds the shared data-root, so this one gets a throwaway
+    one) runs a container; dockerd-down.sh stops the container, the engine and its helpers."""
+    import psutil
+
+    up = subprocess.run(["bash", str(engine.UP)], capture_output=True, text=True, timeout=120,
+                        env={**os.environ, "SYMPHONY_DOCKERD_DATA": str(tmp_path / "data")})
+    assert up.returncode == 0, up.stderr
+    env = dict(line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines())
+    run_dir = Path(env["SYMPHONY_DOCKERD_DIR"])
+    pid = int((run_dir / "dockerd.pid").read_text())
+    made = subprocess.run(["bash", str(engine.MAKE_BASE), "busybox", "t/bb:1"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **env})
+    assert made.returncode == 0, made.stderr
+    import docker
+
+    client = docker.DockerClient(base_url=env["DOCKER_HOST"])
+    client.containers.run("t/bb:1", ["sleep", "300"], network_mode="none", detach=True, init=True)
+    family = [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
+    client.close()
+    down = subprocess.run(["bash", str(engine.DOWN), str(run_dir)], capture_output=True, text=True,
+                          timeout=90)
+    assert down.returncode == 0, down.stderr
+    assert not run_dir.exists()
+    assert [p for p in family if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"] == []

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from symphony.addresses import Address
+from symphony.backends.compose_engine import compose_command
 from symphony.backends.compose_render import (
     EXPERIMENT_LABEL,
     OWNER_LABEL,
@@ -120,3 +121,22 @@ def test_docker_compose_itself_accepts_the_file(tmp_path: Path, network: str) ->
     done = subprocess.run(["docker-compose", "-f", str(path), "config", "-q"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_compose_command_prefers_the_plugin_then_docker_compose(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SYMPHONY_COMPOSE_COMMAND", raising=False)
+    fake = tmp_path / "docker"
+    fake.write_text('#!/bin/sh\n[ "$1 $2" = "compose version" ] && exit "$PLUGIN_EXIT"\nexit 1\n')
+    fake.chmod(0o755)
+    (tmp_path / "docker-compose").symlink_to("/bin/true")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("PLUGIN_EXIT", "0")
+    assert compose_command() == ["docker", "compose"]
+    monkeypatch.setenv("PLUGIN_EXIT", "1")
+    assert compose_command() == ["docker-compose"]
+    (tmp_path / "docker-compose").unlink()
+    with pytest.raises(BackendError, match="apt-get install docker-compose"):
+        compose_command()
+    monkeypatch.setenv("SYMPHONY_COMPOSE_COMMAND", "podman-compose --verbose")
+    assert compose_command() == ["podman-compose", "--verbose"]
