@@ -3,9 +3,9 @@
 Plain sockets and the SYMPH_* environment only (no symphony import), so it runs on any backend
 and in any image with Python 3. Node 0 starts the counter. The node whose increment reaches
 SIZE * ROUNDS sends a stop token around the ring; every node forwards it and exits, and the
-node that sent it exits when it comes back. ROUNDS=0 runs until stopped. A node that was
-restarted (its predecessor reconnects, its successor is reconnected to) rejoins the ring; node 0
-injects a new token when none came by for a while, so the count goes on after a crash.
+node that sent it exits when it comes back. ROUNDS=0 runs until stopped; then a node that was
+restarted rejoins the ring (its predecessor reconnects to it, it connects to its successor) and
+node 0 injects a new token when none came by for a while, so the count goes on after a crash.
 """
 
 import argparse
@@ -83,7 +83,7 @@ def main() -> None:
         try:
             msg = inbox.get(timeout=5.0)
         except queue.Empty:
-            if args.index == 0 and not stopping:  # the token was lost with a crashed node
+            if args.index == 0 and not limit:  # endless ring: the token died with a crashed node
                 print("node 0 re-injects a token", flush=True)
                 nxt.send({"count": 1, "stop": False, "origin": 0})
             continue
