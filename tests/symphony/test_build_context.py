@@ -128,6 +128,13 @@ def test_build_help_and_dry_run_touch_no_engine(tmp_path: Path, monkeypatch: pyt
     assert "big.bin" not in result.output and "__pycache__" not in result.output
 
 
+def test_symphony_cli_registers_build() -> None:
+    from symphony.cli import main
+
+    result = CliRunner().invoke(main, ["build", "--help"])
+    assert result.exit_code == 0 and "--add" in result.output and "--push" in result.output
+
+
 def test_build_without_tag_or_sources_is_a_usage_error() -> None:
     result = CliRunner().invoke(build, ["--add", "."])
     assert result.exit_code == 2 and "--tag and at least one --add" in result.output

@@ -18,6 +18,7 @@ from symphony.build import build_image
 from symphony.build_config import BuildConfig
 from symphony.build_context import ContextEntry
 from symphony.cli import main
+from symphony.errors import BackendError
 from symphony.launcher import launch
 from symphony.records import Records
 from symphony.spec import Experiment, Process, ProcessGroup, RestartPolicy
@@ -186,3 +187,11 @@ def test_engine_scripts_leave_no_process_or_folder_behind(tmp_path: Path, docker
     assert down.returncode == 0, down.stderr
     assert not run_dir.exists()
     assert [p for p in family if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"] == []
+
+
+def test_a_missing_image_fails_before_anything_starts(tmp_path: Path, docker_engine: DockerEngine) -> None:
+    records = Records(tmp_path / "home")
+    exp = Experiment("no-image", image="symphony-test/never-built:1").add(Process("p", ["true"]))
+    with pytest.raises(BackendError, match="symphony build"):
+        launch(exp, "compose", records=records, network="host")
+    assert records.all() == [] and _containers(docker_engine, "no-image") == []
