@@ -177,20 +177,17 @@ class SlurmBackend(Backend):
         exp.process(process)  # a clear error for an unknown process
         path = record.log_path(process)
         batch = self._batch_log(record, exp.group_of(process))
-        lines = _read_lines(path) + [f"[slurm] {line}" for line in _read_lines(batch)]
+        own, offset = _read_from(path, 0, partial=not follow)
+        slurm, batch_offset = _read_from(batch, 0, partial=not follow)
+        lines = own + [f"[slurm] {line}" for line in slurm]
         yield from lines[-tail:] if tail else lines
-        if not follow:
-            return
-        offset = path.stat().st_size if path.exists() else 0
-        while True:
+        while follow:
             alive = self.describe(record).process(process).state in ALIVE_STATES
-            if path.exists():
-                with path.open("rb") as handle:
-                    handle.seek(offset)
-                    chunk = handle.read()
-                offset += len(chunk)
-                yield from chunk.decode(errors="replace").splitlines(keepends=True)
+            new, offset = _read_from(path, offset, partial=not alive)
+            yield from new
             if not alive:
+                slurm, _ = _read_from(batch, batch_offset)
+                yield from (f"[slurm] {line}" for line in slurm)
                 return
             time.sleep(_POLL_S)
 
@@ -242,7 +239,19 @@ def _read_json(path: Path) -> dict[str, Any]:
         return {}
 
 
-def _read_lines(path: Path) -> list[str]:
-    if not path.exists():
-        return []
-    return path.read_text(errors="replace").splitlines(keepends=True)
+def _read_from(path: Path, offset: int, partial: bool = True) -> tuple[list[str], int]:
+    """Lines of `path` after byte `offset` (each ending in newline), and the offset after them.
+
+    With partial=False a last line without its newline yet is left for the next read.
+    """
+    try:
+        with path.open("rb") as handle:
+            handle.seek(offset)
+            data = handle.read()
+    except FileNotFoundError:
+        return [], offset
+    end = len(data) if partial else data.rfind(b"\n") + 1
+    lines = data[:end].decode(errors="replace").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    return lines, offset + end

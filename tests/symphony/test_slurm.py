@@ -213,6 +213,8 @@ def test_failed_job_shows_failed_with_its_log(cluster):
     assert (status.status, bad.state, bad.exit_code) == ("failed", "failed", 3)
     assert " FAILED" in status.details["job bad"] and "exit 1:0" in status.details["job bad"]
     assert "about to fail" in handle.logs("bad")
+    followed = cli("logs", "boom", "bad", "--follow", timeout=30)  # returns: the process ended
+    assert "about to fail" in followed.stdout and "exit code 3" in followed.stdout
     shown = cli("describe", "boom").stdout
     assert "failed" in shown and " 3" in shown
     handle.stop()
