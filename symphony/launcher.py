@@ -48,8 +48,24 @@ class ExperimentHandle:
                 return status
             time.sleep(poll_s)
 
-    def stop(self, force: bool = False) -> None:
-        """Stop every process and remove the record (`symphony delete`)."""
+    def stop(self, force: bool = False) -> ExperimentStatus | None:
+        """Stop every process (grace period, then kill); the record and logs stay for inspection.
+
+        Returns the final status (None if the backend cannot describe it any more);
+        `symphony list --all` still shows the experiment, and
+        `delete()` (or `symphony delete`) removes it.
+        """
+        self.backend.delete(self.record, force=force)
+        try:
+            status = self.status()
+        except Exception:  # noqa: BLE001 - stopped; some backends cannot describe what is gone
+            return None
+        if self.record.path is not None and self.record.path.exists():
+            self.record.set_status(status.status)
+        return status
+
+    def delete(self, force: bool = False) -> None:
+        """Stop every process and remove the record with its logs (`symphony delete`)."""
         self.backend.delete(self.record, force=force)
         self.backend.records.remove(self.record.name)
 

@@ -170,7 +170,7 @@ class InProcessBackend(Backend):
 
     def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
         """Set every stop flag, stop command trees, and join the threads."""
-        workers = _RUNS.pop(str(record.path), {})
+        workers = _RUNS.get(str(record.path), {})
         for worker in workers.values():
             worker.ctx.stop_event.set()
         pids = [w.popen.pid for w in workers.values() if w.popen]

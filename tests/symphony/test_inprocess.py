@@ -57,7 +57,10 @@ def test_callables_talk_through_their_declared_services(records):
         assert status.process("client").state == "exited"
         assert status.process("server").state == "running"
     finally:
-        handle.stop()
+        final = handle.stop()
+    assert {p.state for p in final.processes} == {"exited", "stopped"}
+    assert records.load("echo").status == "stopped"
+    handle.delete()
     assert not (records.folder / "echo").exists()
 
 

@@ -165,7 +165,9 @@ def test_python_api_reports_failure_exit_code_and_restart_limit(records):
     assert handle.logs("once") == "hi\n"
     assert handle.logs("flaky").count("try\n") == 3 and "restart 2/2" in handle.logs("flaky")
     assert wait_for(lambda: records.load("api").status == "failed", what="the record's status")
-    handle.stop()
+    assert handle.stop().status == "failed"  # stopping an ended experiment changes nothing
+    assert records.load("api").status == "failed"
+    handle.delete()
     assert records.all() == []
 
 
