@@ -9,7 +9,9 @@ Each window runs `python -m symphony.runner`, which runs the process's command w
 (the SYMPH_* addresses on free 127.0.0.1 ports), copies all output to the pane and to
 `<record>/logs/<process>.log`, restarts it per its RestartPolicy and writes
 `<record>/tmux/<process>.json` (pid, restarts, exit code). Windows stay open after their process
-ends (remain-on-exit), so the last output stays readable in tmux.
+ends (remain-on-exit), so the last output stays readable in tmux. Each window's env (`tmux -e`,
+tmux >= 3.2) holds the process's variables plus PATH, PYTHONPATH, VIRTUAL_ENV and a few more from
+the launching shell, since a long-running tmux server keeps the environment it started with.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import sys
 import time
 import uuid
@@ -46,6 +49,9 @@ from symphony.records import ExperimentRecord, load_config
 from symphony.runner import read_runner_state
 from symphony.spec import Experiment, Process
 
+INHERITED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "HOME",
+             "USER", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "MUJOCO_GL", "PYOPENGL_PLATFORM")
+
 
 class TmuxBackend(Backend):
     """One tmux session per experiment; see the module docstring."""
@@ -56,6 +62,9 @@ class TmuxBackend(Backend):
                  **options: Any) -> None:
         if options:
             raise BackendError(f"unknown tmux backend option(s) {sorted(options)}; known: socket, grace_s")
+        if shutil.which("tmux") is None:
+            raise BackendError("tmux is not installed; install it (e.g. `apt-get install tmux`) "
+                               "or use --backend local")
         super().__init__(records)
         self.socket = socket or os.environ.get("SYMPHONY_TMUX_SOCKET") or load_config().get("tmux_socket")
         self.grace_s = float(grace_s)
@@ -80,7 +89,8 @@ class TmuxBackend(Backend):
         record.save()
         for i, proc in enumerate(experiment.processes()):
             env = process_env(experiment, proc, endpoints, bind_host="127.0.0.1")
-            env.update({proctree.RUN_ID_ENV: record.data["run_id"], "PYTHONUNBUFFERED": "1"})
+            env = {**_inherited_env(), **env, proctree.RUN_ID_ENV: record.data["run_id"],
+                   "PYTHONUNBUFFERED": "1"}
             verb = ["new-session", "-d", "-s", experiment.name] if i == 0 else [
                 "new-window", "-d", "-t", f"={experiment.name}:"]
             args = verb + ["-n", proc.name, "-c", proc.cwd or os.getcwd()]
@@ -154,6 +164,15 @@ class TmuxBackend(Backend):
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
         """Run `command` on this machine with `process`'s environment and working directory."""
         return run_beside(record, process, command)
+
+
+def _inherited_env() -> dict[str, str]:
+    """The launching shell's variables a window needs to find the same programs and settings.
+
+    A tmux server keeps the environment it was started with, which may predate an activated
+    virtualenv; these are passed explicitly (the whole environment could exceed tmux's limits).
+    """
+    return {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith("SYMPHONY_")}
 
 
 def _has_session(server: libtmux.Server, name: str) -> bool:
