@@ -161,10 +161,8 @@ class SlurmBackend(Backend):
                 STOPPED if info.state == "CANCELLED" else state)
             if state in ALIVE_STATES:
                 state = UNKNOWN
-        node = info.node if info and info.node else None
-        location = f"slurm job {job_id}" + (f" on {node}" if node else "") if job_id else None
         return ProcessStatus(name, state, group=group, restarts=int(saved.get("restarts", 0)),
-                             pid=saved.get("pid"), location=location, started=saved.get("started"),
+                             pid=saved.get("pid"), location=_location(job_id, info), started=saved.get("started"),
                              ended=saved.get("ended"), exit_code=saved.get("exit_code"))
 
     def _batch_log(self, record: ExperimentRecord, group: str) -> Path:
@@ -220,6 +218,18 @@ class SlurmBackend(Backend):
             raise BackendError(f"the job of {process!r} is not running ({info.state if info else 'gone'}); "
                                f"see `symphony describe {record.name}`")
         return slurm_jobs.srun_in_job(job_id, command)
+
+
+def _location(job_id: str | None, info: JobInfo | None) -> str | None:
+    """ "slurm job 12 on n1", plus the job state when it says more (pending, TIMEOUT, ...)."""
+    if job_id is None:
+        return None
+    text = f"slurm job {job_id}" + (f" on {info.node}" if info and info.node else "")
+    if info and info.state == "PENDING":
+        text += f" pending ({info.reason})"
+    elif info and info.state not in ("RUNNING", "COMPLETED"):
+        text += f" {info.state}"
+    return text
 
 
 def _job_line(job_id: str | None, info: JobInfo | None, log: Path) -> str:

@@ -216,7 +216,7 @@ def test_failed_job_shows_failed_with_its_log(cluster):
     followed = cli("logs", "boom", "bad", "--follow", timeout=30)  # returns: the process ended
     assert "about to fail" in followed.stdout and "exit code 3" in followed.stdout
     shown = cli("describe", "boom").stdout
-    assert "failed" in shown and " 3" in shown
+    assert " failed " in shown and " FAILED " in shown and shown.rstrip().endswith(" 3"), shown
     handle.stop()
 
 
@@ -228,4 +228,6 @@ def test_time_limit_kill_shows_timeout(cluster, timed_out):
     assert " TIMEOUT" in status.details["job sleeper"]
     logs = timed_out.logs("sleeper")
     assert "sleeping" in logs and "DUE TO TIME LIMIT" in logs
+    shown = cli("describe", "tl").stdout
+    assert "sleeper" in shown and " failed " in shown and " TIMEOUT " in shown, shown
     timed_out.stop()
