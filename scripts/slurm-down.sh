@@ -47,8 +47,7 @@ if [ -f "$conf" ] && [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2>/dev/null; then
   done
 fi
 
-# Job steps (slurmstepd) of this cluster: children of our slurmd processes, or found by the
-# spool dir in their command line as a last resort.
+# The jobs are gone (their slurmstepd processes exit with them); now the daemons.
 slurmd_pids=()
 for f in "$state"/slurmd.*.pid; do
   [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && slurmd_pids+=("$(cat "$f")")
