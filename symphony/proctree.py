@@ -17,6 +17,19 @@ import psutil
 RUN_ID_ENV = "SYMPHONY_RUN_ID"
 
 
+def die_with_parent() -> None:
+    """`preexec_fn`: the child gets SIGKILL when the thread that started it dies (Linux only).
+
+    So a supervisor or runner killed with SIGKILL does not leave its command running unseen.
+    """
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def alive(pid: int | None, create_time: float | None = None) -> bool:
     """Whether `pid` runs (and, given `create_time`, is the same process, not a reused pid)."""
     if not pid:

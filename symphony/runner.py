@@ -65,7 +65,8 @@ class Runner:
 
     def _run_once(self) -> int:
         self.child = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
+                                      stderr=subprocess.STDOUT, start_new_session=True,
+                                      preexec_fn=proctree.die_with_parent)
         self._save(state=RUNNING, pid=self.child.pid, started=time.time(), ended=None, exit_code=None)
         tee = threading.Thread(target=self._tee, args=(self.child.stdout,), daemon=True)
         tee.start()

@@ -137,7 +137,7 @@ class Supervisor:
             self.popens[proc.name] = subprocess.Popen(
                 proc.argv(), env=self._env(proc), cwd=proc.cwd or self.record.data.get("cwd"),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=proctree.die_with_parent,
             )
         run.state, run.pid, run.started = RUNNING, self.popens[proc.name].pid, time.time()
         run.ended = run.exit_code = None

@@ -106,3 +106,19 @@ def test_ctrl_c_on_attached_tmux_launch_leaves_no_process(symphony_home, tmux_so
             launch.kill()
     assert processes_with_run_id(run_id) == []
     assert _tmux(tmux_socket, "has-session", "-t", "ring").returncode != 0
+
+
+def test_status_comes_from_the_pane_when_the_runner_itself_dies(symphony_home, tmux_socket):
+    assert cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode == 0
+    wait_for(_all_running, what="3 running nodes")
+    node = _states()["node-2"].pid
+    runner = int(_tmux(tmux_socket, "display-message", "-p", "-t", "ring:node-2", "#{pane_pid}").stdout)
+    assert psutil.Process(node).ppid() == runner
+    os.kill(runner, signal.SIGKILL)
+    wait_for(lambda: _states()["node-2"].state == "failed", what="node-2 reported failed")
+    wait_for(lambda: not psutil.pid_exists(node) or psutil.Process(node).status() == "zombie",
+             what="the command to die with its runner")
+    assert "failed" in cli("describe", "ring").stdout
+    run_id = Records().load("ring").data["run_id"]
+    assert cli("delete", "ring").returncode == 0
+    assert processes_with_run_id(run_id) == []
