@@ -24,6 +24,7 @@ from __future__ import annotations
 import getpass
 import os
 import shutil
+import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -63,6 +64,18 @@ def state_dir() -> Path:
     return Path(home).expanduser() if home else Path.home() / ".symphony"
 
 
+def git_revision(folder: str | Path | None = None) -> str | None:
+    """`git describe --always --dirty` of `folder` (default: here), or None outside a repository."""
+    try:
+        result = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=folder,
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if result.returncode != 0:
+        return None
+    return result.stdout.strip() or None
+
+
 def current_owner() -> str:
     """The user name recorded as an experiment's owner."""
     try:
@@ -86,6 +99,7 @@ class ExperimentRecord:
         logs: process name -> log file path (file-based backends).
         data: backend-specific state (supervisor pid, tmux socket, namespace, compose file...).
         launch_command: the command line that launched it.
+        git_revision: `git describe --always --dirty` of the launch directory, if it is a repo.
         path: the record's folder (not stored in the file).
     """
 
@@ -98,6 +112,7 @@ class ExperimentRecord:
     logs: dict[str, str] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     launch_command: list[str] = field(default_factory=list)
+    git_revision: str | None = None
     path: Path | None = None
 
     def experiment(self) -> Experiment:
@@ -172,7 +187,7 @@ class Records:
         record = ExperimentRecord(
             name=experiment.name, backend=backend, owner=owner or current_owner(),
             created=time.time(), spec=experiment.to_dict(),
-            launch_command=list(launch_command or []), path=folder,
+            launch_command=list(launch_command or []), git_revision=git_revision(), path=folder,
         )
         record.logs = {p: str(record.log_path(p)) for p in experiment.process_names()}
         record.save()

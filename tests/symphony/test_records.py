@@ -61,3 +61,21 @@ def test_ambiguous_and_unknown_prefixes_list_the_candidates():
         resolve_prefix("ring-", ["ring-one", "ring-two"], "experiment")
     with pytest.raises(ExperimentNotFound, match=r"no experiment matches 'x'; experiment names: \['ring-one'\]"):
         resolve_prefix("x", ["ring-one"], "experiment")
+
+
+def test_record_keeps_the_git_revision_of_the_launch_directory(records, tmp_path, monkeypatch):
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(git + ["init", "-q"], cwd=repo, check=True)
+    (repo / "f").write_text("x")
+    subprocess.run(git + ["add", "f"], cwd=repo, check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "m"], cwd=repo, check=True)
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    monkeypatch.chdir(repo)
+    assert records.create(_exp("rev"), "local").git_revision.startswith(head[:7])
+    monkeypatch.chdir(tmp_path)
+    assert records.create(_exp("norev"), "local").git_revision is None
