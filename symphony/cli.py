@@ -166,6 +166,8 @@ def describe(experiment: str, backend: str | None) -> None:
     status = impl.describe(record)
     click.echo(f"{status.name}  backend={status.backend}  owner={status.owner}  "
                f"status={status.status}  age={_duration(status.summary().age())}")
+    if record.path is not None:
+        click.echo(f"spec={record.path / 'spec.yaml'}  git={record.git_revision or '-'}")
     table = [("PROCESS", "GROUP", "STATE", "RESTARTS", "PID/LOCATION", "UPTIME", "EXIT")]
     for p in status.processes:
         uptime = p.uptime()
