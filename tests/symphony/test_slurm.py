@@ -78,12 +78,18 @@ def timed_out(cluster):
     return launch(exp, "slurm", time_limit="1")
 
 
-def experiment_processes() -> list[psutil.Process]:
-    """Live processes started for this module's experiments (their env has our SYMPHONY_HOME)."""
+def experiment_processes(name: str) -> list[psutil.Process]:
+    """Live processes of experiment `name` in this module's SYMPHONY_HOME: its launchers (the
+    record folder is in their command line) and its processes (SYMPH_EXPERIMENT in their env)."""
     home, found = os.environ["SYMPHONY_HOME"], []
+    folder = str(Path(home) / "experiments" / name)
     for proc in psutil.process_iter():
         try:
-            if proc.status() != psutil.STATUS_ZOMBIE and proc.environ().get("SYMPHONY_HOME") == home:
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            env = proc.environ()
+            if env.get("SYMPHONY_HOME") == home and (
+                    env.get("SYMPH_EXPERIMENT") == name or folder in proc.cmdline()):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -165,12 +171,13 @@ def test_detached_ring_list_describe_logs_exec_delete_leaves_nothing(cluster):
     assert cli("logs", "live", "node-0", "--tail", "1").stdout.count("\n") == 1
     inside = cli("exec", "live", "node-2", "--", "printenv", "SLURM_JOB_ID")
     assert (inside.returncode, inside.stdout.strip()) == (0, ids[2])
-    assert set(ids) <= set(cluster.squeue_ids()) and experiment_processes()
+    assert set(ids) <= set(cluster.squeue_ids())
+    assert len(experiment_processes("live")) >= 6  # 3 launchers, 3 ring nodes
 
     deleted = cli("delete", "live")
     assert deleted.returncode == 0, deleted.stderr
     assert not set(ids) & set(cluster.squeue_ids())
-    assert [p for p in experiment_processes() if "live" in " ".join(p.cmdline())] == []
+    assert experiment_processes("live") == []
     assert "live" not in cli("list", "--all").stdout
 
 
@@ -187,12 +194,13 @@ def test_a_group_is_one_job_on_one_node(cluster, timed_out):
         assert f"got: hello from {sender}" in handle.logs(name)
     status = handle.status()
     assert [p.state for p in status.processes] == ["running"] * 3
+    assert len(experiment_processes("grouped")) == 5  # 2 launchers, 3 processes
     loc = {p.name: p.location for p in status.processes}
     assert loc["a"] == loc["b"] != loc["c"]
     assert len(handle.record.data["jobs"]) == 2
     handle.stop()
     assert not set(handle.record.data["jobs"].values()) & set(cluster.squeue_ids())
-    assert [p for p in experiment_processes() if RING_NODE in p.cmdline()] == []
+    assert experiment_processes("grouped") == []
 
 
 def test_dry_run_prints_the_batch_scripts_and_submits_nothing(cluster):
