@@ -13,7 +13,7 @@ from symphony.backends.slurm import SlurmBackend
 from symphony.errors import BackendError
 from symphony.launcher import launch
 from symphony.records import Records
-from symphony.spec import Experiment, Process, ProcessGroup
+from symphony.spec import Experiment, Process, ProcessGroup, Resources
 from symphony.testing import cli, env_with, wait_for
 from tests.symphony.slurm_cluster import SlurmCluster, require_slurm
 
@@ -104,8 +104,6 @@ def job_ids(name: str) -> list[str]:
 
 
 def test_batch_script_maps_group_resources(tmp_path):
-    from symphony.spec import Resources
-
     group = ProcessGroup("learner", [
         Process("a", ["x"], resources=Resources(cpu=1.5, memory_gb=2, gpu=1, node_pool="gpu")),
         Process("b", ["y"], resources=Resources(cpu=1, gpu=1, node_pool="gpu")),
@@ -210,6 +208,16 @@ def test_dry_run_prints_the_batch_scripts_and_submits_nothing(cluster):
     assert out.stdout.count("#SBATCH --time=3-00:00:00\n") == 3 and "slurm_launcher" in out.stdout
     assert cluster.squeue_ids() == before
     assert "dry" not in cli("list", "--all").stdout
+
+
+def test_a_rejected_submission_says_why_and_leaves_nothing(cluster):
+    before = cluster.squeue_ids()
+    exp = Experiment("rejected").add(Process("ok", ["sleep", "60"]))
+    exp.add(Process("gpu", ["true"], resources=Resources(gpu=1)))
+    with pytest.raises(BackendError, match="(?i)gres"):
+        launch(exp, "slurm")
+    assert cluster.squeue_ids() == before  # the first group's job was cancelled again
+    assert "rejected" not in cli("list", "--all").stdout
 
 
 def test_failed_job_shows_failed_with_its_log(cluster):
