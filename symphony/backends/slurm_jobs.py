@@ -138,7 +138,13 @@ def _run(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
 
 def submit(script: Path) -> str:
     """`sbatch --parsable SCRIPT`; returns the job id."""
-    out = _run(["sbatch", "--parsable", str(script)]).stdout.strip()
+    try:
+        out = _run(["sbatch", "--parsable", str(script)]).stdout.strip()
+    except BackendError as err:
+        raise BackendError(
+            f"{err}; compare the group's resources and partition in {script} with what the "
+            f"cluster has (`sinfo -o '%P %c %m %G'`)"
+        ) from None
     return out.split(";")[0]
 
 
