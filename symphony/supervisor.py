@@ -135,7 +135,7 @@ class Supervisor:
         log_path = self.record.log_path(proc.name)
         with open(log_path, "ab") as log:
             self.popens[proc.name] = subprocess.Popen(
-                proc.argv(), env=self._env(proc), cwd=proc.cwd or self.record.data.get("cwd"),
+                proc.argv(), env=self._env(proc), cwd=os.path.join(self.record.data["cwd"], proc.cwd or ""),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=proctree.die_with_parent,
             )

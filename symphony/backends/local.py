@@ -154,7 +154,7 @@ def run_beside(record: ExperimentRecord, process: str, command: list[str]) -> in
                  (state.get("endpoints") or record.data["endpoints"]).items()}
     env = dict(os.environ, **process_env(experiment, proc, endpoints, bind_host="127.0.0.1"))
     try:
-        return subprocess.run(command, env=env, cwd=proc.cwd or record.data.get("cwd")).returncode
+        return subprocess.run(command, env=env, cwd=os.path.join(record.data["cwd"], proc.cwd or "")).returncode
     except FileNotFoundError as err:
         raise BackendError(f"cannot run {command[0]!r}: {err.strerror}; check the command") from err
 

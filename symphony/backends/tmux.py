@@ -93,7 +93,7 @@ class TmuxBackend(Backend):
                    "PYTHONUNBUFFERED": "1"}
             verb = ["new-session", "-d", "-s", experiment.name] if i == 0 else [
                 "new-window", "-d", "-t", f"={experiment.name}:"]
-            args = verb + ["-n", proc.name, "-c", proc.cwd or os.getcwd()]
+            args = verb + ["-n", proc.name, "-c", os.path.join(os.getcwd(), proc.cwd or "")]
             args += [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
             args += [self._window_command(record, proc), ";", "set-option", "-w", "-t",
                      f"={experiment.name}:{proc.name}", "remain-on-exit", "on"]

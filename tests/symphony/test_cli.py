@@ -147,3 +147,16 @@ def test_list_shows_teammates_experiments_and_mine_filters_them(records):
     assert "adas-run  ada" in everyone and "my-run" in everyone
     mine = cli("list", "--mine").stdout
     assert "my-run" in mine and "adas-run" not in mine
+
+
+@pytest.mark.parametrize("backend", ["local", "tmux"])
+def test_a_relative_cwd_is_relative_to_the_launch_directory(backend, tmp_path, symphony_home, request):
+    if backend == "tmux":
+        request.getfixturevalue("tmux_socket")
+    (tmp_path / "sub").mkdir()
+    exp = Experiment("where").add(Process("p", ["sh", "-c", "pwd; echo done"], cwd="sub"))
+    (tmp_path / "spec.yaml").write_text(exp.to_yaml())
+    assert cli("launch", "spec.yaml", "-b", backend, "-d", cwd=tmp_path).returncode == 0
+    followed = cli("logs", "where", "p", "-f", timeout=60).stdout
+    assert followed.splitlines()[:2] == [str(tmp_path / "sub"), "done"]
+    assert cli("delete", "where").returncode == 0
