@@ -56,14 +56,7 @@ class LocalBackend(Backend):
 
     def plan(self, experiment: Experiment) -> str:
         """The processes, their commands and the SYMPH_* addresses they would get."""
-        check_commands(experiment)
-        endpoints = local_endpoints(experiment)
-        lines = [f"experiment {experiment.name}: {len(experiment.processes())} processes on this machine"]
-        for proc in experiment.processes():
-            env = process_env(experiment, proc, endpoints, bind_host="127.0.0.1")
-            lines.append(f"  {proc.name}: {proc.shell_command()}")
-            lines += [f"      {k}={v}" for k, v in env.items() if k.endswith("_ADDR")]
-        return "\n".join(lines) + "\n"
+        return local_plan(experiment)
 
     def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
         """Start the supervisor here (attached) or as a daemon (detached); see Backend.launch."""
@@ -143,6 +136,18 @@ class LocalBackend(Backend):
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
         """Run `command` here with `process`'s environment and working directory."""
         return run_beside(record, process, command)
+
+
+def local_plan(experiment: Experiment) -> str:
+    """What a local launch would start: each command and the addresses it would get."""
+    check_commands(experiment)
+    endpoints = local_endpoints(experiment)
+    lines = [f"experiment {experiment.name}: {len(experiment.processes())} processes on this machine"]
+    for proc in experiment.processes():
+        env = process_env(experiment, proc, endpoints, bind_host="127.0.0.1")
+        lines.append(f"  {proc.name}: {proc.shell_command()}")
+        lines += [f"      {k}={v}" for k, v in env.items() if k.endswith("_ADDR")]
+    return "\n".join(lines) + "\n"
 
 
 def run_beside(record: ExperimentRecord, process: str, command: list[str]) -> int:

@@ -41,7 +41,7 @@ from symphony.backends.base import (
     ExperimentStatus,
     ProcessStatus,
 )
-from symphony.backends.local import run_beside
+from symphony.backends.local import local_plan, run_beside
 from symphony.errors import BackendError
 from symphony.logfiles import follow_file, read_lines
 from symphony.preflight import check_commands
@@ -72,6 +72,11 @@ class TmuxBackend(Backend):
     @staticmethod
     def _server(socket: str | None) -> libtmux.Server:
         return libtmux.Server(socket_name=socket) if socket else libtmux.Server()
+
+    def plan(self, experiment: Experiment) -> str:
+        """The session and windows a launch would create, with commands and addresses."""
+        where = f"tmux session {experiment.name!r} on socket {self.socket or '(default)'}"
+        return f"{where}, a window per process:\n" + local_plan(experiment)
 
     def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
         """Create the session and one window per process; attached, wait until all ended or Ctrl-C."""

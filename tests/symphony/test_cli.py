@@ -1,5 +1,6 @@
 """The symphony CLI: help, dry runs, bad inputs that start nothing, name prefixes."""
 
+import subprocess
 import textwrap
 
 import pytest
@@ -108,12 +109,17 @@ def test_missing_file_and_bad_yaml_are_clear_errors(tmp_path, symphony_home):
     assert Records().all() == []
 
 
-def test_dry_run_prints_the_plan_and_starts_nothing(tmp_path, symphony_home):
+@pytest.mark.parametrize("backend", ["local", "tmux"])
+def test_dry_run_prints_the_plan_and_starts_nothing(backend, tmp_path, symphony_home, request):
+    socket = request.getfixturevalue("tmux_socket") if backend == "tmux" else None
     path, marker = _write(tmp_path, GOOD)
-    result = cli("launch", str(path), "--dry-run")
+    result = cli("launch", str(path), "--dry-run", "-b", backend)
     assert result.returncode == 0, result.stderr
     assert "SYMPH_SVC_ADDR=127.0.0.1:" in result.stdout and "a: sh -c" in result.stdout
     assert not symphony_home.exists() and not marker.exists()
+    if socket:
+        assert f"tmux session 'good' on socket {socket}" in result.stdout
+        assert subprocess.run(["tmux", "-L", socket, "ls"], capture_output=True).returncode != 0
 
 
 def test_yaml_spec_launches_like_the_python_file(tmp_path, symphony_home):
