@@ -45,11 +45,12 @@ from symphony.backends.base import (
     UNKNOWN,
     Backend,
     ExperimentStatus,
+    ExperimentSummary,
     ProcessStatus,
 )
 from symphony.backends.slurm_jobs import DEFAULT_TIME_LIMIT, JobInfo
 from symphony.backends.slurm_names import NameStore
-from symphony.errors import BackendError
+from symphony.errors import BackendError, ExperimentNotFound, SymphonyError
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
 
@@ -134,6 +135,7 @@ class SlurmBackend(Backend):
 
     def describe(self, record: ExperimentRecord) -> ExperimentStatus:
         """Each process's state from Slurm's job state and the launcher's status files."""
+        record = self._full(record)
         jobs: dict[str, str] = record.data.get("jobs", {})
         infos = slurm_jobs.query(list(jobs.values())) if jobs else {}
         exp = record.experiment()
@@ -165,12 +167,37 @@ class SlurmBackend(Backend):
                              pid=saved.get("pid"), location=_location(job_id, info), started=saved.get("started"),
                              ended=saved.get("ended"), exit_code=saved.get("exit_code"))
 
+    def list(self) -> list[ExperimentSummary]:
+        """Experiments in the records, plus any user's that Slurm still has jobs of."""
+        summaries = super().list()
+        known = {s.name for s in summaries}
+        for name, folder in slurm_jobs.experiment_folders().items():
+            if name in known:
+                continue
+            try:
+                summaries.append(self.describe(ExperimentRecord.load(folder)).summary())
+            except (OSError, SymphonyError, TypeError, ValueError):
+                continue  # its folder is not readable from here
+        return summaries
+
+    def _full(self, record: ExperimentRecord) -> ExperimentRecord:
+        """`record` itself, or for a bare one (found by `list`, no local record) the record in
+        the experiment's shared folder, located through its Slurm jobs."""
+        if record.path is not None:
+            return record
+        folder = slurm_jobs.experiment_folders().get(record.name)
+        if folder is None:
+            raise ExperimentNotFound(f"Slurm has no jobs of experiment {record.name!r} any more; "
+                                     f"`symphony list --all` shows the recorded ones")
+        return ExperimentRecord.load(folder)
+
     def _batch_log(self, record: ExperimentRecord, group: str) -> Path:
         return record.file("logs") / f"{group}.slurm.log"
 
     def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
              tail: int | None = None) -> Iterator[str]:
         """The process's log; then Slurm's own lines for its job (time limit, launcher errors)."""
+        record = self._full(record)
         exp = record.experiment()
         exp.process(process)  # a clear error for an unknown process
         path = record.log_path(process)
@@ -193,6 +220,8 @@ class SlurmBackend(Backend):
 
     def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
         """`scancel` every job of the experiment and wait until Slurm has ended them all."""
+        if record.path is None and not force:
+            record = self._full(record)
         ids = list(record.data.get("jobs", {}).values())
         if not ids:
             return
@@ -211,6 +240,7 @@ class SlurmBackend(Backend):
 
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
         """Run `command` on the node of `process`'s job, inside its allocation (srun --overlap)."""
+        record = self._full(record)
         group = record.experiment().group_of(process)
         job_id = record.data.get("jobs", {}).get(group)
         info = slurm_jobs.query([job_id]).get(job_id) if job_id else None

@@ -28,6 +28,7 @@ ACTIVE_JOB_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPEND
                      "RESIZING", "SIGNALING", "STAGE_OUT")
 _TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^(UNLIMITED|INFINITE)$")
 _CMD_TIMEOUT_S = 30
+COMMENT_PREFIX = "symphony:"
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class JobInfo:
         reason: why it is pending or how it ended ("None" when there is nothing to say).
         node: the node list ("" while pending).
         exit_code: "code:signal" as Slurm prints it.
+        comment: the job's comment (`symphony:<experiment>` for symphony's jobs).
+        script: path of the batch script (scontrol's Command), "" when unknown.
     """
 
     job_id: str
@@ -47,6 +50,8 @@ class JobInfo:
     reason: str = "None"
     node: str = ""
     exit_code: str = "0:0"
+    comment: str = ""
+    script: str = ""
 
     @property
     def active(self) -> bool:
@@ -101,7 +106,7 @@ def batch_script(
     res = group_resources(group)
     opts = [
         f"--job-name={job_name(experiment, group.name)}",
-        f"--comment=symphony:{experiment}",
+        f"--comment={COMMENT_PREFIX}{experiment}",
         "--nodes=1", "--ntasks=1",
         f"--cpus-per-task={res['cpus']}",
         f"--time={check_time_limit(time_limit)}",
@@ -151,8 +156,13 @@ def submit(script: Path) -> str:
 def cancel(job_ids: list[str], *, kill: bool = False) -> None:
     """`scancel` the jobs (SIGTERM, Slurm kills after KillWait; `kill`: SIGKILL at once)."""
     if job_ids:
-        _run(["scancel", "--quiet", *(["--signal=KILL", "--full"] if kill else []), *job_ids],
-             check=False)
+        proc = _run(["scancel", *(["--signal=KILL", "--full"] if kill else []), *job_ids],
+                    check=False)
+        denied = [line for line in proc.stderr.splitlines() if "ermission denied" in line
+                  or "Access/permission denied" in line]
+        if denied:
+            raise BackendError(f"scancel refused: {denied[0]}; only the owner (or an admin) can "
+                               f"delete these jobs")
 
 
 def query(job_ids: list[str]) -> dict[str, JobInfo]:
@@ -176,8 +186,23 @@ def _scontrol_jobs() -> list[JobInfo]:
             nodes = fields.get("NodeList", "")
             jobs.append(JobInfo(fields["JobId"], fields.get("JobState", "UNKNOWN"),
                                 fields.get("Reason", "None"), "" if nodes == "(null)" else nodes,
-                                fields.get("ExitCode", "0:0")))
+                                fields.get("ExitCode", "0:0"), fields.get("Comment", ""),
+                                fields.get("Command", "")))
     return jobs
+
+
+def experiment_folders() -> dict[str, Path]:
+    """Experiments with jobs Slurm still knows (any user's) -> their shared folders.
+
+    A symphony job's script is `<folder>/slurm/<group>.sbatch`, so the folder (with the record
+    and the spec) is found from Slurm alone; teammates whose state directories differ see each
+    other's experiments this way, as long as the folders are readable on the shared filesystem.
+    """
+    folders: dict[str, Path] = {}
+    for job in _scontrol_jobs():
+        if job.comment.startswith(COMMENT_PREFIX) and job.script.endswith(".sbatch"):
+            folders.setdefault(job.comment[len(COMMENT_PREFIX):], Path(job.script).parent.parent)
+    return folders
 
 
 def _sacct_jobs(job_ids: list[str]) -> dict[str, JobInfo]:

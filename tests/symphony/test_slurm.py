@@ -201,6 +201,24 @@ def test_a_group_is_one_job_on_one_node(cluster, timed_out):
     assert experiment_processes("grouped") == []
 
 
+def test_a_teammate_with_another_state_dir_finds_the_experiment_through_slurm(cluster, tmp_path):
+    handle = launch(Experiment("shared").add(Process("worker", "echo working; sleep 300")), "slurm")
+    wait_for(lambda: "working" in handle.logs("worker"), 60, what="the worker to start")
+    teammate = env_with(SYMPHONY_HOME=str(tmp_path / "teammate-home"))
+    assert "shared" not in cli("list", env=teammate).stdout
+    listed = cli("list", "--backend", "slurm", env=teammate).stdout
+    assert any(line.split()[:4] == ["shared", handle.record.owner, "slurm", "running"]
+               for line in listed.splitlines()), listed
+    shown = cli("describe", "shared", "--backend", "slurm", env=teammate).stdout
+    assert "worker" in shown and " running " in shown, shown
+    assert "working" in cli("logs", "shared", "worker", "--backend", "slurm", env=teammate).stdout
+    ids = job_ids("shared")
+    assert cli("delete", "shared", "--backend", "slurm", env=teammate).returncode == 0
+    assert not set(ids) & set(cluster.squeue_ids())
+    assert experiment_processes("shared") == []
+    handle.stop()
+
+
 def test_dry_run_prints_the_batch_scripts_and_submits_nothing(cluster):
     before = cluster.squeue_ids()
     out = cli("launch", str(RING), "-b", "slurm", "--dry-run", "--name", "dry")
