@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import zmq
 
 from caraml.auth import Curve
 from caraml.errors import MalformedMessage
-from caraml.sockets import Endpoint, recv_frames
-from caraml.wire import deserialize, serialize
+from caraml.sockets import Endpoint, recv_rest
+from caraml.wire import INLINE_MAX, deserialize, fast_single, serialize, small_frame
 
 
 class Pusher(Endpoint):
@@ -28,7 +29,14 @@ class Pusher(Endpoint):
 
     def push(self, obj: Any) -> None:
         """Serialize ``obj`` and send it; blocks while every puller's queue is full."""
-        self._sock.send_multipart(serialize(obj), copy=False)
+        if type(obj) is np.ndarray and obj.nbytes <= INLINE_MAX:
+            self._sock.send(small_frame(obj))  # one frame, no send_multipart overhead
+            return
+        frames = serialize(obj)
+        if len(frames) == 1:
+            self._sock.send(frames[0])
+        else:
+            self._sock.send_multipart(frames, copy=False)
 
 
 class Puller(Endpoint):
@@ -49,8 +57,14 @@ class Puller(Endpoint):
             MalformedMessage: the message was not a valid caraml message (it is counted in
                 ``self.malformed`` and dropped; call ``pull`` again for the next one).
         """
-        self._poll(timeout)
-        frames = recv_frames(self._sock)
+        if timeout is not None:
+            self._poll(timeout)
+        head = self._sock.recv()
+        if len(head) <= self.max_size:
+            arr = fast_single(head)  # a repeated small array: no further parsing
+            if arr is not None:
+                return arr
+        frames = recv_rest(self._sock, head)
         try:
             return deserialize(frames, self.max_size)
         except MalformedMessage as exc:

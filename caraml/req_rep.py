@@ -53,7 +53,7 @@ class Client(Endpoint):
         for _ in range(1 + self.retries):
             self._sock.send_multipart(frames, copy=False)
             if self._sock.poll(wait_ms, zmq.POLLIN):
-                kind, reply = decode(recv_frames(self._sock), self.max_size)
+                kind, reply = decode(recv_frames(self._sock, strict=True), self.max_size)
                 if kind == KIND_DATA:
                     return reply
                 raise RemoteError(f"server at {self._target} answered with an error: {reply}")
@@ -116,7 +116,7 @@ class Server(Endpoint):
                     self._ctrl_recv.recv()
                     return
                 if self._sock in events:
-                    self._sock.send_multipart(self._answer(recv_frames(self._sock)), copy=False)
+                    self._sock.send_multipart(self._answer(recv_frames(self._sock, strict=True)), copy=False)
         finally:
             self._done.set()
 

@@ -11,7 +11,7 @@ import zmq
 
 from caraml.auth import Curve, CurveGuard, CurveServer, apply_curve
 from caraml.errors import CaramlError, MalformedMessage
-from caraml.wire import DEFAULT_MAX_SIZE
+from caraml.wire import DEFAULT_MAX_SIZE, frames_following
 
 log = logging.getLogger("caraml")
 _OPEN: weakref.WeakSet = weakref.WeakSet()
@@ -70,11 +70,27 @@ def attach(sock: zmq.Socket, address: str, bind: bool) -> str:
                           "'tcp://127.0.0.1:5555', 'tcp://*:5555' or 'ipc:///tmp/name'") from None
 
 
-def recv_frames(sock: zmq.Socket) -> list:
-    """Receive one multipart message: frame 0 as bytes, later frames zero-copy as zmq.Frame."""
-    frames: list[Any] = [sock.recv()]
-    while sock.rcvmore:
-        frames.append(sock.recv(copy=False))
+def recv_frames(sock: zmq.Socket, strict: bool = False) -> list:
+    """Receive one multipart message: frame 0 as bytes, later frames zero-copy as zmq.Frame.
+
+    A caraml header says how many frames follow, so a message announcing none is returned
+    without asking the socket (that query costs more than the receive). Pass ``strict=True`` on
+    REQ/REP sockets, which must consume every part of a message before they may send.
+    """
+    return recv_rest(sock, sock.recv(), strict)
+
+
+def recv_rest(sock: zmq.Socket, head: bytes, strict: bool = False) -> list:
+    """Receive the frames that follow ``head`` (see :func:`recv_frames`)."""
+    if not strict and frames_following(head) == 0:
+        return [head]
+    frames: list[Any] = [head]
+    if sock.getsockopt(zmq.RCVMORE):
+        while True:
+            frame = sock.recv(copy=False)
+            frames.append(frame)
+            if not frame.more:
+                break
     return frames
 
 

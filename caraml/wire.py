@@ -1,7 +1,7 @@
 """Wire format: one versioned header frame describing the object tree, then zero-copy buffers.
 
-Frame 0 is ``b"CRM"`` + version byte + kind byte + 3 pad bytes + u32 JSON length, the JSON tree,
-then small buffers packed inline. Every large buffer (numpy data, Arrow IPC streams, bytes) is its
+Frame 0 is ``b"CRM"`` + version byte + kind byte + pad byte + u16 count of the frames that follow
++ u32 JSON length, the JSON tree, then small buffers packed inline. Every large buffer (numpy data, Arrow IPC streams, bytes) is its
 own frame, sent without copying and read back with ``np.frombuffer`` over the received frame.
 No pickle: only the types listed in :func:`serialize` travel.
 
@@ -30,12 +30,16 @@ KIND_ERROR = 1
 INLINE_MAX = 2048  # buffers up to this size are packed into frame 0 (one frame, one copy)
 DEFAULT_MAX_SIZE = 1 << 31  # 2 GiB; pass max_size to lower it
 
-_PREFIX = struct.Struct("<3sBB3xI")
+_PREFIX = struct.Struct("<3sBBxHI")
 _PREFIX_LEN = _PREFIX.size
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 _loads = json.JSONDecoder().decode
 _ARRAY_HEADERS: dict[tuple, bytes] = {}
 _PARSED: dict[bytes, tuple] = {}
+_PLANS: dict[bytes, tuple] = {}  # header JSON of a lone inline array -> _LAST_IN-like plan
+# The last small-array header sent and plan received: repeated messages skip every lookup.
+_LAST_OUT: tuple = (None, None, b"")
+_LAST_IN: tuple = (b"\xff", (), np.dtype("u1"), -1, 0)  # header, shape, dtype, length, offset
 _CACHE_MAX = 512
 
 
@@ -166,8 +170,41 @@ def _tuple_shapes(field: list) -> list:
     return out
 
 
-def _header(kind: int, tree_json: bytes) -> bytes:
-    return _PREFIX.pack(MAGIC, VERSION, kind, len(tree_json)) + tree_json
+def _header(kind: int, tree_json: bytes, nframes: int) -> bytes:
+    if nframes > 0xFFFF:
+        raise CaramlError(f"a message holds at most 65535 large buffers, this one has {nframes};"
+                          " concatenate arrays or send them in several messages")
+    return _PREFIX.pack(MAGIC, VERSION, kind, nframes, len(tree_json)) + tree_json
+
+
+def frames_following(head: bytes) -> int:
+    """How many frames follow this header frame, by its own account (-1: not a caraml header)."""
+    if len(head) < _PREFIX_LEN or head[:3] != MAGIC:
+        return -1
+    return _PREFIX.unpack_from(head)[3]
+
+
+def small_frame(obj: np.ndarray) -> bytes:
+    """The whole one-frame message for a small array (``nbytes <= INLINE_MAX``)."""
+    last = _LAST_OUT
+    if obj.dtype is last[0] and obj.shape == last[1]:
+        return last[2] + obj.tobytes()
+    return _small_array_header(obj) + obj.tobytes()
+
+
+def _small_array_header(obj: np.ndarray) -> bytes:
+    global _LAST_OUT
+    key = (obj.dtype, obj.shape)
+    head = _ARRAY_HEADERS.get(key)
+    if head is None:
+        _check_dtype(obj.dtype)
+        tree = [{"n": [0, _dtype_json(obj.dtype), list(obj.shape), "C"]}, [obj.nbytes]]
+        head = _header(KIND_DATA, _dumps(tree).encode(), 0)
+        if len(_ARRAY_HEADERS) > _CACHE_MAX:
+            _ARRAY_HEADERS.clear()
+        _ARRAY_HEADERS[key] = head
+    _LAST_OUT = (obj.dtype, obj.shape, head)
+    return head
 
 
 def serialize(obj: Any, *, kind: int = KIND_DATA) -> list:
@@ -185,20 +222,11 @@ def serialize(obj: Any, *, kind: int = KIND_DATA) -> list:
     Raises:
         CaramlError: the object holds a type caraml does not send.
     """
-    if type(obj) is np.ndarray and obj.nbytes <= INLINE_MAX and kind == KIND_DATA:
-        key = (obj.dtype, obj.shape)
-        head = _ARRAY_HEADERS.get(key)
-        if head is None:
-            _check_dtype(obj.dtype)
-            tree = [{"n": [0, _dtype_json(obj.dtype), list(obj.shape), "C"]}, [obj.nbytes]]
-            head = _header(kind, _dumps(tree).encode())
-            if len(_ARRAY_HEADERS) > _CACHE_MAX:
-                _ARRAY_HEADERS.clear()
-            _ARRAY_HEADERS[key] = head
-        return [head + obj.tobytes()]
+    if type(obj) is np.ndarray and kind == KIND_DATA and obj.nbytes <= INLINE_MAX:
+        return [small_frame(obj)]
     enc = _Encoder()
     tree = enc.encode(obj)
-    head = _header(kind, _dumps([tree, enc.layout]).encode())
+    head = _header(kind, _dumps([tree, enc.layout]).encode(), len(enc.frames))
     if enc.inline:
         head = b"".join([head, *enc.inline])
     return [head, *enc.frames]
@@ -214,6 +242,11 @@ def deserialize(frames: Sequence[Any], max_size: int | None = None) -> Any:
     Raises:
         MalformedMessage: truncated, garbled, foreign, too large, or an error reply.
     """
+    if len(frames) == 1 and type(frames[0]) is bytes and (max_size is None
+                                                            or len(frames[0]) <= max_size):
+        arr = fast_single(frames[0])
+        if arr is not None:
+            return arr
     kind, obj = decode(frames, max_size)
     if kind != KIND_DATA:
         raise MalformedMessage(f"expected a data message, got an error reply: {obj}")
@@ -222,13 +255,17 @@ def deserialize(frames: Sequence[Any], max_size: int | None = None) -> Any:
 
 def decode(frames: Sequence[Any], max_size: int | None = None) -> tuple[int, Any]:
     """Like :func:`deserialize` but returns ``(kind, obj)`` so error replies can be told apart."""
+    limit = DEFAULT_MAX_SIZE if max_size is None else max_size
+    if len(frames) == 1 and type(frames[0]) is bytes and len(frames[0]) <= limit:
+        arr = fast_single(frames[0])
+        if arr is not None:
+            return KIND_DATA, arr
     try:
         bufs = [f.buffer if hasattr(f, "buffer") else memoryview(f) for f in frames]
     except TypeError as exc:
         raise MalformedMessage(f"frames must be bytes-like: {exc}") from None
     if not bufs:
         raise MalformedMessage("empty message (no frames)")
-    limit = DEFAULT_MAX_SIZE if max_size is None else max_size
     total = sum(b.nbytes for b in bufs)
     if total > limit:
         raise MessageTooLarge(f"message of {total} bytes exceeds max_size={limit}; raise "
@@ -236,16 +273,54 @@ def decode(frames: Sequence[Any], max_size: int | None = None) -> tuple[int, Any
     head = bufs[0]
     if head.nbytes < _PREFIX_LEN or head[:3] != MAGIC:
         raise MalformedMessage("not a caraml message (bad magic); is the peer using caraml?")
-    _, version, kind, jlen = _PREFIX.unpack_from(head)
+    _, version, kind, nframes, jlen = _PREFIX.unpack_from(head)
     if version != VERSION:
         raise MalformedMessage(f"caraml wire version {version} is not {VERSION}; upgrade the "
                                "older side so both speak the same version")
+    if nframes != len(bufs) - 1:
+        raise MalformedMessage(f"message truncated or padded: header announces {nframes} buffer "
+                               f"frames, {len(bufs) - 1} arrived")
     try:
         return kind, _rebuild(head, bufs, jlen)
     except MalformedMessage:
         raise
     except Exception as exc:  # any garbled field ends here, never in the caller's loop
         raise MalformedMessage(f"garbled caraml message: {type(exc).__name__}: {exc}") from None
+
+
+def fast_single(head: bytes) -> np.ndarray | None:
+    """Decode a one-frame message holding a lone small array whose header was seen before;
+    None for anything else (then use :func:`deserialize`)."""
+    plan = _LAST_IN
+    if len(head) == plan[3] and head.startswith(plan[0]):
+        return np.ndarray(plan[1], plan[2], head, plan[4])
+    return _fast_array(head)
+
+
+def _fast_array(head: bytes) -> np.ndarray | None:
+    global _LAST_IN
+    if len(head) < _PREFIX_LEN:
+        return None
+    magic, version, kind, nframes, jlen = _PREFIX.unpack_from(head)
+    if nframes or kind or version != VERSION or magic != MAGIC:
+        return None
+    end = _PREFIX_LEN + jlen
+    plan = _PLANS.get(head[_PREFIX_LEN:end])
+    if plan is None or len(head) != plan[3]:
+        return None
+    _LAST_IN = plan
+    return np.ndarray(plan[1], plan[2], head, plan[4])
+
+
+def _remember_plan(head: memoryview, key: bytes, tree: Any, layout: list) -> None:
+    if len(layout) == 1 and type(layout[0]) is int and layout[0] > 0 and type(tree) is dict:
+        spec = tree.get("n")
+        if spec and spec[3] == "C" and spec[0] == 0:
+            if len(_PLANS) > _CACHE_MAX:
+                _PLANS.clear()
+            end = _PREFIX_LEN + len(key)
+            _PLANS[key] = (head[:end].tobytes(), tuple(spec[2]), _dtype_from_json(spec[1]),
+                           end + layout[0], end)
 
 
 def _rebuild(head: memoryview, bufs: list[memoryview], jlen: int) -> Any:
@@ -262,7 +337,10 @@ def _rebuild(head: memoryview, bufs: list[memoryview], jlen: int) -> Any:
                 _PARSED.clear()
             _PARSED[key] = parsed
     tree, layout = parsed
-    return _Decoder(_buffers(head, end, bufs, layout)).decode(tree)
+    out = _Decoder(_buffers(head, end, bufs, layout)).decode(tree)
+    if len(bufs) == 1 and jlen < 1024 and key not in _PLANS:
+        _remember_plan(head, key, tree, layout)  # only after a full decode proved it consistent
+    return out
 
 
 def _buffers(head: memoryview, offset: int, bufs: list[memoryview], layout: list) -> list:
