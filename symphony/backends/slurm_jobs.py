@@ -212,11 +212,16 @@ def _sacct_jobs(job_ids: list[str]) -> dict[str, JobInfo]:
                  "--format=JobID,State,Reason,NodeList,ExitCode"], check=False)
     if proc.returncode != 0:  # no slurmdbd: "Slurm accounting storage is disabled"
         return {}
+    return parse_sacct(proc.stdout, job_ids)
+
+
+def parse_sacct(text: str, job_ids: list[str]) -> dict[str, JobInfo]:
+    """Jobs from `sacct --parsable2 --format=JobID,State,Reason,NodeList,ExitCode` output."""
     jobs = {}
-    for line in proc.stdout.splitlines():
+    for line in text.splitlines():
         parts = line.split("|")
         if len(parts) == 5 and parts[0] in job_ids:
-            state = parts[1].split()[0]  # "CANCELLED by 0" -> "CANCELLED"
+            state = parts[1].split()[0] if parts[1] else "UNKNOWN"  # "CANCELLED by 0" -> "CANCELLED"
             jobs[parts[0]] = JobInfo(parts[0], state, parts[2], parts[3], parts[4])
     return jobs
 

@@ -138,6 +138,16 @@ def test_name_store_sees_only_its_launch_and_names_what_is_missing(tmp_path):
         new.resolve(["replay", "learner"], timeout_s=0.3)
 
 
+def test_sacct_output_is_read_where_the_cluster_has_accounting():
+    from symphony.backends.slurm_jobs import parse_sacct
+
+    text = "12|CANCELLED by 0|None|n1|0:15\n13|TIMEOUT|TimeLimit|n2|0:0\n99|COMPLETED|None|n1|0:0\n"
+    jobs = parse_sacct(text, ["12", "13"])
+    assert sorted(jobs) == ["12", "13"]
+    assert (jobs["12"].state, jobs["12"].exit_code, jobs["12"].active) == ("CANCELLED", "0:15", False)
+    assert (jobs["13"].state, jobs["13"].reason, jobs["13"].node) == ("TIMEOUT", "TimeLimit", "n2")
+
+
 # --- on the cluster ---------------------------------------------------------------------------
 
 
