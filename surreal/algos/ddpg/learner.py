@@ -1,0 +1,87 @@
+"""DDPGLearner and DDPGPolicy: DDPG/TD3 behind the runtime's Learner and Policy interfaces."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from surreal.algos.ddpg.config import DDPGConfig
+from surreal.algos.ddpg.learning import DDPG
+from surreal.algos.ddpg.networks import Actor
+from surreal.core import Batch, Learner, Params, Policy
+from surreal.spaces import EnvInfo
+
+
+def _bounds(env_info: EnvInfo) -> tuple[np.ndarray, np.ndarray]:
+    if env_info.discrete:
+        raise ValueError("DDPG needs a continuous (Box) action space; use ppo for discrete actions")
+    low = np.asarray(env_info.action_low, np.float32).reshape(env_info.action_shape)
+    high = np.asarray(env_info.action_high, np.float32).reshape(env_info.action_shape)
+    return low, high
+
+
+class DDPGPolicy(Policy):
+    """mu(o) rescaled to the env's bounds; extras carry the action in [-1, 1] (what replay stores)."""
+
+    def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
+        self.low, self.high = _bounds(env_info)
+        self.actor = Actor(int(np.prod(env_info.obs_shape)), env_info.action_dim, config.hidden)
+        self.actor.requires_grad_(False)
+        self.noise = None  # set by the DDPG actor process: a callable giving one noise vector
+
+    def unit_action(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
+        """Actions in [-1, 1] for a batch: mu(o), plus exploration noise unless deterministic."""
+        with torch.no_grad():
+            a = self.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+        if not deterministic and self.noise is not None:
+            a = a + np.stack([self.noise() for _ in range(len(a))])
+        return np.clip(a, -1.0, 1.0).astype(np.float32)
+
+    def scale(self, unit: np.ndarray) -> np.ndarray:
+        """[-1, 1] -> [low, high]."""
+        return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+
+    def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, Batch]:
+        unit = self.unit_action(obs, deterministic)
+        return self.scale(unit), {"unit_action": unit}
+
+    def load_params(self, params: Params) -> None:
+        self.actor.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in params.items()})
+
+
+class DDPGLearner(Learner):
+    """DDPG (TD3 with `--set algo.twin_critics=true ...`) on batches sampled from uniform replay."""
+
+    config_class: ClassVar[type] = DDPGConfig
+    on_policy: ClassVar[bool] = False
+
+    def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
+        super().__init__(config, env_info)
+        _bounds(env_info)
+        self.algo = DDPG(int(np.prod(env_info.obs_shape)), env_info.action_dim, config)
+
+    @classmethod
+    def make_policy(cls, config: DDPGConfig, env_info: EnvInfo) -> DDPGPolicy:
+        return DDPGPolicy(config, env_info)
+
+    def learn(self, batch: Batch) -> dict[str, float]:
+        """One DDPG update on a batch of obs, act, rew (n-step), next_obs, discount."""
+        return self.algo.update(batch)
+
+    def params(self) -> Params:
+        return self.algo.actor_params()
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.algo.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.algo.load_state_dict(state)
+
+    @classmethod
+    def build_experiment(cls, plan: Any) -> Any:
+        """Actors, sharded replay and parameter servers, learner, evaluator, metrics."""
+        from surreal.algos.ddpg.topology import build_experiment
+
+        return build_experiment(plan)

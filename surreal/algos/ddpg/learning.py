@@ -1,0 +1,117 @@
+"""DDPG / TD3 learning step: n-step critic target, deterministic policy gradient, target networks."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from surreal.algos.ddpg.config import DDPGConfig
+from surreal.algos.ddpg.networks import Actor, Critic, hard_update, soft_update
+
+
+class DDPG:
+    """Networks, optimizers and the update of DDPG, with TD3's three options behind config flags.
+
+    A batch is a dict of arrays: obs [B, O], act [B, A] in [-1, 1], rew [B] (the n-step return
+    R_t^n), next_obs [B, O] (o_t+m) and discount [B] (gamma^m, 0 where the episode terminated).
+    """
+
+    def __init__(self, obs_dim: int, act_dim: int, config: DDPGConfig, seed: int = 0) -> None:
+        torch.manual_seed(seed)
+        self.config, self.obs_dim, self.act_dim = config, obs_dim, act_dim
+        self.actor = Actor(obs_dim, act_dim, config.hidden)
+        n_critics = 2 if config.twin_critics else 1
+        self.critics = nn.ModuleList(Critic(obs_dim, act_dim, config.hidden) for _ in range(n_critics))
+        self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
+        self.critics_target = copy.deepcopy(self.critics).requires_grad_(False)
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
+        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=config.lr)
+        self.iteration = 0
+        self._last_actor_loss = 0.0
+
+    def target_q(self, rew: torch.Tensor, next_obs: torch.Tensor, discount: torch.Tensor) -> torch.Tensor:
+        """y = R^n + discount * min_j Q'_j(o', clip(mu'(o') + eps)) (eps only with smoothing)."""
+        c = self.config
+        with torch.no_grad():
+            next_act = self.actor_target(next_obs)
+            if c.policy_smoothing > 0:
+                eps = (torch.randn_like(next_act) * c.policy_smoothing).clamp(-c.smoothing_clip, c.smoothing_clip)
+                next_act = (next_act + eps).clamp(-1.0, 1.0)
+            next_q = torch.stack([q(next_obs, next_act) for q in self.critics_target]).min(dim=0).values
+            return rew + discount * next_q
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        """One learner iteration: critic step, then (every actor_delay) actor step + target update."""
+        c = self.config
+        obs, act, rew, next_obs, discount = (
+            torch.as_tensor(batch[k], dtype=torch.float32)
+            for k in ("obs", "act", "rew", "next_obs", "discount")
+        )
+        y = self.target_q(rew, next_obs, discount)
+        qs = [q(obs, act) for q in self.critics]
+        critic_loss = sum(((q - y) ** 2).mean() for q in qs)
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        if c.grad_clip > 0:
+            nn.utils.clip_grad_norm_(self.critics.parameters(), c.grad_clip)
+        self.critic_opt.step()
+        self.iteration += 1
+        if self.iteration % c.actor_delay == 0:
+            # Deterministic policy gradient: maximize Q_1(o, mu(o)).
+            actor_loss = -self.critics[0](obs, self.actor(obs)).mean()
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss.backward()
+            if c.grad_clip > 0:
+                nn.utils.clip_grad_norm_(self.actor.parameters(), c.grad_clip)
+            self.actor_opt.step()
+            self._last_actor_loss = actor_loss.item()
+            self.update_targets()
+        return {
+            "losses/qf_loss": critic_loss.item() / len(qs),
+            "losses/actor_loss": self._last_actor_loss,
+            "losses/qf_values": qs[0].mean().item(),
+        }
+
+    def update_targets(self) -> None:
+        """Soft (Polyak, every actor update) or hard (copy every target_period iterations)."""
+        c = self.config
+        if c.target_update == "soft":
+            soft_update(self.actor_target, self.actor, c.tau)
+            soft_update(self.critics_target, self.critics, c.tau)
+        elif self.iteration % c.target_period < c.actor_delay:
+            hard_update(self.actor_target, self.actor)
+            hard_update(self.critics_target, self.critics)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray) -> np.ndarray:
+        """The greedy action mu(o) in [-1, 1] for one observation or a batch."""
+        return self.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+
+    def actor_params(self) -> dict[str, np.ndarray]:
+        """The actor's weights as numpy arrays (what the parameter server hands to actors)."""
+        return {k: v.detach().numpy().copy() for k, v in self.actor.state_dict().items()}
+
+    def state_dict(self) -> dict:
+        """Everything a checkpoint needs to resume learning exactly."""
+        return {
+            "actor": self.actor.state_dict(),
+            "critics": self.critics.state_dict(),
+            "actor_target": self.actor_target.state_dict(),
+            "critics_target": self.critics_target.state_dict(),
+            "actor_opt": self.actor_opt.state_dict(),
+            "critic_opt": self.critic_opt.state_dict(),
+            "iteration": self.iteration,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore from `state_dict()`."""
+        self.actor.load_state_dict(state["actor"])
+        self.critics.load_state_dict(state["critics"])
+        self.actor_target.load_state_dict(state["actor_target"])
+        self.critics_target.load_state_dict(state["critics_target"])
+        self.actor_opt.load_state_dict(state["actor_opt"])
+        self.critic_opt.load_state_dict(state["critic_opt"])
+        self.iteration = int(state["iteration"])
