@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+torch.set_num_threads(1)
 
 from surreal.algos.ddpg.config import DDPGConfig  # noqa: E402
 from surreal.algos.ddpg.learning import DDPG  # noqa: E402

@@ -1,0 +1,50 @@
+"""ESConfig: Evolution Strategies as in Surreal-ES (policy and noise scales from the paper)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from surreal.core import LearnerConfig
+
+
+@dataclass
+class ESConfig(LearnerConfig):
+    """ES hyperparameters; the policy and noise scales are the paper's."""
+
+    hidden: tuple[int, ...] = (64, 64)
+    """The two fully connected layers (tanh) before the output layer."""
+    noise_std: float = 0.02
+    """Population noise: theta +- noise_std * eps."""
+    action_std: float = 0.01
+    """Fixed std of the stochastic policy around its tanh output."""
+    discretize: int = 0
+    """Bins per action component (10 for Swimmer and Hopper); 0: continuous."""
+    population: int = 32
+    """Antithetic pairs per generation (2x episodes)"""
+    lr: float = 0.02
+    """Adam step size."""
+    l2: float = 0.005
+    """Weight decay folded into the gradient."""
+    obs_norm: bool = True
+    """Normalize observations with running mean/std gathered by the workers."""
+    noise_seed: int = 123
+    """Seed of the shared noise table."""
+    noise_size: int = 10_000_000
+    """Float32 entries of the shared noise table (40 MB)"""
+    max_episode_steps: int = 0
+    """Cap on rollout length (0: the env's own limit)"""
+    eval_every: int = 1
+    """Generations between evaluations of the unperturbed policy (0: never)"""
+    eval_episodes: int = 5
+    """Episodes per evaluation."""
+    task_timeout: float = 10.0
+    """Seconds before an unanswered pair is re-issued to another worker."""
+
+    def __post_init__(self) -> None:
+        if self.population < 1:
+            raise ValueError(f"population={self.population}; it must be >= 1 antithetic pair")
+        if self.noise_std <= 0:
+            raise ValueError(f"noise_std={self.noise_std}; it must be > 0")
+        if self.discretize == 1 or self.discretize < 0:
+            raise ValueError(f"discretize={self.discretize}; use 0 (continuous) or >= 2 bins")
+        self.hidden = tuple(int(h) for h in self.hidden)

@@ -1,0 +1,83 @@
+"""An ES worker: asks the master for a pair, runs it, answers with two returns, repeats."""
+
+from __future__ import annotations
+
+import time
+
+from surreal.algos.es.config import ESConfig
+from surreal.algos.es.noise_table import SharedNoiseTable
+from surreal.algos.es.policy import ESPolicy
+from surreal.algos.es.rollout import evaluate_pair
+from surreal.algos.es.state import ESState
+
+
+def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, config: ESConfig,
+               master_address: str, name: str, request_timeout: float = 2.0,
+               give_up_s: float = 120.0) -> dict[str, int]:
+    """Work until the master says stop; returns counts: pairs evaluated, full syncs, updates.
+
+    The worker keeps its own copy of the ES state and steps it with each generation record the
+    master sends (indices and returns only); it asks for a full sync when it joins or drifts.
+    """
+    import caraml
+
+    # Short timeouts, many retries (lazy pirate): a lost request costs ~request_timeout, and a
+    # repeated one is harmless (the master ignores duplicate answers, re-issues unanswered pairs).
+    client = caraml.Client(master_address, timeout=request_timeout,
+                           retries=max(1, int(give_up_s / request_timeout)))
+    generation, result, idle = -1, None, 0.002
+    stats = {"pairs": 0, "syncs": 0, "updates": 0}
+    try:
+        while True:
+            reply = client.request({"op": "task", "worker": name, "generation": generation,
+                                    "result": result})
+            result = None
+            if "sync" in reply:
+                state.load_wire(reply["sync"])
+                stats["syncs"] += 1
+            elif "update" in reply:
+                state.apply(reply["update"], noise)
+                stats["updates"] += 1
+            in_step = state.generation == reply["generation"] and state.checksum() == reply["checksum"]
+            generation = state.generation if in_step else -1  # -1 asks for a full sync
+            if reply["op"] == "stop":
+                return stats
+            if reply["op"] == "wait" or not in_step:
+                time.sleep(idle)  # nothing to hand out yet: poll again shortly
+                idle = min(idle * 2, 0.05)
+                continue
+            idle = 0.002
+            pair = evaluate_pair(env, policy, state.theta, state.obs_mean, state.obs_std, noise,
+                                 int(reply["index"]), config.noise_std, int(reply["seed"]),
+                                 config.max_episode_steps)
+            stats["pairs"] += 1
+            result = {"generation": reply["generation"], "task": reply["task"], "r_pos": pair.r_pos,
+                      "r_neg": pair.r_neg, "steps": pair.steps, "obs_sum": pair.obs_sum,
+                      "obs_sumsq": pair.obs_sumsq, "obs_count": pair.obs_count}
+    finally:
+        client.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Standalone worker (benchmarks, tests): `python -m surreal.algos.es.worker --env ID --master ADDR`."""
+    import argparse
+    import json
+
+    from surreal.algos.es.loop import build
+
+    parser = argparse.ArgumentParser(prog="python -m surreal.algos.es.worker")
+    parser.add_argument("--env", required=True, help="gym:<id>")
+    parser.add_argument("--master", required=True, help="the master's address, tcp://host:port")
+    parser.add_argument("--name", default="worker")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--noise-dir", default=None)
+    parser.add_argument("--config", default="{}", help="ESConfig fields as JSON")
+    args = parser.parse_args(argv)
+    config = ESConfig(**json.loads(args.config))
+    env, policy, state, noise = build(args.env, config, args.seed, args.noise_dir)
+    stats = run_worker(env, policy, state, noise, config, args.master, args.name)
+    print(f"{args.name}: {stats}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
