@@ -151,21 +151,11 @@ class SlurmBackend(Backend):
     def _process_status(self, record: ExperimentRecord, name: str, group: str,
                         job_id: str | None, info: JobInfo | None) -> ProcessStatus:
         saved = _read_json(record.file("status") / f"{name}.json")
-        state = saved.get("state", PENDING)
-        if info is None:  # Slurm forgot the job (or it was never submitted)
-            state = state if state in (EXITED, FAILED, STOPPED) else UNKNOWN
-        elif info.state == "PENDING":
-            state = PENDING
-        elif info.active and state == STOPPED:
-            state = RUNNING  # SIGTERM reached it; why (delete, time limit) shows once the job ends
-        elif not info.active and state not in (EXITED, FAILED):
-            state = FAILED if info.state in _KILLED_BY_SLURM or info.state == "FAILED" else (
-                STOPPED if info.state == "CANCELLED" else state)
-            if state in ALIVE_STATES:
-                state = UNKNOWN
+        state = merge_state(saved.get("state", PENDING), info)
         return ProcessStatus(name, state, group=group, restarts=int(saved.get("restarts", 0)),
-                             pid=saved.get("pid"), location=_location(job_id, info), started=saved.get("started"),
-                             ended=saved.get("ended"), exit_code=saved.get("exit_code"))
+                             pid=saved.get("pid"), location=_location(job_id, info),
+                             started=saved.get("started"), ended=saved.get("ended"),
+                             exit_code=saved.get("exit_code"))
 
     def list(self) -> list[ExperimentSummary]:
         """Experiments in the records, plus any user's that Slurm still has jobs of."""
@@ -248,6 +238,33 @@ class SlurmBackend(Backend):
             raise BackendError(f"the job of {process!r} is not running ({info.state if info else 'gone'}); "
                                f"see `symphony describe {record.name}`")
         return slurm_jobs.srun_in_job(job_id, command)
+
+
+def merge_state(launcher_state: str, job: JobInfo | None) -> str:
+    """A process's state from what its launcher last wrote and what Slurm says of its job.
+
+    - job unknown to Slurm: the launcher's final state (exited/failed/stopped), else unknown;
+    - job pending: pending;
+    - job active and the launcher says stopped: running (SIGTERM arrived; whether from delete or
+      the time limit shows once Slurm ends the job);
+    - job ended and the process had not ended by itself: failed when Slurm killed it (TIMEOUT,
+      NODE_FAIL, OUT_OF_MEMORY, ...) or the job failed, stopped when cancelled, else unknown;
+    - otherwise: the launcher's state.
+    """
+    state = launcher_state
+    if job is None:
+        return state if state in (EXITED, FAILED, STOPPED) else UNKNOWN
+    if job.state == "PENDING":
+        return PENDING
+    if job.active:
+        return RUNNING if state == STOPPED else state
+    if state in (EXITED, FAILED):
+        return state
+    if job.state in _KILLED_BY_SLURM or job.state == "FAILED":
+        return FAILED
+    if job.state == "CANCELLED":
+        return STOPPED
+    return UNKNOWN if state in ALIVE_STATES else state
 
 
 def _location(job_id: str | None, info: JobInfo | None) -> str | None:

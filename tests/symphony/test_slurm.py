@@ -148,6 +148,26 @@ def test_sacct_output_is_read_where_the_cluster_has_accounting():
     assert (jobs["13"].state, jobs["13"].reason, jobs["13"].node) == ("TIMEOUT", "TimeLimit", "n2")
 
 
+def test_process_state_merges_the_launchers_word_with_slurms():
+    from symphony.backends.slurm import merge_state
+    from symphony.backends.slurm_jobs import JobInfo
+
+    def job(state):
+        return JobInfo("1", state)
+
+    assert merge_state("running", job("PENDING")) == "pending"  # a requeued job
+    assert merge_state("running", job("RUNNING")) == "running"
+    assert merge_state("stopped", job("COMPLETING")) == "running"  # not over until Slurm says so
+    assert merge_state("stopped", job("TIMEOUT")) == "failed"
+    assert merge_state("running", job("OUT_OF_MEMORY")) == "failed"
+    assert merge_state("stopped", job("CANCELLED")) == "stopped"
+    assert merge_state("exited", job("CANCELLED")) == "exited"  # it had finished before the cancel
+    assert merge_state("failed", job("COMPLETED")) == "failed"
+    assert merge_state("running", job("COMPLETED")) == "unknown"  # the launcher died silently
+    assert merge_state("running", None) == "unknown"
+    assert merge_state("exited", None) == "exited"
+
+
 # --- on the cluster ---------------------------------------------------------------------------
 
 
