@@ -4,8 +4,8 @@ Protocol (caraml request-reply; the worker always asks, the master answers):
 
     worker -> {"op": "task", "worker": name, "generation": g_w, "checksum": c_w, "result": {...}?}
     master -> {"op": "task" | "wait" | "stop", "generation": g, "checksum": c,
-               "update": record of generation g-1?   (when the worker is one generation behind)
-               "sync": full state?                    (when it is further behind or drifted)
+               "updates": records of the generations the worker missed (up to KEEP_RECORDS)
+               "sync": full state?                    (when it joins, is further behind or drifted)
                "task": id, "index": noise index, "seed": env seed}
 
 A result carries the pair's two returns and the observation statistics; parameters travel only in
@@ -28,6 +28,8 @@ from surreal.algos.es.policy import ESPolicy
 from surreal.algos.es.rollout import PairResult
 from surreal.algos.es.state import ESState
 
+KEEP_RECORDS = 16  # a worker further behind than this gets the full state instead
+
 
 class ESMaster:
     """The master's state machine; `handle` is the caraml Server handler (called from its thread)."""
@@ -44,7 +46,7 @@ class ESMaster:
         self.max_env_steps = max_env_steps
         self.rng = np.random.default_rng(seed + state.generation)
         self.lock = threading.Condition()
-        self.last_record: dict | None = None
+        self.records: dict[int, dict] = {}  # the last KEEP_RECORDS generation records
         self.done = False
         self.env_steps = env_steps
         self.reissued = 0
@@ -73,8 +75,9 @@ class ESMaster:
                            "checksum": self.state.checksum()}
             g_w = int(msg.get("generation", -1))
             if g_w != self.state.generation:
-                if g_w == self.state.generation - 1 and self.last_record is not None:
-                    reply["update"] = self.last_record
+                missed = range(g_w, self.state.generation)
+                if g_w >= 0 and all(g in self.records for g in missed):
+                    reply["updates"] = [self.records[g] for g in missed]
                 else:
                     reply["sync"] = self.state.to_wire()
             if self.done:
@@ -102,7 +105,8 @@ class ESMaster:
             return
         record = self.gen.record()
         self.state.apply(record, self.noise)
-        self.last_record = record
+        self.records[record["generation"]] = record
+        self.records.pop(record["generation"] - KEEP_RECORDS, None)
         self.env_steps += self.gen.steps
         self.reissued += self.gen.reissued
         self.finished.append((self.gen.number, self.env_steps, time.perf_counter() - self.start,

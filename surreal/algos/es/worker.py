@@ -35,9 +35,10 @@ def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, c
             if "sync" in reply:
                 state.load_wire(reply["sync"])
                 stats["syncs"] += 1
-            elif "update" in reply:
-                state.apply(reply["update"], noise)
-                stats["updates"] += 1
+            else:
+                for record in reply.get("updates", []):
+                    state.apply(record, noise)
+                    stats["updates"] += 1
             in_step = state.generation == reply["generation"] and state.checksum() == reply["checksum"]
             generation = state.generation if in_step else -1  # -1 asks for a full sync
             if reply["op"] == "stop":
