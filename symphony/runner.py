@@ -67,7 +67,8 @@ class Runner:
         self.child = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, start_new_session=True,
                                       preexec_fn=proctree.die_with_parent)
-        self._save(state=RUNNING, pid=self.child.pid, started=time.time(), ended=None, exit_code=None)
+        started = proctree.create_time(self.child.pid) or time.time()  # identifies the pid later
+        self._save(state=RUNNING, pid=self.child.pid, started=started, ended=None, exit_code=None)
         tee = threading.Thread(target=self._tee, args=(self.child.stdout,), daemon=True)
         tee.start()
         while self.child.poll() is None:

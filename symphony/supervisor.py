@@ -139,7 +139,8 @@ class Supervisor:
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=proctree.die_with_parent,
             )
-        run.state, run.pid, run.started = RUNNING, self.popens[proc.name].pid, time.time()
+        pid = self.popens[proc.name].pid
+        run.state, run.pid, run.started = RUNNING, pid, proctree.create_time(pid) or time.time()
         run.ended = run.exit_code = None
         self._save()
 

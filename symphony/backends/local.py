@@ -130,7 +130,8 @@ class LocalBackend(Backend):
         if pid and pid != os.getpid() and proctree.alive(pid, started):
             # The supervisor stops its trees within the grace period; it gets 10 s more to exit.
             proctree.terminate(_as_procs(pid), 0.0 if force else grace + 10.0)
-        pids = [r.get("pid") for r in state.get("processes", {}).values() if r.get("pid")]
+        pids = [r["pid"] for r in state.get("processes", {}).values()
+                if proctree.alive(r.get("pid"), r.get("started"))]  # never a reused pid
         proctree.stop_all(pids, record.data.get("run_id"), grace_s=0.0 if force else 1.0)
 
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
