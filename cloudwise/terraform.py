@@ -62,7 +62,11 @@ class TerraformRunner:
 
     def init(self) -> None:
         """`terraform init`: install providers (from a mirror when the CLI config names one)."""
-        self._run("init", self._tf.init, input=False, no_color=_flag())
+        self._run("init", self._tf.init, input=False)
+
+    def validate(self) -> None:
+        """`terraform validate`: check the configuration against the installed providers' schemas."""
+        self._run("validate", self._tf.validate_cmd, no_color=_flag())
 
     def plan(self) -> bool:
         """`terraform plan`: show what apply would change; returns True when something would."""

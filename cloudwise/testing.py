@@ -1,0 +1,104 @@
+"""Test helpers: terraform offline (provider mirror), and an AWS API emulator (moto) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+MIRROR_CANDIDATES = ("/opt/tf-plugins", "/usr/share/terraform/plugins", "~/.terraform.d/plugins",
+                     "~/.local/share/terraform/plugins")
+AWS_PROVIDER = "registry.terraform.io/hashicorp/aws"
+EMULATED_SERVICES = ("ec2", "eks", "iam", "sts")
+OVERRIDE_FILE = "cloudwise_emulator_override.tf"
+
+
+def find_provider_mirror(provider: str = AWS_PROVIDER) -> Path | None:
+    """The terraform filesystem mirror holding `provider` (env CLOUDWISE_TF_MIRROR first), or None."""
+    candidates = [os.environ.get("CLOUDWISE_TF_MIRROR", ""), *MIRROR_CANDIDATES]
+    for candidate in filter(None, candidates):
+        root = Path(candidate).expanduser()
+        if (root / provider).is_dir():
+            return root
+    return None
+
+
+def write_mirror_cli_config(path: str | Path, mirror: str | Path) -> Path:
+    """A terraform CLI config that installs hashicorp providers from `mirror` only (no network)."""
+    path = Path(path)
+    path.write_text(
+        "provider_installation {\n"
+        "  filesystem_mirror {\n"
+        f'    path    = "{mirror}"\n'
+        '    include = ["registry.terraform.io/hashicorp/*"]\n'
+        "  }\n"
+        "  direct {\n"
+        '    exclude = ["registry.terraform.io/hashicorp/*"]\n'
+        "  }\n"
+        "}\n"
+    )
+    return path
+
+
+def write_aws_emulator_override(directory: str | Path, endpoint: str, node_groups: Iterable[str] = ()) -> Path:
+    """Point the rendered `provider "aws"` at an emulator, with fake credentials.
+
+    Written as a terraform override file next to the rendered ones, so the rendered files stay
+    exactly what users get; delete the file to talk to real AWS again. moto gives every node group
+    an SSH key nobody asked for, which would force terraform to replace each group on the next
+    apply; for the pools named in `node_groups` the override tells terraform to ignore that.
+    """
+    endpoints = "\n".join(f'    {s} = "{endpoint}"' for s in EMULATED_SERVICES)
+    text = (
+        "# Written by cloudwise.testing: sends the aws provider to a local emulator.\n"
+        'provider "aws" {\n'
+        '  access_key                  = "testing"\n'
+        '  secret_key                  = "testing"\n'
+        "  skip_credentials_validation = true\n"
+        "  skip_requesting_account_id  = true\n"
+        "  skip_metadata_api_check     = true\n"
+        "  skip_region_validation      = true\n"
+        "  endpoints {\n"
+        f"{endpoints}\n"
+        "  }\n"
+        "}\n"
+    )
+    for pool in node_groups:
+        text += (
+            f'\nresource "aws_eks_node_group" "{pool.replace("-", "_")}" {{\n'
+            "  lifecycle {\n"
+            "    ignore_changes = [remote_access, scaling_config[0].desired_size]\n"
+            "  }\n"
+            "}\n"
+        )
+    path = Path(directory) / OVERRIDE_FILE
+    path.write_text(text)
+    return path
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """Run moto's AWS emulator on 127.0.0.1 in this process; yields its endpoint URL, stops after."""
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    # EKS roles attach AWS-managed policies; moto only knows them when asked to load them.
+    os.environ.setdefault("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.stop()

@@ -1,0 +1,120 @@
+"""Requests map to the cheapest machine that fits; impossible ones name the closest types."""
+
+import pytest
+
+from cloudwise.catalog import Catalog, fits_request
+from cloudwise.errors import NoMachineFits, SpecError
+from cloudwise.spec import NodePoolSpec
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def pool(**kw) -> NodePoolSpec:
+    return NodePoolSpec("p", **kw)
+
+
+# (provider, region, zone, request, machine type, attached GPUs)
+TABLE = [
+    ("aws", "us-west-2", None, dict(cpu=2), "c5.large", 0),
+    ("aws", "us-west-2", None, dict(cpu=8), "c5.2xlarge", 0),
+    ("aws", "us-west-2", None, dict(cpu=8, memory_gb=30), "m5.2xlarge", 0),
+    ("aws", "us-west-2", None, dict(cpu=4, memory_gb=32), "r5.xlarge", 0),
+    ("aws", "us-west-2", None, dict(cpu=40), "c5.12xlarge", 0),
+    ("aws", "us-west-2", None, dict(cpu=8, gpu_type="v100", gpu=1), "p3.2xlarge", 0),
+    ("aws", "us-west-2", None, dict(cpu=32, gpu_type="v100", gpu=4), "p3.8xlarge", 0),
+    ("aws", "us-west-2", None, dict(gpu_type="v100", gpu=2), "p3.8xlarge", 0),
+    ("aws", "us-west-2", None, dict(cpu=8, gpu_type="t4", gpu=1), "g4dn.2xlarge", 0),
+    ("aws", "us-west-2", None, dict(cpu=48, gpu_type="t4", gpu=4), "g4dn.12xlarge", 0),
+    ("aws", "us-west-2", None, dict(cpu=4, gpu_type="a10g", gpu=1), "g5.xlarge", 0),
+    ("aws", "us-west-2", None, dict(gpu_type="a100", gpu=8), "p4d.24xlarge", 0),
+    ("aws", "us-west-2", None, dict(machine_type="m5.large"), "m5.large", 0),
+    ("gcp", "us-west1", None, dict(cpu=8), "n1-highcpu-8", 0),
+    ("gcp", "us-west1", None, dict(cpu=8, memory_gb=30), "n1-standard-8", 0),
+    ("gcp", "us-west1", None, dict(cpu=30, memory_gb=120), "n1-standard-32", 0),
+    ("gcp", "us-west1", None, dict(cpu=2, memory_gb=16), "n2-highmem-2", 0),
+    ("gcp", "us-west1", "us-west1-b", dict(cpu=8, memory_gb=30, gpu_type="v100", gpu=1), "n1-standard-8", 1),
+    ("gcp", "us-west1", None, dict(cpu=32, memory_gb=120, gpu_type="v100", gpu=4), "n1-standard-32", 4),
+    ("gcp", "us-west1", None, dict(cpu=16, gpu_type="v100", gpu=1), "n1-highcpu-16", 2),
+    ("gcp", "us-west1", "us-west1-b", dict(cpu=8, gpu_type="k80", gpu=1), "n1-highcpu-8", 1),
+    ("gcp", "us-central1", None, dict(cpu=4, gpu_type="t4", gpu=1), "n1-highcpu-4", 1),
+    ("gcp", "us-central1", None, dict(gpu_type="a100", gpu=1), "a2-highgpu-1g", 0),
+    ("gcp", "us-central1", None, dict(gpu_type="a100", gpu=3), "a2-highgpu-4g", 0),
+    ("gcp", "us-central1", None, dict(cpu=8, gpu_type="l4", gpu=1), "g2-standard-8", 0),
+    ("gcp", "us-west1", None, dict(machine_type="n2-standard-16"), "n2-standard-16", 0),
+    ("gcp", "us-west1", None, dict(machine_type="n1-standard-4", gpu_type="t4", gpu=2), "n1-standard-4", 2),
+]
+
+
+@pytest.mark.parametrize("provider, region, zone, request_, expected, attached", TABLE)
+def test_request_maps_to_cheapest_fitting_type(provider, region, zone, request_, expected, attached):
+    catalog = Catalog.load(provider)
+    wanted = pool(**request_)
+    choice = catalog.choose(wanted, region, zone)
+    assert (choice.name, choice.gpu if choice.attached else 0) == (expected, attached)
+    assert fits_request(choice, wanted)
+    if "machine_type" in request_:
+        return
+    # Nothing offered there that fits is cheaper (the catalog's own prices).
+    cheaper = [c for c in catalog.options(region, zone)
+               if fits_request(c, wanted) and c.hourly_usd < choice.hourly_usd]
+    assert cheaper == []
+
+
+def test_cpu_requests_never_get_a_gpu_machine():
+    for provider, region in (("aws", "us-east-1"), ("gcp", "us-central1")):
+        choice = Catalog.load(provider).choose(pool(cpu=96), region)
+        assert choice.gpu == 0 and choice.machine.gpu == 0
+
+
+def test_attached_gpus_record_the_gce_accelerator():
+    choice = Catalog.load("gcp").choose(pool(cpu=8, gpu_type="p100", gpu=1), "us-west1")
+    assert (choice.attached, choice.accelerator) == (True, "nvidia-tesla-p100")
+    assert choice.hourly_usd == pytest.approx(choice.machine.hourly_usd + 1.46)
+
+
+@pytest.mark.parametrize(
+    "provider, region, zone, request_, message",
+    [
+        ("aws", "us-west-2", None, dict(cpu=500), "closest: c5.24xlarge"),
+        ("aws", "us-west-2", None, dict(cpu=128, gpu_type="v100", gpu=1), "closest: p3dn.24xlarge"),
+        ("aws", "us-west-2", None, dict(gpu_type="t4", gpu=16), "g4dn.metal"),
+        ("gcp", "us-west1", None, dict(cpu=8, memory_gb=5000), "no gcp machine type in us-west1 has 8 vCPU, 5000 GB"),
+        ("gcp", "us-west1", None, dict(cpu=96, gpu_type="k80", gpu=1), "closest: n1-"),
+        ("gcp", "us-central1", None, dict(gpu_type="a100", gpu=32), "a2-megagpu-16g"),
+    ],
+)
+def test_impossible_requests_name_the_closest_types(provider, region, zone, request_, message):
+    with pytest.raises(NoMachineFits) as err:
+        Catalog.load(provider).choose(pool(**request_), region, zone)
+    assert message in str(err.value)
+    assert "Lower the request or pick one of these" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "provider, region, zone, request_, message",
+    [
+        ("aws", "sa-east-1", None, dict(gpu_type="v100", gpu=1), "region sa-east-1 offers no v100 GPUs"),
+        ("aws", "us-west-2", None, dict(gpu_type="k80", gpu=1), "aws has no k80 GPUs"),
+        ("gcp", "us-west1", None, dict(gpu_type="a10g", gpu=1), "gcp has no a10g GPUs"),
+        ("gcp", "southamerica-west1", None, dict(gpu_type="t4", gpu=1), "region southamerica-west1 offers no t4"),
+        ("gcp", "us-west1", "us-west1-c", dict(gpu_type="v100", gpu=1), "zones of us-west1 that do: us-west1-a, us-west1-b"),
+        ("gcp", "us-west1", None, dict(machine_type="c2-standard-8", gpu_type="t4", gpu=1), "c2-standard-8 takes no GPUs; GPUs attach to n1"),
+        ("gcp", "us-west1", None, dict(machine_type="n1-standrd-8"), "similar: n1-standard-8"),
+        ("aws", "us-west-1", None, dict(machine_type="p3.2xlarge"), "not offered in this region"),
+        ("aws", "mars-north-1", None, dict(cpu=2), "region 'mars-north-1' is not in cloudwise's catalog"),
+    ],
+)
+def test_gpus_and_machines_where_none_are_offered_are_spec_errors(provider, region, zone, request_, message):
+    with pytest.raises(SpecError) as err:
+        Catalog.load(provider).choose(pool(**request_), region, zone)
+    assert message in str(err.value)
+
+
+def test_catalogs_are_consistent_data():
+    for provider in ("gcp", "aws"):
+        catalog = Catalog.load(provider)
+        for m in catalog.machines.values():
+            assert m.cpu > 0 and m.memory_gb > 0 and m.hourly_usd > 0, m
+            assert (m.gpu_type is None) == (m.gpu == 0), m
+            assert m.gpu_type is None or m.gpu_type in catalog.gpus, m
+        assert catalog.regions, provider

@@ -1,0 +1,126 @@
+"""Every cloudwise command: --help without side effects, and its real effect on cloudwise.yaml."""
+
+import pytest
+from click.testing import CliRunner
+
+from cloudwise import ClusterSpec
+from cloudwise.cli import main
+
+pytestmark = pytest.mark.timeout(60)
+
+COMMANDS = [[], ["init"], ["machine-type"], ["render"], ["plan"], ["apply"], ["destroy"], ["output"],
+            ["pool"], ["pool", "add"], ["pool", "remove"], ["pool", "edit"], ["pool", "list"]]
+
+
+def cw(*args, input=None, ok=True):
+    result = CliRunner().invoke(main, list(args), input=input, catch_exceptions=False)
+    if ok:
+        assert result.exit_code == 0, result.output
+    return result
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "cloudwise")
+def test_help_of_every_command_has_no_side_effects(command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = cw(*command, "--help")
+    assert "Usage:" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture
+def aws_dir(tmp_path):
+    cw("-C", str(tmp_path), "init", "--provider", "aws", "--region", "us-west-2", "--name", "c1",
+       "--preset", "minimal", "--no-input")
+    return tmp_path
+
+
+def test_init_with_flags_writes_spec_terraform_and_next_steps(tmp_path):
+    result = cw("-C", str(tmp_path), "init", "--provider", "gcp", "--project", "proj", "--region",
+                "us-central1", "--zone", "regional", "--name", "rl", "--preset", "surreal",
+                "--pool", "name=eval,cpu=4,gpu_type=t4,gpu=1,max_nodes=2,label.team=rl", "--no-input")
+    spec = ClusterSpec.load(tmp_path)
+    assert (spec.provider, spec.project, spec.region, spec.zone, spec.name) == ("gcp", "proj", "us-central1", None, "rl")
+    assert [p.name for p in spec.pools][-1] == "eval" and spec.pool("eval").labels == {"team": "rl"}
+    assert {"versions.tf", "main.tf", "pools.tf", "outputs.tf"} <= {p.name for p in tmp_path.iterdir()}
+    assert "cloudwise" in result.output and "apply" in result.output
+    assert "gcloud container clusters get-credentials rl --region us-central1 --project proj" in result.output
+
+
+def test_init_refuses_to_overwrite_and_rejects_bad_specs_before_writing(aws_dir, tmp_path_factory):
+    result = cw("-C", str(aws_dir), "init", "--provider", "aws", "--preset", "minimal", "--no-input", ok=False)
+    assert result.exit_code == 2 and "--force" in result.output
+    empty = tmp_path_factory.mktemp("bad")
+    result = cw("-C", str(empty), "init", "--provider", "aws", "--region", "sa-east-1", "--preset", "custom",
+                "--pool", "name=g,gpu_type=v100,gpu=1", "--no-input", ok=False)
+    assert result.exit_code == 1 and "region sa-east-1 offers no v100" in result.output
+    assert list(empty.iterdir()) == []
+    result = cw("init", "--provider", "gcp", "--no-input", ok=False)
+    assert result.exit_code == 2 and "--project is required" in result.output
+
+
+def test_pool_add_edit_remove_change_spec_and_terraform(aws_dir):
+    cw("-C", str(aws_dir), "pool", "add", "learner", "--cpu", "8", "--gpu-type", "V100", "--gpu", "1",
+       "--max-nodes", "3", "--label", "team=rl", "--taint", "dedicated=learner:NoSchedule")
+    pool = ClusterSpec.load(aws_dir).pool("learner")
+    assert (pool.gpu_type, pool.gpu, pool.max_nodes, pool.labels) == ("v100", 1, 3, {"team": "rl"})
+    pools_tf = (aws_dir / "pools.tf").read_text()
+    assert '"p3.2xlarge"' in pools_tf and '"dedicated"' in pools_tf
+
+    cw("-C", str(aws_dir), "pool", "edit", "learner", "--gpu-type", "t4", "--spot")
+    pool = ClusterSpec.load(aws_dir).pool("learner")
+    assert (pool.gpu_type, pool.spot, pool.cpu) == ("t4", True, 8)
+    assert '"g4dn.2xlarge"' in (aws_dir / "pools.tf").read_text()
+
+    listing = cw("-C", str(aws_dir), "pool", "list").output
+    assert "learner" in listing and "g4dn.2xlarge" in listing and "1xt4" in listing
+
+    cw("-C", str(aws_dir), "pool", "remove", "learner")
+    assert [p.name for p in ClusterSpec.load(aws_dir).pools] == ["default"]
+    assert "learner" not in (aws_dir / "pools.tf").read_text()
+
+
+def test_pool_changes_that_break_the_spec_leave_it_untouched(aws_dir):
+    before = (aws_dir / "cloudwise.yaml").read_text(), (aws_dir / "pools.tf").read_text()
+    for args, message in [
+        (["add", "default", "--cpu", "2"], "exists"),
+        (["add", "x", "--cpu", "2", "--min-nodes", "5", "--max-nodes", "2"], "min_nodes (5) > max_nodes (2)"),
+        (["add", "x", "--gpu-type", "k80", "--gpu", "1"], "aws has no k80"),
+        (["add", "x", "--cpu", "1000"], "closest"),
+        (["edit", "default", "--machine-type", "m5.huge"], "unknown aws machine type"),
+        (["edit", "nope", "--cpu", "2"], "no pool named 'nope'"),
+        (["remove", "default"], "only pool"),
+    ]:
+        result = cw("-C", str(aws_dir), "pool", *args, ok=False)
+        assert result.exit_code != 0 and message in result.output, (args, result.output)
+    assert ((aws_dir / "cloudwise.yaml").read_text(), (aws_dir / "pools.tf").read_text()) == before
+
+
+def test_machine_type_prints_the_choice_and_why():
+    out = cw("machine-type", "--provider", "aws", "--cpu", "8", "--gpu-type", "v100", "--gpu", "1").output
+    assert out.startswith("p3.2xlarge (8 vCPU, 61 GB, 1 x v100")
+    assert "why: the cheapest of" in out and "next cheapest: p3.8xlarge" in out
+    out = cw("machine-type", "--provider", "gcp", "--cpu", "8", "--memory-gb", "30", "--gpu-type", "v100").output
+    assert out.startswith("n1-standard-8 + 1 x v100")
+    result = cw("machine-type", "--provider", "aws", "--cpu", "1000", ok=False)
+    assert result.exit_code == 1 and "closest: c5.24xlarge" in result.output
+
+
+def test_render_check_detects_hand_edits(aws_dir):
+    assert "up to date" in cw("-C", str(aws_dir), "render", "--check").output
+    (aws_dir / "pools.tf").write_text("# edited\n")
+    result = cw("-C", str(aws_dir), "render", "--check", ok=False)
+    assert result.exit_code == 1 and "pools.tf" in result.output
+    cw("-C", str(aws_dir), "render")
+    assert "up to date" in cw("-C", str(aws_dir), "render", "--check").output
+
+
+def test_apply_and_destroy_ask_first(aws_dir):
+    for verb in ("apply", "destroy"):
+        result = cw("-C", str(aws_dir), verb, input="n\n", ok=False)
+        assert result.exit_code == 1 and "Aborted" in result.output
+    assert not (aws_dir / ".terraform").exists()
+
+
+def test_commands_without_a_spec_say_how_to_start(tmp_path):
+    result = cw("-C", str(tmp_path), "pool", "list", ok=False)
+    assert result.exit_code == 1 and "cloudwise init" in result.output
