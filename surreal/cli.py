@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 import time
 from pathlib import Path
@@ -83,17 +84,43 @@ def _run(plan, backend: str, quiet: bool) -> int:
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
     code = 130
+    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
     try:
         code = monitor(handle, plan.run_dir, plan.config.run.stop_at_return, out=out)
     except KeyboardInterrupt:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
-        handle.stop()
+        _stop_and_keep_logs(handle, plan.run_dir.path / "logs")
         status = read_json(plan.run_dir.status_file, {}) or {}
         click.echo(format_status(status, time.monotonic() - started))
         click.echo(f"done: {plan.run_dir.path} (surreal eval {plan.run_dir.path}; "
                    f"tensorboard --logdir {plan.run_dir.tensorboard})")
     return code
+
+
+def _stop_and_keep_logs(handle, logs: Path) -> None:
+    """Stop every process, append their logs to RUN_DIR/logs/, then drop symphony's record."""
+    handle.backend.delete(handle.record)
+    logs.mkdir(exist_ok=True)
+    for process, source in (handle.record.logs or {}).items():
+        try:
+            text = Path(source).read_text(errors="replace")
+        except FileNotFoundError:
+            continue
+        with (logs / f"{process}.log").open("a") as out:
+            out.write(text)
+    deadline = time.monotonic() + 10.0
+    while True:  # the supervisor may write its final state just after being told to stop
+        handle.backend.records.remove(handle.record.name)
+        if not (handle.backend.records.folder / handle.record.name).exists():
+            break
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+
+
+def _raise_interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
 
 
 @main.command("eval")

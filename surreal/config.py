@@ -46,9 +46,9 @@ class ActorConfig:
     """Steps per environment in one segment sent to the buffer."""
     group_size: int = 8
     """Actor processes per ProcessGroup (one machine / Pod on a cluster)."""
-    segments_per_version: int = 2
-    """An actor sends at most this many segments per parameter version, then waits for a newer
-    one: bounds the policy lag (1: synchronous PPO; 0: never wait, for off-policy learners)."""
+    max_ahead: int | None = 1
+    """Segments an actor may run ahead of its share of the learner's batches before it waits for
+    newer parameters: bounds the policy lag (0: synchronous PPO; None: never wait, off-policy)."""
 
 
 @dataclass

@@ -21,10 +21,10 @@ class PPOConfig(LearnerConfig):
     """GAE lambda."""
     segments_per_batch: int = 0
     """Segments (one per actor rollout) per learner iteration; 0: one per actor."""
-    update_epochs: int = 10
-    """Passes over each batch."""
-    num_minibatches: int = 32
-    """Minibatches per pass."""
+    update_epochs: int = 4
+    """Passes over each batch (MuJoCo tasks: 10)."""
+    num_minibatches: int = 4
+    """Minibatches per pass (MuJoCo tasks: 32)."""
     loss: str = "clip"
     """'clip' (clipped surrogate) or 'kl' (adaptive KL penalty, the original PPO's variant)."""
     clip_coef: float = 0.2

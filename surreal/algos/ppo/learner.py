@@ -19,7 +19,7 @@ from surreal.spaces import EnvInfo
 def _time_major(x: np.ndarray) -> torch.Tensor:
     """[segments, T, envs, ...] -> [T, segments * envs, ...]."""
     s, t, n = x.shape[:3]
-    return torch.as_tensor(np.ascontiguousarray(np.swapaxes(x, 0, 1)).reshape(t, s * n, *x.shape[3:]))
+    return torch.as_tensor(np.array(np.swapaxes(x, 0, 1)).reshape(t, s * n, *x.shape[3:]))
 
 
 class PPOLearner(Learner):
@@ -52,7 +52,7 @@ class PPOLearner(Learner):
         with torch.no_grad():
             advantages, returns = gae(
                 _time_major(batch["reward"]), _time_major(batch["value"]),
-                torch.as_tensor(batch["next_value"]).reshape(-1),
+                torch.as_tensor(np.array(batch["next_value"])).reshape(-1),
                 _time_major(batch["terminated"]), _time_major(batch["truncated"]),
                 _time_major(batch["final_value"]), cfg.gamma, cfg.gae_lambda)
         flat = {

@@ -19,7 +19,7 @@ def model_params(model: torch.nn.Module, prefix: str = "model/") -> Params:
 
 def load_model_params(model: torch.nn.Module, params: Params, prefix: str = "model/") -> None:
     """Inverse of `model_params`."""
-    state = {k[len(prefix):]: torch.as_tensor(np.asarray(v)) for k, v in params.items()
+    state = {k[len(prefix):]: torch.as_tensor(np.array(v)) for k, v in params.items()
              if k.startswith(prefix)}
     model.load_state_dict(state)
 

@@ -1,0 +1,75 @@
+"""Actor process: steps `env.num_envs` environments, pushes segments, follows the parameters."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from surreal.components.common import Component
+from surreal.core import Actor, ParameterClient
+
+
+def main(run_dir: str, index: int = 0) -> None:
+    """Collect experience until stopped."""
+    import torch
+
+    import caraml
+    from surreal.envs import VectorEnv
+
+    torch.set_num_threads(1)
+    comp = Component(run_dir, "actor", index)
+    cfg = comp.config
+    seed = cfg.run.seed + 1000 * (index + 1)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    params = ParameterClient(comp.address("params").tcp, timeout=5.0)
+    pusher = caraml.Pusher(comp.address("experience").tcp, hwm=4)
+    policy = comp.algo.make_policy(cfg.algo, comp.env_info)
+    env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
+    actor = Actor(env, policy, cfg.actor.rollout_length)
+    per_batch = getattr(cfg.algo, "segments_per_batch", 0) or cfg.run.actors
+    sent, env_steps, last_report, steps_at_report = 0, 0, time.monotonic(), 0
+    try:
+        fresh = _wait_for(params, 1, comp)
+        start_version = params.version
+        while fresh is not None and not comp.stopping.is_set():
+            if fresh:
+                policy.load_params(fresh)
+            segment = actor.rollout()
+            segment["version"] = np.full(env.num_envs, params.version, np.int64)
+            pusher.push(segment)
+            sent += 1
+            fresh = params.fetch()
+            if cfg.actor.max_ahead is not None:
+                # my share of the learner's batches so far is sent * actors / per_batch versions
+                needed = start_version + sent * cfg.run.actors // per_batch - cfg.actor.max_ahead
+                if params.version < needed:
+                    fresh = _wait_for(params, needed, comp)
+                    if fresh is None:
+                        break
+            fresh = fresh if fresh is not None else {}
+            env_steps += cfg.actor.rollout_length * env.num_envs
+            now = time.monotonic()
+            returns, lengths = actor.pop_episodes()
+            if returns or now - last_report > 2.0:
+                sps = (env_steps - steps_at_report) / max(now - last_report, 1e-6)
+                comp.report(params.step, {"actor/sps": sps}, env_steps=env_steps,
+                            episode_returns=returns, episode_lengths=lengths,
+                            version=params.version)
+                last_report, steps_at_report = now, env_steps
+    finally:
+        env.close()
+        params.close()
+        pusher.close()
+        comp.close()
+
+
+def _wait_for(params: ParameterClient, target: int, comp: Component) -> dict | None:
+    """Wait (polling with a deadline) for parameters of version >= `target`; None if stopped."""
+    while not comp.stopping.is_set():
+        try:
+            return params.wait_for(target, deadline_s=1.0)
+        except TimeoutError:
+            continue
+    return None

@@ -1,0 +1,65 @@
+"""What every component process shares: its run, a stop flag set by SIGTERM, metrics reporting."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from surreal.rundir import RunDir
+
+
+class Stopped(SystemExit):
+    """Raised in a component's main thread by the stop signal."""
+
+
+class Component:
+    """A component's view of its run (config, algorithm, env) and its link to the metrics sink.
+
+    Args:
+        run_dir: the run folder written by `surreal launch`.
+        role: component name for metrics (`actor`, `learner`, ...).
+        index: which one of several (actor index).
+    """
+
+    def __init__(self, run_dir: str | Path, role: str, index: int = 0) -> None:
+        import caraml
+        import symphony
+
+        self.run = RunDir(Path(run_dir))
+        self.config = self.run.load_config()
+        self.algo = self.run.algo_class()
+        self.env_info = self.run.env_info()
+        self.role, self.index = role, index
+        self.stopping = threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+        self._metrics = caraml.Pusher(symphony.address("metrics").tcp, hwm=10_000)
+
+    def _on_signal(self, *_: object) -> None:
+        """First SIGTERM/SIGINT: unwind from wherever the process blocks (a socket, an env
+        step), so `finally` blocks close sockets and the learner checkpoints; later ones are
+        ignored so that cleanup finishes."""
+        if not self.stopping.is_set():
+            self.stopping.set()
+            raise Stopped(0)
+
+    @staticmethod
+    def address(service: str) -> Any:
+        """The symphony Address of a declared service."""
+        import symphony
+
+        return symphony.address(service)
+
+    def report(self, step: int, scalars: dict[str, float] | None = None, **extra: Any) -> None:
+        """Send metrics at the global `step` to the metrics sink (never blocks for long)."""
+        message = {"source": self.role, "index": self.index, "step": int(step),
+                   "time": time.time(), "scalars": {k: float(v) for k, v in (scalars or {}).items()}}
+        message.update(extra)
+        self._metrics.push(message)
+
+    def close(self) -> None:
+        """Close the metrics link."""
+        self._metrics.close()

@@ -1,0 +1,60 @@
+"""Evaluator process: greedy episodes with each new parameter version, every `eval.every_s`."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from surreal.components.common import Component
+from surreal.core import ParameterClient, Policy
+
+
+def evaluate(policy: Policy, env: object, episodes: int,
+             stop: Callable[[], bool] = lambda: False) -> list[float]:
+    """Run `episodes` greedy episodes on a VectorEnv of `episodes` envs (one episode each).
+
+    Returns fewer (the finished ones) when `stop()` turns true first.
+    """
+    returns: list[float | None] = [None] * episodes
+    obs = env.reset()
+    while any(r is None for r in returns) and not stop():
+        action, _ = policy.act(obs, deterministic=True)
+        obs, _, terminated, truncated, info = env.step(action)
+        ended = np.flatnonzero(terminated | truncated)
+        for i, ret in zip(ended, info["episode_returns"], strict=False):
+            if returns[i] is None:
+                returns[i] = float(ret)
+    return [float(r) for r in returns if r is not None]
+
+
+def main(run_dir: str, index: int = 0) -> None:
+    """Evaluate until stopped."""
+    import torch
+
+    from surreal.envs import VectorEnv
+
+    torch.set_num_threads(1)
+    comp = Component(run_dir, "evaluator", index)
+    cfg = comp.config
+    params = ParameterClient(comp.address("params").tcp)
+    policy = comp.algo.make_policy(cfg.algo, comp.env_info)
+    env = VectorEnv(cfg.env.id, cfg.env, seed=cfg.run.seed + 10**6, num_envs=cfg.eval.episodes)
+    try:
+        while not comp.stopping.is_set():
+            started = time.monotonic()
+            fresh = params.fetch()
+            if fresh is not None:
+                policy.load_params(fresh)
+                returns = evaluate(policy, env, cfg.eval.episodes, comp.stopping.is_set)
+                if len(returns) < cfg.eval.episodes:
+                    break
+                comp.report(params.step, {"charts/eval_return": float(np.mean(returns)),
+                                          "charts/eval_return_std": float(np.std(returns))},
+                            version=params.version)
+            comp.stopping.wait(max(cfg.eval.every_s - (time.monotonic() - started), 0.05))
+    finally:
+        env.close()
+        params.close()
+        comp.close()

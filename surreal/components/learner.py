@@ -1,0 +1,137 @@
+"""Learner process: batches from the buffer (DataFetcher) -> Learner.learn -> publish parameters."""
+
+from __future__ import annotations
+
+import itertools
+import time
+
+import numpy as np
+
+from surreal import checkpoint
+from surreal.components.common import Component
+from surreal.components.replay import batch_arrays
+
+
+class LearnerLoop:
+    """Owns the learner, its counters, the parameter publisher and checkpoints."""
+
+    def __init__(self, comp: Component) -> None:
+        import torch
+
+        import caraml
+
+        self.comp, cfg = comp, comp.config
+        torch.set_num_threads(cfg.run.torch_threads)
+        torch.manual_seed(cfg.run.seed)
+        np.random.seed(cfg.run.seed)
+        self.learner = comp.algo(cfg.algo, comp.env_info)
+        self.counters = {"global_step": 0, "version": 0, "iterations": 0}
+        if comp.run.checkpoint.is_file():
+            state = checkpoint.load(comp.run.checkpoint)
+            self.learner.load_state_dict(state["learner"])
+            self.counters.update(state["counters"])
+            print(f"resumed from {comp.run.checkpoint} at step {self.counters['global_step']}",
+                  flush=True)
+        self.counters["version"] = max(self.counters["version"], 1)  # actors wait for >= 1
+        self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
+        self.per_batch = getattr(cfg.algo, "segments_per_batch", 0) or cfg.run.actors
+        self.started = time.monotonic()
+        self.start_step = self.counters["global_step"]
+
+    def publish(self) -> None:
+        """Send the current parameters as a new version to the parameter server(s)."""
+        self.publisher.publish("params", {"version": self.counters["version"],
+                                          "step": self.counters["global_step"],
+                                          "params": self.learner.params()})
+
+    def step(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+        """One learner iteration on a batch; returns the metrics to report."""
+        cfg = self.comp.config
+        t0 = time.perf_counter()
+        self.learner.progress = self.counters["global_step"] / cfg.run.steps
+        metrics = self.learner.learn(batch)
+        self.counters["global_step"] += int(np.prod(batch["reward"].shape))
+        self.counters["iterations"] += 1
+        lag = self.counters["version"] - float(np.mean(batch["version"]))
+        self.counters["version"] += 1
+        self.publish()
+        elapsed = time.monotonic() - self.started
+        metrics.update({
+            "charts/sps": (self.counters["global_step"] - self.start_step) / max(elapsed, 1e-6),
+            "charts/learn_time": time.perf_counter() - t0,
+            "charts/policy_lag": lag,
+            "buffer/fill": float(batch["fill"][0]),
+        })
+        if self.counters["iterations"] % cfg.run.checkpoint_every == 0:
+            self.save()
+        return metrics
+
+    def save(self) -> None:
+        """Write the checkpoint."""
+        checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
+
+    def done(self) -> bool:
+        """Whether the run reached its step budget."""
+        return self.counters["global_step"] >= self.comp.config.run.steps
+
+
+def _first_batch_bytes(loop: LearnerLoop, address: str) -> int:
+    """Size the DataFetcher's slots from the first batch (re-publishing params while waiting)."""
+    import caraml
+
+    client = caraml.Client(address, timeout=30.0, retries=100)
+    try:
+        while not loop.comp.stopping.is_set():
+            loop.publish()
+            reply = client.request({"segments": loop.per_batch, "timeout": 1.0})
+            if reply.get("batch") is not None:
+                arrays = batch_arrays(reply)
+                loop.pending = arrays
+                return sum(a.nbytes + 64 for a in arrays.values())
+        return 0
+    finally:
+        client.close()
+
+
+def main(run_dir: str, index: int = 0) -> None:
+    """Learn until the step budget is used or stopped; checkpoint at exit."""
+    import caraml
+
+    comp = Component(run_dir, "learner", index)
+    loop = LearnerLoop(comp)
+    address = comp.address("batches").tcp
+    fetcher = None
+    try:
+        nbytes = _first_batch_bytes(loop, address)
+        if nbytes:
+            comp.report(loop.counters["global_step"], loop.step(loop.pending))
+            request = {"segments": loop.per_batch, "timeout": 1.0}
+            fetcher = caraml.DataFetcher(address, itertools.repeat(request), batch_arrays,
+                                         slot_bytes=int(nbytes * 1.25) + 4096, n_slots=2,
+                                         timeout=30.0, retries=100)
+        last_report = time.monotonic()
+        while fetcher is not None and not comp.stopping.is_set() and not loop.done():
+            try:
+                handle = fetcher.get()
+            except caraml.CaramlError:
+                if comp.stopping.wait(2.0):  # its worker got the same stop signal first
+                    break
+                raise
+            with handle:
+                if "empty" in handle.data:
+                    loop.publish()  # subscribers that joined late get the current version
+                    continue
+                metrics = loop.step(handle.data)
+            now = time.monotonic()
+            metrics["charts/learner_its"] = 1.0 / max(now - last_report, 1e-6)
+            last_report = now
+            comp.report(loop.counters["global_step"], metrics,
+                        version=loop.counters["version"], finished=loop.done())
+    finally:
+        loop.save()
+        if fetcher is not None:
+            fetcher.close()
+        loop.publisher.close()
+        comp.report(loop.counters["global_step"], {}, version=loop.counters["version"],
+                    finished=loop.done(), exiting=True)
+        comp.close()

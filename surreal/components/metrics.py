@@ -1,0 +1,124 @@
+"""Metrics sink: writes TensorBoard events, `metrics.jsonl` and the `status.json` progress shows."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from surreal.components.common import Component
+from surreal.rundir import read_json, write_json
+
+
+class MetricsSink:
+    """Turns component reports into scalar records (always with the global step) and a status.
+
+    Args:
+        run_path: the run folder (`metrics.jsonl`, `status.json`, `tb/`).
+        total_steps: the run's step budget (for progress).
+        tensorboard: also write TensorBoard events (tensorboardX).
+    """
+
+    def __init__(self, run_path: Path, total_steps: int, tensorboard: bool = True) -> None:
+        self.path = run_path
+        self.jsonl = (run_path / "metrics.jsonl").open("a")
+        self.writer = None
+        if tensorboard:
+            from tensorboardX import SummaryWriter
+
+            self.writer = SummaryWriter(str(run_path / "tb"))
+        previous = read_json(run_path / "status.json", {}) or {}
+        self.status: dict[str, Any] = {
+            "global_step": previous.get("global_step", 0), "total_steps": total_steps,
+            "actor_steps": previous.get("actor_steps", 0), "episodes": previous.get("episodes", 0),
+            "finished": False, "started": time.time()}
+        self.recent_returns: deque[float] = deque(maxlen=20)
+        self.actor_steps: dict[int, int] = {}
+
+    def scalar(self, name: str, value: float, step: int) -> None:
+        """Record one scalar at `step`."""
+        self.jsonl.write(json.dumps({"step": step, "name": name, "value": value,
+                                     "time": round(time.time(), 3)}) + "\n")
+        if self.writer is not None:
+            self.writer.add_scalar(name, value, step)
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        """Consume one report from a component."""
+        source, status = msg.get("source"), self.status
+        if source == "learner":
+            status["global_step"] = max(status["global_step"], int(msg["step"]))
+            status["version"] = msg.get("version")
+            status["finished"] = bool(msg.get("finished"))
+        step = status["global_step"] if source in ("actor", "buffer") else int(msg["step"])
+        for name, value in msg.get("scalars", {}).items():
+            if not name.startswith(("actor/", "buffer/")):
+                self.scalar(name, value, step)
+            status[name] = value
+        if source == "actor":
+            self._actor(msg, step)
+        if source == "evaluator" and "charts/eval_return" in msg["scalars"]:
+            status["eval_step"] = step
+            status["best_eval_return"] = max(status.get("best_eval_return", float("-inf")),
+                                             msg["scalars"]["charts/eval_return"])
+        if source == "buffer":
+            self.scalar("charts/buffer_fill", msg["scalars"].get("buffer/fill", 0.0), step)
+
+    def _actor(self, msg: dict[str, Any], step: int) -> None:
+        index, steps = int(msg["index"]), int(msg.get("env_steps", 0))
+        last = self.actor_steps.get(index, 0)
+        self.status["actor_steps"] += steps - last if steps >= last else steps  # restarted
+        self.actor_steps[index] = steps
+        for ret, length in zip(msg.get("episode_returns", []), msg.get("episode_lengths", []),
+                               strict=False):
+            self.scalar("charts/episodic_return", ret, step)
+            self.scalar("charts/episodic_length", length, step)
+            self.recent_returns.append(ret)
+            self.status["episodes"] += 1
+        if self.recent_returns:
+            self.status["episodic_return"] = sum(self.recent_returns) / len(self.recent_returns)
+        self.status["policy_version_actor_" + str(index)] = msg.get("version", 0)
+
+    def flush(self) -> None:
+        """Write `status.json` and flush the logs."""
+        self.status["updated"] = time.time()
+        write_json(self.path / "status.json", self.status)
+        self.jsonl.flush()
+        if self.writer is not None:
+            self.writer.flush()
+
+    def close(self) -> None:
+        """Flush and close every file."""
+        self.flush()
+        self.jsonl.close()
+        if self.writer is not None:
+            self.writer.close()
+
+
+def main(run_dir: str, index: int = 0) -> None:
+    """Collect reports until stopped."""
+    import caraml
+
+    comp = Component(run_dir, "metrics", index)
+    sink = MetricsSink(comp.run.path, comp.config.run.steps)
+    puller = caraml.Puller(comp.address("metrics").bind_tcp)
+    last_flush = 0.0
+    try:
+        while not comp.stopping.is_set():
+            try:
+                sink.handle(puller.pull(timeout=0.25))
+            except (caraml.RequestTimeout, caraml.MalformedMessage):
+                pass
+            if time.monotonic() - last_flush > 0.5:
+                sink.flush()
+                last_flush = time.monotonic()
+        while True:  # drain what is already queued (the learner's last report)
+            try:
+                sink.handle(puller.pull(timeout=0.2))
+            except (caraml.RequestTimeout, caraml.MalformedMessage):
+                break
+    finally:
+        sink.close()
+        puller.close()
+        comp.close()

@@ -1,0 +1,32 @@
+"""The `gym:<id>` family: any registered gymnasium environment, MuJoCo v5 tasks included."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from surreal.config import EnvConfig
+
+
+def check(name: str) -> None:
+    """Raise UnknownEnvironment (with the nearest ids) if gymnasium does not know `name`."""
+    import gymnasium
+
+    from surreal.envs.base import UnknownEnvironment
+
+    if name in gymnasium.registry:
+        return
+    close = difflib.get_close_matches(name, list(gymnasium.registry), n=3)
+    hint = f"; did you mean {', '.join('gym:' + c for c in close)}?" if close else ""
+    raise UnknownEnvironment(f"unknown environment 'gym:{name}'{hint}")
+
+
+def make(name: str, config: EnvConfig, seed: int | None, render: bool = False) -> Any:
+    """Build the gymnasium environment `name` (its own TimeLimit included)."""
+    import gymnasium
+
+    check(name)
+    env = gymnasium.make(name, render_mode="rgb_array" if render else None)
+    if seed is not None:
+        env.action_space.seed(seed)
+    return env

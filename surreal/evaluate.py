@@ -1,0 +1,93 @@
+"""`surreal eval` and `surreal status`: a run's checkpoint played back, and its state."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from surreal import checkpoint
+from surreal.rundir import read_json, resolve_run
+
+
+def evaluate_run(path: Path, episodes: int = 10, video: str | None = None) -> dict[str, Any]:
+    """Greedy episodes with the run's latest checkpoint; optionally record the first to `video`."""
+    import torch
+
+    from surreal.components.evaluator import evaluate
+    from surreal.envs import VectorEnv
+
+    torch.set_num_threads(1)
+    run = resolve_run(path)
+    config = run.load_config()
+    state = checkpoint.load(run.checkpoint)
+    policy = run.algo_class().make_policy(config.algo, run.env_info())
+    policy.load_params(state["params"])
+    env = VectorEnv(config.env.id, config.env, seed=config.run.seed + 2 * 10**6, num_envs=episodes)
+    try:
+        returns = evaluate(policy, env, episodes)
+    finally:
+        env.close()
+    if video:
+        record_video(policy, config, video)
+    return {"episodes": episodes, "step": int(state["counters"]["global_step"]),
+            "mean": float(np.mean(returns)), "std": float(np.std(returns)),
+            "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns}
+
+
+def record_video(policy: Any, config: Any, path: str, max_frames: int = 2000) -> None:
+    """Play one greedy episode with rendering on and write its frames to `path` (imageio)."""
+    try:
+        import imageio.v2 as imageio
+    except ModuleNotFoundError as err:
+        raise ValueError("--video needs imageio: pip install imageio (and imageio-ffmpeg for "
+                         ".mp4); or write a .gif") from err
+    from surreal.envs import make_env
+
+    env = make_env(config.env.id, config.env, seed=config.run.seed, render=True)
+    frames = []
+    obs, _ = env.reset(seed=config.run.seed)
+    for _ in range(max_frames):
+        try:
+            frames.append(env.render())
+        except Exception as err:  # gymnasium's DependencyNotInstalled and friends
+            raise ValueError(f"cannot render {config.env.id}: {err}") from err
+        action, _ = policy.act(obs[None], deterministic=True)
+        obs, _, terminated, truncated, _ = env.step(action[0])
+        if terminated or truncated:
+            break
+    env.close()
+    imageio.mimsave(path, frames, **({"fps": 30} if path.endswith(".mp4") else {"duration": 33}))
+
+
+def run_status(path: Path) -> str:
+    """A few lines on the run: progress, returns, checkpoint, and its processes if it runs."""
+    run = resolve_run(path)
+    info, status = run.info(), read_json(run.status_file, {}) or {}
+    lines = [f"run {run.path}: {info.get('algo')} on {run.load_config().env.id}"]
+    lines.append(f"  steps      {status.get('global_step', 0):,} / {status.get('total_steps', 0):,}"
+                 f"  (actors generated {status.get('actor_steps', 0):,})")
+    for label, key in (("return", "episodic_return"), ("eval", "charts/eval_return"),
+                       ("best eval", "best_eval_return"), ("steps/s", "charts/sps")):
+        if status.get(key) is not None:
+            lines.append(f"  {label:<10} {status[key]:.1f}")
+    if run.checkpoint.is_file():
+        age = time.time() - run.checkpoint.stat().st_mtime
+        lines.append(f"  checkpoint {run.checkpoint} ({age:.0f} s old)")
+    lines.append("  processes  " + _processes(info.get("experiment")))
+    return "\n".join(lines)
+
+
+def _processes(experiment: str | None) -> str:
+    try:
+        from symphony.backends import get_backend
+        from symphony.records import Records
+
+        record = Records().load(experiment)
+        status = get_backend(record.backend).describe(record)
+    except Exception:  # no record: the run is not running (or its backend is gone)
+        return "not running"
+    return ", ".join(f"{p.name}={p.state}" + (f" (restarts {p.restarts})" if p.restarts else "")
+                     for p in status.processes)

@@ -1,0 +1,63 @@
+"""Watching a launched run: live progress lines on the terminal, and when to stop."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TextIO
+
+from surreal.rundir import RunDir, read_json
+
+ENDED = ("exited", "failed", "stopped", "unknown")
+
+
+def format_status(status: dict[str, Any], elapsed: float) -> str:
+    """One progress line from `status.json`."""
+    def num(key: str, fmt: str = "{:.1f}") -> str:
+        value = status.get(key)
+        return "-" if value is None else fmt.format(value)
+
+    return (f"[{elapsed:6.1f}s] step {status.get('global_step', 0):>9,}/{status.get('total_steps', 0):,}"
+            f" | {num('charts/sps', '{:,.0f}')} steps/s"
+            f" | return {num('episodic_return')} | eval {num('charts/eval_return')}"
+            f" | learner {num('charts/learner_its', '{:.2f}')} it/s"
+            f" | lag {num('charts/policy_lag', '{:.2f}')}"
+            f" | buffer {num('buffer/fill', '{:.0f}')}")
+
+
+def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
+            every_s: float = 2.0, out: TextIO | None = None) -> int:
+    """Print progress until the learner ends (or the eval target is reached); returns the exit code.
+
+    The caller stops the experiment afterwards (also on Ctrl-C).
+    """
+    started, last_print = time.monotonic(), 0.0
+    while True:
+        processes = handle.status().processes
+        learner = next((p for p in processes if p.name == "learner"), None)
+        failed = [p.name for p in processes if p.state == "failed" and p.name != "learner"]
+        status = read_json(run_dir.status_file, {}) or {}
+        now = time.monotonic()
+        if out is not None and now - last_print >= every_s:
+            print(format_status(status, now - started), file=out, flush=True)
+            last_print = now
+        if learner is not None and learner.state == "exited":
+            return 0
+        if learner is None or learner.state in ENDED:
+            code = learner.exit_code if learner else None
+            if out is not None:
+                print(f"the learner ended ({learner.state if learner else 'missing'}, exit code "
+                      f"{code}); its log: symphony logs {handle.name} learner. Continue the run "
+                      f"with: surreal launch --resume {run_dir.path}", file=out, flush=True)
+            return 1
+        if failed:
+            if out is not None:
+                print(f"process(es) {', '.join(failed)} failed past their restart limit; see "
+                      f"{run_dir.path}/logs/ after the stop. Fix the cause, then continue with: "
+                      f"surreal launch --resume {run_dir.path}", file=out, flush=True)
+            return 1
+        if stop_at_return is not None and status.get("best_eval_return", float("-inf")) >= stop_at_return:
+            if out is not None:
+                print(f"eval return {status['best_eval_return']:.1f} >= {stop_at_return}: stopping",
+                      file=out, flush=True)
+            return 0
+        time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends

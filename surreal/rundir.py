@@ -1,0 +1,103 @@
+"""The run folder: FOLDER/EXPERIMENT/TRIAL with the config, metrics, status and checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from surreal import config as config_io
+from surreal.spaces import EnvInfo
+
+
+def slug(text: str) -> str:
+    """A DNS-1123-friendly name: lower case, digits and '-'."""
+    return re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")[:40] or "run"
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write JSON atomically (readers never see half a file)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=float) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    """Read JSON, or `default` when the file is missing or being replaced."""
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return default
+
+
+@dataclass
+class RunDir:
+    """Paths of one run (one trial of one experiment)."""
+
+    path: Path
+
+    @property
+    def config_file(self) -> Path:
+        return self.path / "config.json"
+
+    @property
+    def run_file(self) -> Path:
+        return self.path / "run.json"
+
+    @property
+    def metrics_file(self) -> Path:
+        return self.path / "metrics.jsonl"
+
+    @property
+    def status_file(self) -> Path:
+        return self.path / "status.json"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.path / "checkpoints" / "latest.pt"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.path / "tb"
+
+    def exists(self) -> bool:
+        """Whether this folder holds a run (its config and run record)."""
+        return self.config_file.is_file() and self.run_file.is_file()
+
+    def info(self) -> dict[str, Any]:
+        """The run record (algorithm, env info, symphony experiment name, ...)."""
+        return read_json(self.run_file, {})
+
+    def algo_class(self) -> type:
+        """The Learner class this run trains."""
+        from surreal.algos import resolve
+
+        return resolve(self.info()["algo"])
+
+    def load_config(self) -> config_io.Config:
+        """The saved, resolved config."""
+        return config_io.load(self.config_file, self.algo_class().config_class)
+
+    def env_info(self) -> EnvInfo:
+        """The environment description saved at launch."""
+        return EnvInfo.from_dict(self.info()["env_info"])
+
+    def create(self, config: config_io.Config, info: dict[str, Any]) -> None:
+        """Make the folder and write the config and run record."""
+        (self.path / "checkpoints").mkdir(parents=True, exist_ok=True)
+        config_io.save(config, self.config_file)
+        write_json(self.run_file, {**info, "created": time.time()})
+
+
+def resolve_run(run: str | Path) -> RunDir:
+    """A RunDir from a path; raises FileNotFoundError with a hint when it holds no run."""
+    run_dir = RunDir(Path(run))
+    if not run_dir.exists():
+        raise FileNotFoundError(
+            f"{run} is not a surreal run folder (no config.json/run.json); runs live in "
+            "FOLDER/EXPERIMENT/TRIAL, e.g. runs/ppo-cartpole-v1/t1")
+    return run_dir

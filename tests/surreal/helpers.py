@@ -1,0 +1,85 @@
+"""Helpers for the end-to-end tests: launching in the background, reading a run's files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+
+QUICK = ["--set", "env.num_envs=4", "--set", "actor.rollout_length=16",
+         "--set", "algo.update_epochs=2", "--set", "algo.num_minibatches=2",
+         "--set", "eval.episodes=2", "--set", "eval.every_s=1"]
+
+
+def env_for(home: Path) -> dict[str, str]:
+    return dict(os.environ, SYMPHONY_HOME=str(home), PYTHONUNBUFFERED="1")
+
+
+def start_launch(args: list[str], cwd: Path, home: Path) -> subprocess.Popen:
+    """`surreal launch ARGS` in the background, in its own process group (like a terminal job)."""
+    return subprocess.Popen([sys.executable, "-m", "surreal", "launch", *args], cwd=cwd,
+                            env=env_for(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def ctrl_c(proc: subprocess.Popen) -> None:
+    """What Ctrl-C in a terminal does: SIGINT to the job's whole process group."""
+    os.killpg(proc.pid, signal.SIGINT)
+
+
+def status(run: Path) -> dict:
+    try:
+        return json.loads((run / "status.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def wait_until(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None):
+    """Poll `predicate` until truthy (returns its value) or fail after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"launch ended ({proc.returncode}) while waiting for {what}:\n"
+                                 f"{proc.stdout.read()}")
+        time.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+
+
+def metric_records(run: Path) -> list[dict]:
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def processes_of(run: Path) -> list[psutil.Process]:
+    """Every live process whose command line mentions the run folder."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(run.resolve()) in part for part in proc.info["cmdline"] or []):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def shm_segments() -> set[str]:
+    return {p.name for p in Path("/dev/shm").glob("caraml_*")}
+
+
+def describe(home: Path, experiment: str):
+    """symphony's view of the run's processes."""
+    from symphony.backends import get_backend
+    from symphony.records import Records
+
+    records = Records(home)
+    record = records.load(experiment)
+    return get_backend(record.backend, records=records).describe(record)

@@ -1,0 +1,53 @@
+"""The surreal CLI: help, dry run, and bad input that starts nothing."""
+
+import pytest
+
+from surreal.testing import surreal_cli
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("command", [["--help"], ["launch", "--help"], ["eval", "--help"],
+                                     ["status", "--help"]])
+def test_help(command, tmp_path):
+    result = surreal_cli(command, tmp_path, tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    assert "Usage" in result.stdout
+    assert list(tmp_path.iterdir()) == []  # no side effects
+
+
+def test_dry_run_prints_config_and_processes_and_writes_nothing(tmp_path):
+    result = surreal_cli(["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "3",
+                          "--set", "algo.lr=1e-3", "--dry-run"], tmp_path, tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    assert '"lr": 0.001' in result.stdout
+    for name in ("actor-0", "actor-2", "learner", "buffer", "param-server", "metrics", "evaluator"):
+        assert f"name: {name}" in result.stdout
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["launch", "ppx", "--env", "gym:CartPole-v1"], "did you mean 'ppo'"),
+    (["launch", "ppo", "--env", "gym:CartPol-v1"], "did you mean gym:CartPole-v1"),
+    (["launch", "ppo", "--env", "gym:CartPole-v1", "--set", "algo.clip=0.1"],
+     "did you mean 'algo.clip_coef'"),
+    (["launch", "ppo", "--env", "gym:CartPole-v1", "--set", "algo.lr=fast"],
+     "algo.lr expects float, got 'fast'"),
+    (["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "0"], "run.actors must be >= 1"),
+    (["launch", "--env", "gym:CartPole-v1"], "name an algorithm"),
+    (["launch", "--resume", "nowhere"], "not a run folder"),
+])
+def test_bad_input_is_a_clear_error_and_starts_nothing(args, message, tmp_path):
+    home = tmp_path / "home"
+    result = surreal_cli(args, tmp_path, home)
+    assert result.returncode == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "runs").exists()
+    assert not (home / "experiments").exists() or not any((home / "experiments").iterdir())
+
+
+def test_status_and_eval_of_a_missing_run(tmp_path):
+    for command in (["status", "nowhere"], ["eval", "nowhere"]):
+        result = surreal_cli(command, tmp_path, tmp_path / "home")
+        assert result.returncode == 2 and "not a surreal run folder" in result.stderr

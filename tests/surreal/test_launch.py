@@ -1,0 +1,85 @@
+"""A short real run through `surreal launch` on the local backend, then eval, status, resume."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from surreal.testing import surreal_cli
+from tests.surreal.helpers import QUICK, metric_records
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("launch")
+    result = surreal_cli(["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "2",
+                          "--steps", "3000", "--name", "smoke", "--trial", "a",
+                          "--set", "run.checkpoint_every=2", *QUICK], root, root / "home")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return root, root / "runs" / "smoke" / "a", result
+
+
+def test_run_writes_config_metrics_tensorboard_and_checkpoint(finished_run):
+    _, run, result = finished_run
+    assert "steps/s" in result.stdout and "return" in result.stdout  # live progress
+    config = json.loads((run / "config.json").read_text())
+    assert config["run"]["actors"] == 2 and config["env"]["num_envs"] == 4
+    records = metric_records(run)
+    names = {r["name"] for r in records}
+    for name in ("charts/episodic_return", "charts/sps", "losses/policy_loss",
+                 "losses/approx_kl", "losses/value_loss", "charts/eval_return"):
+        assert name in names, name
+    assert all(isinstance(r["step"], int) for r in records)
+    assert any((run / "tb").glob("events.out.tfevents.*"))
+    state = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert state["counters"]["global_step"] >= 3000
+    assert "optimizer" in state["learner"] and "normalizer" in state["learner"]
+
+
+def test_status_and_eval_read_the_run(finished_run):
+    root, run, _ = finished_run
+    status = surreal_cli(["status", str(run)], root, root / "home")
+    assert status.returncode == 0, status.stderr
+    assert "steps" in status.stdout and "not running" in status.stdout
+    result = surreal_cli(["eval", str(run), "--episodes", "3"], root, root / "home")
+    assert result.returncode == 0, result.stderr
+    assert "3 episodes at step" in result.stdout
+
+
+def test_eval_records_a_video(finished_run):
+    pytest.importorskip("imageio")
+    pytest.importorskip("pygame")  # CartPole renders with pygame (gymnasium[classic-control])
+    root, run, _ = finished_run
+    video = root / "episode.gif"
+    result = surreal_cli(["eval", str(run), "--episodes", "1", "--video", str(video)], root,
+                         root / "home")
+    assert result.returncode == 0, result.stderr
+    assert video.stat().st_size > 1000
+
+
+def test_resume_continues_the_global_step_and_optimizer(finished_run):
+    root, run, _ = finished_run
+    before = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    result = surreal_cli(["launch", "--resume", str(run), "--steps", "5000"], root, root / "home")
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert after["counters"]["global_step"] >= 5000
+    assert after["counters"]["iterations"] > before["counters"]["iterations"]
+    step = lambda s: s["learner"]["optimizer"]["state"][0]["step"]  # noqa: E731
+    assert step(after) > step(before)
+    learner_steps = [r["step"] for r in metric_records(run) if r["name"] == "losses/policy_loss"]
+    assert learner_steps == sorted(learner_steps)  # the resumed run continues, never restarts at 0
+
+
+def test_custom_learner_from_a_file(tmp_path):
+    example = Path(__file__).resolve().parents[2] / "examples" / "02_custom_learner" / "a2c.py"
+    result = surreal_cli(["launch", f"{example}:A2C", "--env", "gym:CartPole-v1", "--actors", "1",
+                          "--steps", "2000", "--set", "eval.every_s=0", "--set", "env.num_envs=4",
+                          "--set", "actor.rollout_length=16"], tmp_path, tmp_path / "home")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (run,) = (tmp_path / "runs").glob("*/t1")
+    names = {r["name"] for r in metric_records(run)}
+    assert "losses/policy_loss" in names and "charts/episodic_return" in names
