@@ -4,26 +4,32 @@ Each worker process takes every ``n_workers``-th request from ``requests``, send
 (round-robin over ``addresses``; caraml Servers or a router-dealer Proxy), runs ``process`` on the
 reply, waits for a free slot (back-pressure: with every slot in use the workers wait), writes the
 resulting ``dict[str, np.ndarray]`` into the slot and hands the slot's index and layout to the main
-process. The main process only builds zero-copy views, so networking, deserialization and
-preprocessing never run on it. Release each handle (``fetcher.release(h)`` or ``with h:``) once
+process over a pipe of its own. The main process only reads that short message and builds
+zero-copy views, so networking, deserialization and preprocessing never run on it. Release each handle (``fetcher.release(h)`` or ``with h:``) once
 its arrays are no longer needed; the slot is then overwritten.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
+import json
 import multiprocessing as mp
-import queue
+import os
+import select
+import struct
 import time
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
 from caraml.errors import CaramlError, SlotTooSmall, WorkerDied
 from caraml.shm import Layout, SlotPool
+from caraml.wire import dtype_from_json
 
 Process = Callable[[Any], dict[str, np.ndarray]]
 
@@ -78,20 +84,33 @@ class DataFetcher:
         addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         ctx = mp.get_context(start_method)
         self.pool = SlotPool(n_slots, slot_bytes)
-        self._free, self._ready, self._stop = ctx.Queue(), ctx.Queue(), ctx.Event()
+        # free slots travel as 4-byte records on one pipe that every worker reads: records of
+        # at most PIPE_BUF bytes are written and read atomically, so no lock is needed
+        self._free_read, self._free_write = ctx.Pipe(duplex=False)
         for slot in range(n_slots):
-            self._free.put(slot)
+            self._put_free(slot)
+        self._poller = select.poll()
+        self._by_fd: dict[int, tuple[Connection, int]] = {}
         self._held: set[int] = set()
-        self._done: set[int] = set()
+        self._layouts: dict[bytes, list] = {}
         self._closed = False
-        args = (addresses, requests, process, self.pool.name, n_slots, slot_bytes, timeout,
-                retries)
-        self._workers = [ctx.Process(target=_worker_main, name=f"caraml-fetcher-{i}", daemon=True,
-                                     args=(i, n_workers, *args, self._free, self._ready,
-                                           self._stop)) for i in range(n_workers)]
+        self._workers: list[Any] = []
+        self._inbox: collections.deque = collections.deque()  # (worker, message or None=EOF)
+        self._partial: dict[int, bytes] = {}
+        self._finished: set[int] = set()
         try:
-            for proc in self._workers:
+            for index in range(n_workers):
+                reader, writer = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_worker_main, name=f"caraml-fetcher-{index}",
+                                   daemon=True, args=(index, n_workers, addresses, requests,
+                                                      process, self.pool.name, n_slots,
+                                                      slot_bytes, timeout, retries,
+                                                      self._free_read, writer))
+                self._workers.append(proc)
+                self._by_fd[reader.fileno()] = (reader, index)
+                self._poller.register(reader.fileno(), select.POLLIN)
                 proc.start()
+                writer.close()  # the worker holds the only write end: its death reads as EOF
         except Exception as exc:
             self.close()
             raise CaramlError(f"cannot start DataFetcher workers: {exc}; requests and process "
@@ -107,46 +126,70 @@ class DataFetcher:
             CaramlError: nothing arrived within ``timeout`` seconds.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
-        while len(self._done) < len(self._workers):
-            try:
-                message = self._ready.get(timeout=0.2)
-            except queue.Empty:
-                message = self._check_workers()
-                if message is None:
-                    if deadline is not None and time.monotonic() > deadline:
-                        raise CaramlError(f"no batch within {timeout} s; are the servers "
-                                          "answering?") from None
-                    continue
-            handle = self._accept(message)
-            if handle is not None:
-                return handle
-        raise StopIteration
+        while True:
+            while self._inbox:
+                handle = self._accept(*self._inbox.popleft())
+                if handle is not None:
+                    return handle
+            if not self._by_fd:
+                raise StopIteration
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = self._poller.poll(None if left is None else int(left * 1000))
+            if not ready:
+                raise CaramlError(f"no batch within {timeout} s; are the servers answering?")
+            for fd, _ in ready:
+                self._fill(fd)
 
-    def _accept(self, message: tuple) -> Handle | None:
-        kind, worker, slot, payload = message
-        if kind == "batch":
+    def _fill(self, fd: int) -> None:
+        """Read what a worker's pipe holds (often several messages in one system call)."""
+        reader, index = self._by_fd[fd]
+        data = os.read(fd, 1 << 16)
+        if not data:  # the worker's end closed: fine after "done", a death otherwise
+            self._forget(reader)
+            self._inbox.append((index, None))
+            return
+        buf = self._partial.pop(fd, b"") + data
+        pos = 0
+        while len(buf) - pos >= _LEN.size:
+            size = _LEN.unpack_from(buf, pos)[0]
+            if len(buf) - pos - _LEN.size < size:
+                break
+            self._inbox.append((index, buf[pos + _LEN.size:pos + _LEN.size + size]))
+            pos += _LEN.size + size
+        if pos < len(buf):
+            self._partial[fd] = buf[pos:]
+
+    def _accept(self, index: int, message: bytes | None) -> Handle | None:
+        if message is None:
+            if index in self._finished:
+                return None
+            proc = self._workers[index]
+            proc.join(5)
+            raise WorkerDied(f"DataFetcher worker {index} (pid {proc.pid}) exited with code "
+                             f"{proc.exitcode} without finishing; see its stderr, and check "
+                             "memory limits (a negative code is the signal that killed it)")
+        kind = message[:1]
+        if kind == b"B":
+            slot = _SLOT.unpack_from(message, 1)[0]
             self._held.add(slot)
-            return Handle(slot, self.pool.view(slot, payload), worker, self)
-        if kind == "done":
-            self._done.add(worker)
+            return Handle(slot, self._views(slot, message[1 + _SLOT.size:]), index, self)
+        self._finished.add(index)
+        if kind == b"D":
             return None
-        name, text, trace = payload
+        name, text, trace = json.loads(message[1:])
         if name == "SlotTooSmall":
-            raise SlotTooSmall(f"DataFetcher worker {worker}: {text}")
-        raise WorkerDied(f"DataFetcher worker {worker} failed with {name}: {text}\n{trace}")
+            raise SlotTooSmall(f"DataFetcher worker {index}: {text}")
+        raise WorkerDied(f"DataFetcher worker {index} failed with {name}: {text}\n{trace}")
 
-    def _check_workers(self) -> tuple | None:
-        for index, proc in enumerate(self._workers):
-            if index in self._done or proc.exitcode is None:
-                continue
-            try:  # its last message may still be in the pipe
-                return self._ready.get(timeout=1.0)
-            except queue.Empty:
-                raise WorkerDied(f"DataFetcher worker {index} (pid {proc.pid}) exited with code "
-                                 f"{proc.exitcode} without finishing; see its stderr, and check "
-                                 "memory limits (a negative code is the signal that killed "
-                                 "it)") from None
-        return None
+    def _views(self, slot: int, layout_json: bytes) -> dict[str, np.ndarray]:
+        layout = self._layouts.get(layout_json)
+        if layout is None:
+            layout = [(name, dtype_from_json(dt), tuple(shape), off)
+                      for name, dt, shape, off in json.loads(layout_json)]
+            if len(self._layouts) > 256:
+                self._layouts.clear()
+            self._layouts[layout_json] = layout
+        return self.pool.view(slot, layout)
 
     def release(self, handle: Handle) -> None:
         """Return ``handle``'s slot to the workers; its arrays must not be used afterwards."""
@@ -154,7 +197,16 @@ class DataFetcher:
             raise CaramlError(f"slot {handle.slot} is not held (released twice?)")
         self._held.discard(handle.slot)
         handle._fetcher = None
-        self._free.put(handle.slot)
+        self._put_free(handle.slot)
+
+    def _put_free(self, slot: int) -> None:
+        os.write(self._free_write.fileno(), _SLOT.pack(slot))
+
+    def _forget(self, reader: Connection) -> None:
+        fd = reader.fileno()
+        self._poller.unregister(fd)
+        del self._by_fd[fd]
+        reader.close()
 
     def __iter__(self) -> DataFetcher:
         return self
@@ -167,17 +219,18 @@ class DataFetcher:
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
+        for _ in self._workers:
+            self._put_free(_STOP)
         for proc in self._workers:
             if proc.pid is not None:
                 proc.join(timeout=3.0)
                 if proc.is_alive():
                     proc.kill()
                     proc.join(timeout=3.0)
-        for q in (self._free, self._ready):
-            q.cancel_join_thread()
-            q.close()
-            q.join_thread()
+        for reader, _ in list(self._by_fd.values()):
+            self._forget(reader)
+        self._free_read.close()
+        self._free_write.close()
         self.pool.close()
 
     def __enter__(self) -> DataFetcher:
@@ -191,18 +244,20 @@ class DataFetcher:
             self.close()
 
 
-def _take_slot(free: Any, stop: Any) -> int | None:
-    while not stop.is_set():
-        try:
-            return free.get(timeout=0.1)
-        except queue.Empty:
-            continue
-    return None
+_SLOT = struct.Struct("<i")
+_LEN = struct.Struct("<I")
+
+
+def _send(out: Connection, message: bytes) -> None:
+    data = memoryview(_LEN.pack(len(message)) + message)
+    while data:
+        data = data[os.write(out.fileno(), data):]
+_STOP = -1
 
 
 def _worker_main(index: int, n_workers: int, addresses: list[str], requests: Iterable[Any],
                  process: Process | None, shm_name: str, n_slots: int, slot_bytes: int,
-                 timeout: float, retries: int, free: Any, ready: Any, stop: Any) -> None:
+                 timeout: float, retries: int, free: Any, out: Connection) -> None:
     """Worker process body: request, process, wait for a slot, write, announce."""
     from caraml.req_rep import Client
 
@@ -211,22 +266,20 @@ def _worker_main(index: int, n_workers: int, addresses: list[str], requests: Ite
         pool = SlotPool(n_slots, slot_bytes, name=shm_name)
         clients = [Client(a, timeout=timeout, retries=retries) for a in addresses]
         for k, request in enumerate(itertools.islice(requests, index, None, n_workers)):
-            if stop.is_set():
-                break
             reply = clients[(index + k) % len(clients)].request(request)
             batch = reply if process is None else process(reply)
-            slot = _take_slot(free, stop)
-            if slot is None:
-                break
-            try:
-                layout: Layout = pool.write(slot, batch)
-            except BaseException:
-                free.put(slot)
-                raise
-            ready.put(("batch", index, slot, layout))
-        ready.put(("done", index, None, None))
+            slot = _SLOT.unpack(os.read(free.fileno(), _SLOT.size))[0]  # waits: back-pressure
+            if slot == _STOP:
+                return
+            layout: Layout = pool.write(slot, batch)  # SlotTooSmall ends the fetcher anyway
+            _send(out, b"B" + _SLOT.pack(slot) + json.dumps(layout).encode())
+        _send(out, b"D")
     except BaseException as exc:
-        ready.put(("error", index, None, (type(exc).__name__, str(exc), traceback.format_exc())))
+        report = [type(exc).__name__, str(exc), traceback.format_exc()]
+        try:
+            _send(out, b"E" + json.dumps(report).encode())
+        except OSError:
+            pass
     finally:
         for client in clients or ():
             client.close()

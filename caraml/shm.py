@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from caraml.errors import CaramlError, SlotTooSmall
-from caraml.wire import _dtype_from_json, _dtype_json
+from caraml.wire import dtype_from_json, dtype_to_json
 
 SEGMENT_PREFIX = "caraml_"
 ALIGN = 64  # every array starts on a cache line
@@ -71,7 +71,7 @@ class SlotPool:
             if arr.dtype.hasobject:
                 raise CaramlError(f"batch entry {key!r} has dtype object; use a numeric dtype")
             offset = -(-offset // ALIGN) * ALIGN
-            layout.append((str(key), _dtype_json(arr.dtype), tuple(arr.shape), offset))
+            layout.append((str(key), dtype_to_json(arr.dtype), tuple(arr.shape), offset))
             placed.append((arr, offset))
             offset += arr.nbytes
         if offset > self.slot_bytes:
@@ -88,8 +88,10 @@ class SlotPool:
         """Zero-copy arrays over ``slot`` as written with ``layout`` (valid until reused)."""
         self._check_slot(slot)
         base = slot * self.slot_bytes
-        return {name: np.ndarray(shape, dtype=_dtype_from_json(dtype), buffer=self._shm.buf,
-                                 offset=base + off) for name, dtype, shape, off in layout}
+        buf = self._shm.buf
+        return {name: np.ndarray(shape, dtype if isinstance(dtype, np.dtype)
+                                 else dtype_from_json(dtype), buf, base + off)
+                for name, dtype, shape, off in layout}
 
     def close(self) -> None:
         """Unmap the segment, and unlink it when this pool created it."""

@@ -82,7 +82,7 @@ class _Encoder:
             return {"b": self.add(mv, mv.nbytes)}
         if isinstance(obj, np.generic):
             _check_dtype(obj.dtype)
-            return {"s": [self.add(obj.tobytes(), obj.dtype.itemsize), _dtype_json(obj.dtype)]}
+            return {"s": [self.add(obj.tobytes(), obj.dtype.itemsize), dtype_to_json(obj.dtype)]}
         if t.__module__.startswith("pyarrow"):
             return self.encode_arrow(obj)
         if isinstance(obj, (bool, int, float, str)):  # subclasses such as IntEnum
@@ -106,7 +106,7 @@ class _Encoder:
                 else:
                     arr = np.ascontiguousarray(arr)
             data = arr.reshape(-1).view(np.uint8)
-        return {"n": [self.add(data, arr.nbytes), _dtype_json(arr.dtype), list(arr.shape), order]}
+        return {"n": [self.add(data, arr.nbytes), dtype_to_json(arr.dtype), list(arr.shape), order]}
 
     def encode_arrow(self, obj: Any) -> dict:
         import pyarrow as pa
@@ -149,13 +149,15 @@ def _check_dtype(dtype: np.dtype) -> None:
                           "pickle); convert to a numeric, bytes ('S') or unicode ('U') dtype")
 
 
-def _dtype_json(dtype: np.dtype) -> Any:
+def dtype_to_json(dtype: np.dtype) -> Any:
+    """A JSON-able dtype description: ``dtype.str`` (byte order kept) or a structured descr."""
     if dtype.fields is None and dtype.subdtype is None:
         return dtype.str
     return [list(field) for field in dtype.descr]
 
 
-def _dtype_from_json(spec: Any) -> np.dtype:
+def dtype_from_json(spec: Any) -> np.dtype:
+    """Inverse of :func:`dtype_to_json`."""
     if isinstance(spec, str):
         return np.dtype(spec)
     return np.dtype([tuple(_tuple_shapes(f)) for f in spec])
@@ -198,7 +200,7 @@ def _small_array_header(obj: np.ndarray) -> bytes:
     head = _ARRAY_HEADERS.get(key)
     if head is None:
         _check_dtype(obj.dtype)
-        tree = [{"n": [0, _dtype_json(obj.dtype), list(obj.shape), "C"]}, [obj.nbytes]]
+        tree = [{"n": [0, dtype_to_json(obj.dtype), list(obj.shape), "C"]}, [obj.nbytes]]
         head = _header(KIND_DATA, _dumps(tree).encode(), 0)
         if len(_ARRAY_HEADERS) > _CACHE_MAX:
             _ARRAY_HEADERS.clear()
@@ -319,7 +321,7 @@ def _remember_plan(head: memoryview, key: bytes, tree: Any, layout: list) -> Non
             if len(_PLANS) > _CACHE_MAX:
                 _PLANS.clear()
             end = _PREFIX_LEN + len(key)
-            _PLANS[key] = (head[:end].tobytes(), tuple(spec[2]), _dtype_from_json(spec[1]),
+            _PLANS[key] = (head[:end].tobytes(), tuple(spec[2]), dtype_from_json(spec[1]),
                            end + layout[0], end)
 
 
@@ -391,13 +393,13 @@ class _Decoder:
         if tag == "b":
             return self.bufs[val].tobytes()
         if tag == "s":
-            return np.frombuffer(self.bufs[val[0]], dtype=_dtype_from_json(val[1]))[0]
+            return np.frombuffer(self.bufs[val[0]], dtype=dtype_from_json(val[1]))[0]
         if tag == "a":
             return self.arrow(*val)
         raise MalformedMessage(f"unknown tag {tag!r}")
 
     def array(self, index: int, dtype: Any, shape: list, order: str) -> np.ndarray:
-        dt = _dtype_from_json(dtype)
+        dt = dtype_from_json(dtype)
         _check_dtype(dt)
         buf = self.bufs[index]
         count = 1
