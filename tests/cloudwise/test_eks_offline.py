@@ -1,6 +1,8 @@
 """The rendered EKS terraform inits, validates and plans with no network (provider from a local mirror)."""
 
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -11,12 +13,16 @@ from tests.cloudwise.conftest import GOLDEN, REPO
 pytestmark = pytest.mark.timeout(240)
 
 
-@pytest.mark.parametrize("source", [REPO / "terraform" / "eks", GOLDEN / "eks"], ids=["reference", "golden"])
-def test_eks_init_validate_plan_offline(offline_terraform, source, tmp_path, capfd):
-    for path in source.glob("*.tf"):
-        shutil.copy(path, tmp_path)
+def offline_copy(source, target):
+    for path in source.iterdir():
+        if path.suffix in (".tf", ".yaml"):
+            shutil.copy(path, target)
     # Fake credentials, no account lookup, every endpoint on a loopback port nobody listens on.
-    write_aws_emulator_override(tmp_path, f"http://127.0.0.1:{free_port()}")
+    write_aws_emulator_override(target, f"http://127.0.0.1:{free_port()}")
+
+
+def test_golden_eks_inits_validates_and_plans_offline(offline_terraform, tmp_path, capfd):
+    offline_copy(GOLDEN / "eks", tmp_path)
     runner = TerraformRunner(tmp_path)
     runner.init()
     runner.validate()
@@ -24,5 +30,16 @@ def test_eks_init_validate_plan_offline(offline_terraform, source, tmp_path, cap
     out = capfd.readouterr().out
     assert "Installed hashicorp/aws v5.100" in out or "Using previously-installed hashicorp/aws" in out
     assert "Success! The configuration is valid." in out
-    assert "aws_eks_cluster.this will be created" in out
-    assert 'aws_eks_node_group.learner_4gpu will be created' in out or "learner_a100 will be created" in out
+    assert "aws_eks_node_group.learner_a100 will be created" in out
+
+
+def test_cloudwise_plan_on_the_reference_eks_cluster_offline(offline_terraform, tmp_path):
+    offline_copy(REPO / "terraform" / "eks", tmp_path)
+    result = subprocess.run([sys.executable, "-m", "cloudwise", "-C", str(tmp_path), "plan"],
+                            capture_output=True, text=True, timeout=200)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "Terraform has been successfully initialized" in result.stdout
+    assert "Plan: 19 to add, 0 to change, 0 to destroy." in result.stdout
+    assert 'instance_types         = [\n          + "p3.8xlarge",' in result.stdout
+    assert "Run `cloudwise apply` to make these changes." in result.stdout
+    TerraformRunner(tmp_path).validate()
