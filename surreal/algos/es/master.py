@@ -53,6 +53,7 @@ class ESMaster:
         self.holders: dict[int, str] = {}  # task -> worker that last got it
         self.last_seen: dict[str, float] = {}  # worker -> time of its last request
         self.told_stop: set[str] = set()
+        self.aborted = False
         self.answered_by: dict[tuple[int, int], str] = {}  # (generation, task) -> worker
         self.finished: list[tuple[int, int, float, float]] = []  # gen, env steps, wall, pop return
         self.start = time.perf_counter()
@@ -135,10 +136,11 @@ class ESMaster:
             s = self.state
             return s.theta.copy(), s.obs_mean.copy(), s.obs_std.copy(), s.generation
 
-    def stop(self) -> None:
-        """Tell every worker to stop at its next request."""
+    def stop(self, abort: bool = False) -> None:
+        """Tell every worker to stop at its next request (abort: do not wait for them to hear it)."""
         with self.lock:
             self.done = True
+            self.aborted = self.aborted or abort
             self.lock.notify_all()
 
 
@@ -169,7 +171,7 @@ def _drain(master: ESMaster, grace: float = 2.0) -> None:
     """Keep answering "stop" until every recently active worker got it (or `grace` s passed)."""
     deadline = time.monotonic() + grace
     with master.lock:
-        while time.monotonic() < deadline:
+        while time.monotonic() < deadline and not master.aborted:
             recent = {w for w, t in master.last_seen.items() if t > deadline - grace - master.config.task_timeout}
             if recent <= master.told_stop:
                 return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import time
+import threading
 
 from surreal.algos.es.config import ESConfig
 from surreal.algos.es.noise_table import SharedNoiseTable
@@ -13,7 +13,7 @@ from surreal.algos.es.state import ESState
 
 def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, config: ESConfig,
                master_address: str, name: str, request_timeout: float = 2.0,
-               give_up_s: float = 120.0) -> dict[str, int]:
+               give_up_s: float = 120.0, stopping: threading.Event | None = None) -> dict[str, int]:
     """Work until the master says stop; returns counts: pairs evaluated, full syncs, updates.
 
     The worker keeps its own copy of the ES state and steps it with each generation record the
@@ -26,9 +26,10 @@ def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, c
     client = caraml.Client(master_address, timeout=request_timeout,
                            retries=max(1, int(give_up_s / request_timeout)))
     generation, result, idle = -1, None, 0.002
+    pause = stopping or threading.Event()
     stats = {"pairs": 0, "syncs": 0, "updates": 0}
     try:
-        while True:
+        while stopping is None or not stopping.is_set():
             reply = client.request({"op": "task", "worker": name, "generation": generation,
                                     "result": result})
             result = None
@@ -44,7 +45,7 @@ def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, c
             if reply["op"] == "stop":
                 return stats
             if reply["op"] == "wait" or not in_step:
-                time.sleep(idle)  # nothing to hand out yet: poll again shortly
+                pause.wait(idle)  # nothing to hand out yet: poll again shortly
                 idle = min(idle * 2, 0.05)
                 continue
             idle = 0.002
@@ -55,6 +56,7 @@ def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, c
             result = {"generation": reply["generation"], "task": reply["task"], "r_pos": pair.r_pos,
                       "r_neg": pair.r_neg, "steps": pair.steps, "obs_sum": pair.obs_sum,
                       "obs_sumsq": pair.obs_sumsq, "obs_count": pair.obs_count}
+        return stats
     finally:
         client.close()
 

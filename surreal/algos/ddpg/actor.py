@@ -1,0 +1,117 @@
+"""The DDPG actor process: noisy mu(o) on a batch of envs -> n-step chunks pushed to replay."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from surreal.algos.ddpg.noise import actor_sigma, make_noise
+from surreal.algos.ddpg.nstep import NStepWriter, Transition, pack_chunk
+
+
+class ChunkWriter:
+    """One NStepWriter per env; hands out chunks of `chunk_size` transitions."""
+
+    def __init__(self, num_envs: int, n: int, gamma: float, chunk_size: int, dedup: bool) -> None:
+        self.writers = [NStepWriter(n, gamma, stream=i) for i in range(num_envs)]
+        self.chunk_size, self.dedup = chunk_size, dedup
+        self.pending: list[Transition] = []
+
+    def step(self, obs, unit_act, rew, next_obs, term, trunc, final_obs) -> list[dict]:
+        """Record one vector step (next_obs already reset where an episode ended)."""
+        for i, writer in enumerate(self.writers):
+            boot = final_obs[i] if (term[i] or trunc[i]) and final_obs is not None else next_obs[i]
+            self.pending.extend(writer.step(obs[i], unit_act[i], float(rew[i]), boot,
+                                            bool(term[i]), bool(trunc[i])))
+        chunks = []
+        while len(self.pending) >= self.chunk_size:
+            part, self.pending = self.pending[: self.chunk_size], self.pending[self.chunk_size :]
+            chunks.append(pack_chunk(part, self.dedup))
+        return chunks
+
+
+class Pacer:
+    """Keeps the actors' env steps in the configured ratio to the learner's updates."""
+
+    def __init__(self, algo, actors: int) -> None:
+        self.algo, self.actors = algo, actors
+
+    def limit(self, version: int) -> float:
+        """Env steps this actor may have taken while the learner is at `version`."""
+        if self.algo.updates_per_step <= 0:
+            return float("inf")
+        updates = version * self.algo.publish_every
+        slack = self.algo.chunk_size + self.algo.n_step  # what sits in this actor's writer
+        return (self.algo.replay_start + updates / self.algo.updates_per_step) / self.actors + slack
+
+    def fetch(self, params, env_steps: int, stopping) -> dict | None:
+        """Newer parameters if any; waits (polling) while this actor is ahead of the learner."""
+        import caraml
+
+        while not stopping.is_set():
+            try:
+                fresh = params.fetch()
+            except caraml.RequestTimeout:  # parameter servers restarting: keep what we have
+                return None
+            if fresh is not None or env_steps < self.limit(params.latest_version):
+                return fresh
+            stopping.wait(0.01)
+        return None
+
+
+def main(run_dir: str, index: int = 0) -> None:
+    """Act until stopped: fetch parameters when they changed, push experience."""
+    import torch
+
+    import caraml
+    from surreal.components.common import Component
+    from surreal.core import ParameterClient
+    from surreal.envs import VectorEnv
+
+    torch.set_num_threads(1)
+    comp = Component(run_dir, "actor", index)
+    cfg, algo = comp.config, comp.config.algo
+    seed = cfg.run.seed + 1000 * (index + 1)
+    rng = np.random.default_rng(seed)
+    env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
+    policy = comp.algo.make_policy(algo, comp.env_info)
+    sigma = actor_sigma(algo.sigma, algo.sigma_spread, index, cfg.run.actors)
+    noises = [make_noise(algo.noise, comp.env_info.action_dim, sigma, algo.ou_theta, seed + i)
+              for i in range(env.num_envs)]
+    writer = ChunkWriter(env.num_envs, algo.n_step, algo.gamma, algo.chunk_size, algo.dedup_obs)
+    params = ParameterClient(comp.address("params").tcp, timeout=5.0)
+    pusher = caraml.Pusher(comp.address("replay").tcp, hwm=64)
+    pace = Pacer(algo, cfg.run.actors)
+    obs, env_steps, last, steps_at_last, has_params = env.reset(), 0, time.monotonic(), 0, False
+    try:
+        while not comp.stopping.is_set():
+            if env_steps % (16 * env.num_envs) == 0 or env_steps >= pace.limit(params.version):
+                fresh = pace.fetch(params, env_steps, comp.stopping)
+                if fresh is not None:
+                    policy.load_params(fresh)
+                    has_params = True
+            if has_params:
+                unit = policy.unit_action(obs, deterministic=True)
+                unit = np.clip(unit + np.stack([nz() for nz in noises]), -1.0, 1.0).astype(np.float32)
+            else:  # before the learner's first publication: uniform random exploration
+                unit = rng.uniform(-1, 1, (env.num_envs, comp.env_info.action_dim)).astype(np.float32)
+            next_obs, rew, term, trunc, info = env.step(policy.scale(unit))
+            for chunk in writer.step(obs, unit, rew, next_obs, term, trunc, info["final_obs"]):
+                pusher.push(chunk)
+            for i in np.flatnonzero(term | trunc):
+                noises[i].reset()
+            obs = next_obs
+            env_steps += env.num_envs
+            now = time.monotonic()
+            if info["episode_returns"] or now - last > 2.0:
+                comp.report(params.step, {"actor/sps": (env_steps - steps_at_last) / max(now - last, 1e-6),
+                                          "actor/sigma": sigma},
+                            env_steps=env_steps, episode_returns=info["episode_returns"],
+                            episode_lengths=info["episode_lengths"], version=params.version)
+                last, steps_at_last = now, env_steps
+    finally:
+        env.close()
+        params.close()
+        pusher.close()
+        comp.close()

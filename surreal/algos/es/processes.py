@@ -1,0 +1,93 @@
+"""Entry point of the ES processes: `python -m surreal.algos.es.processes master|worker RUN_DIR`."""
+
+from __future__ import annotations
+
+import argparse
+import threading
+
+
+def master_main(run_dir: str, index: int = 0) -> None:
+    """Run the ES master of a run: hand out pairs, step theta, publish, report, checkpoint."""
+    import torch  # noqa: F401  (checkpoints need it; import it now, not in a hurried exit)
+
+    import caraml
+    from surreal import checkpoint
+    from surreal.algos.es.master import ESMaster, serve
+    from surreal.components.common import Component
+
+    comp = Component(run_dir, "learner", index)
+    cfg = comp.config
+    learner = comp.algo(cfg.algo, comp.env_info, seed=cfg.run.seed)
+    counters = {"global_step": 0, "version": 0, "iterations": 0}
+    if comp.run.checkpoint.is_file():
+        state = checkpoint.load(comp.run.checkpoint)
+        learner.load_state_dict(state["learner"])
+        counters.update(state["counters"])
+    master = ESMaster(learner.policy, learner.state, learner.noise, cfg.algo, generations=10**9,
+                      seed=cfg.run.seed, max_env_steps=cfg.run.steps, env_steps=counters["global_step"])
+    publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
+
+    def publish() -> None:
+        publisher.publish("params", {"version": counters["version"], "step": counters["global_step"],
+                                     "params": learner.params()})
+
+    def on_generation(m: ESMaster, i: int) -> bool:
+        gen, env_steps, wall, pop_return = m.finished[i]
+        counters.update(global_step=env_steps, iterations=gen + 1, version=gen + 1)
+        with m.lock:
+            publish()
+            if (gen + 1) % max(cfg.run.checkpoint_every, 1) == 0 or m.done:
+                checkpoint.save(comp.run.checkpoint, learner, counters)
+        comp.report(env_steps, {"es/population_return": pop_return, "es/generation": gen + 1,
+                                "es/reissued_tasks": m.reissued, "charts/sps": env_steps / max(wall, 1e-6)},
+                    version=counters["version"], finished=m.done)
+        return comp.stopping.is_set()
+
+    publish()
+    # SIGTERM sets comp.stopping: tell the workers to stop and end serve() even between generations.
+    threading.Thread(target=lambda: (comp.stopping.wait(), master.stop(abort=True)), daemon=True).start()
+    try:
+        serve(master, comp.address("es-master").bind_tcp, on_generation)
+    finally:
+        learner.noise.unlink()  # first: the supervisor may SIGKILL a slow exit
+        with master.lock:
+            checkpoint.save(comp.run.checkpoint, learner, counters)
+        publisher.close()
+        comp.report(counters["global_step"], {}, version=counters["version"],
+                    finished=counters["global_step"] >= cfg.run.steps, exiting=True)
+        comp.close()
+
+
+def worker_main(run_dir: str, index: int = 0) -> None:
+    """Run ES worker `index` of a run until the master says stop."""
+    from surreal.algos.es.worker import run_worker
+    from surreal.components.common import Component
+    from surreal.envs import make_env
+
+    comp = Component(run_dir, "es-worker", index)
+    cfg = comp.config
+    learner = comp.algo(cfg.algo, comp.env_info, seed=cfg.run.seed)
+    env = make_env(cfg.env.id, cfg.env, seed=cfg.run.seed + 1000 * (index + 1))
+    try:
+        run_worker(env, learner.policy, learner.state, learner.noise, cfg.algo,
+                   comp.address("es-master").tcp, f"worker-{index}", stopping=comp.stopping)
+    finally:
+        env.close()
+        comp.close()
+
+
+_MAINS = {"master": master_main, "worker": worker_main}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run one ES process until it is stopped or done."""
+    parser = argparse.ArgumentParser(prog="python -m surreal.algos.es.processes")
+    parser.add_argument("role", choices=sorted(_MAINS))
+    parser.add_argument("run_dir")
+    parser.add_argument("--index", type=int, default=0)
+    args = parser.parse_args(argv)
+    _MAINS[args.role](args.run_dir, args.index)
+
+
+if __name__ == "__main__":
+    main()
