@@ -1,0 +1,37 @@
+# Two entry points a new user needs: `make demo` (set up, then run the main job) and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# The CPU build of torch. On a GPU machine, set TORCH_SPEC to the CUDA build you want.
+TORCH_SPEC ?= torch==2.13.0
+DEMO_ARGS ?= --env gym:CartPole-v1 --actors 2 --steps 20000
+
+.PHONY: setup system-deps demo test test-fast lint clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[all,dev]"
+	touch $@
+
+setup: $(BIN)/.installed
+
+# tmux, a docker engine, compose v1 and a Slurm cluster for the backend tests (Debian, as root).
+system-deps:
+	bash scripts/install-system-deps.sh
+
+demo: setup
+	$(BIN)/surreal launch ppo $(DEMO_ARGS)
+
+test: setup system-deps
+	$(BIN)/python -m pytest -q -ra
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/lint-imports
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,5 @@
+"""`python -m symphony`."""
+
+from symphony.cli import main
+
+main()

@@ -1,0 +1,42 @@
+"""The four packages import on their own, light, and their CLIs say what they are for."""
+
+import subprocess
+import sys
+
+import pytest
+
+PACKAGES = ["cloudwise", "symphony", "caraml", "surreal"]
+
+
+def _run_python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_imports_without_torch(package):
+    # Importing any package must stay light: torch is loaded only by code that trains.
+    result = _run_python(f"import sys, {package}; print('torch' in sys.modules)")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_caraml_imports_no_upper_layer():
+    result = _run_python(
+        "import sys, caraml; print(sorted(m for m in ('symphony', 'cloudwise', 'surreal') if m in sys.modules))"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "tool, purpose",
+    [
+        ("cloudwise", "Kubernetes-ready"),
+        ("symphony", "distributed experiments"),
+        ("surreal", "reinforcement learning"),
+    ],
+)
+def test_cli_help_says_what_the_tool_is_for(tool, purpose):
+    result = subprocess.run([sys.executable, "-m", tool, "--help"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert purpose in result.stdout
