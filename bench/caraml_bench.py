@@ -137,21 +137,20 @@ def memcpy_rate(size: int, count: int) -> float:
 
 
 def throughput(quick: bool, repeat: int) -> list[dict]:
-    """Every path, transport and size; the best of ``repeat`` rounds, paths interleaved so that
-    load from other processes hits them alike."""
+    """Every path, transport and size; the best of ``repeat`` runs. The paths of one size and
+    transport run in turn, ``repeat`` times over, so that load from other processes on the
+    machine hits the compared paths alike."""
     ctx = mp.get_context("spawn")
-    cells = [(path, transport, label, size) for (label, size), transport
-             in itertools.product(SIZES.items(), ["ipc", "tcp"])
-             for path in ZMQ_PATHS + (["mp_queue", "memcpy"] if transport == "ipc" else [])]
-    best = dict.fromkeys(cells, 0.0)
+    best: dict[tuple, float] = {}
     with tempfile.TemporaryDirectory(prefix="caraml-bench-") as tmp:
-        for round_ in range(repeat):
-            for cell in cells:
-                path, transport, label, size = cell
-                count = _count(size, quick)
+        for (label, size), transport in itertools.product(SIZES.items(), ["ipc", "tcp"]):
+            paths = ZMQ_PATHS + (["mp_queue", "memcpy"] if transport == "ipc" else [])
+            count = _count(size, quick)
+            for round_, path in itertools.product(range(repeat), paths):
                 rate = (memcpy_rate(size, count) if path == "memcpy"
                         else measure(ctx, path, transport, size, count, tmp))
-                best[cell] = max(best[cell], rate)
+                cell = (path, transport, label, size)
+                best[cell] = max(best.get(cell, 0.0), rate)
                 print(f"  round {round_}: {path:10s} {transport:4s} {label:5s} {rate:12.0f} msg/s "
                       f"{rate * size / 1e6:10.1f} MB/s", file=sys.stderr)
     rows = []

@@ -14,9 +14,10 @@ from caraml.fetcher import DataFetcher, Handle
 from caraml.proxy import Proxy
 from caraml.pub_sub import Publisher, Subscriber
 from caraml.push_pull import Puller, Pusher
+from caraml.reader import deserialize
 from caraml.req_rep import Client, Server
 from caraml.shm import SlotPool
-from caraml.wire import deserialize, serialize
+from caraml.wire import serialize
 
 __version__ = "0.1.0"
 

@@ -16,8 +16,9 @@ import zmq
 
 from caraml.auth import Curve
 from caraml.errors import MalformedMessage
+from caraml.reader import deserialize
 from caraml.sockets import Endpoint, recv_frames
-from caraml.wire import deserialize, serialize
+from caraml.wire import serialize
 
 _END = b"\x00"  # topic terminator: turns ZeroMQ's prefix matching into exact matching
 

@@ -16,8 +16,9 @@ import zmq
 
 from caraml.auth import Curve
 from caraml.errors import MalformedMessage
+from caraml.reader import deserialize, fast_single
 from caraml.sockets import Endpoint, recv_rest
-from caraml.wire import INLINE_MAX, deserialize, fast_single, serialize, small_frame
+from caraml.wire import INLINE_MAX, serialize, small_frame
 
 
 class Pusher(Endpoint):

@@ -20,8 +20,9 @@ import zmq
 
 from caraml.auth import Curve
 from caraml.errors import MalformedMessage, RemoteError, RequestTimeout
+from caraml.reader import decode, deserialize
 from caraml.sockets import Endpoint, attach, make_socket, recv_frames
-from caraml.wire import KIND_DATA, KIND_ERROR, decode, deserialize, serialize
+from caraml.wire import KIND_DATA, KIND_ERROR, serialize
 
 log = logging.getLogger("caraml")
 _ids = itertools.count()

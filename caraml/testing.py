@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from caraml.errors import MalformedMessage
+from caraml.reader import decode
 from caraml.shm import SEGMENT_PREFIX
 from caraml.sockets import open_sockets
-from caraml.wire import MAGIC, decode, serialize
+from caraml.wire import MAGIC, serialize
 
 SHM_DIR = "/dev/shm"
 
@@ -33,10 +34,12 @@ def free_address(host: str = "127.0.0.1") -> str:
     return f"tcp://{host}:{free_port(host)}"
 
 
-def caraml_segments() -> set[str]:
-    """Names of caraml shared-memory segments that exist on this machine."""
+def caraml_segments(all_processes: bool = False) -> set[str]:
+    """Names of the caraml shared-memory segments this process created (or, with
+    ``all_processes``, that any process on the machine created)."""
+    prefix = SEGMENT_PREFIX if all_processes else f"{SEGMENT_PREFIX}{os.getpid()}_"
     try:
-        return {n for n in os.listdir(SHM_DIR) if n.startswith(SEGMENT_PREFIX)}
+        return {n for n in os.listdir(SHM_DIR) if n.startswith(prefix)}
     except FileNotFoundError:
         return set()
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 import caraml
+from caraml.reader import decode
 from caraml.sockets import make_socket, recv_frames
 from caraml.testing import garbled_messages
-from caraml.wire import KIND_ERROR, decode
+from caraml.wire import KIND_ERROR
 
 pytestmark = pytest.mark.timeout(60)
 
