@@ -6,6 +6,7 @@ The NetworkPolicy and toleration checks evaluate the objects with Kubernetes' ow
 
 import base64
 import importlib.util
+import re
 from pathlib import Path
 
 import pytest
@@ -268,3 +269,28 @@ def test_a_process_without_an_image_is_an_error_with_the_fix():
     with pytest.raises(Exception, match="--image"):
         render(exp, RenderOptions())
     assert render(exp, RenderOptions(image="busybox"))[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox"
+
+
+LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+DNS_1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+def test_names_and_labels_pass_the_api_servers_own_checks():
+    """What the OpenAPI schemas leave to the API server: name and label formats."""
+    from tests.symphony.test_kube_validate import every_field
+
+    odd = Experiment.from_dict(every_field().to_dict())
+    cases = list(EXAMPLE_OBJECTS.values()) + [(odd, render(odd, RenderOptions(owner="a@b.c", image="i")))]
+    for _, objects in cases:
+        for obj in objects:
+            meta = obj["metadata"]
+            pattern = DNS_1035_LABEL if obj["kind"] == "Service" else DNS_1123_LABEL
+            assert pattern.match(meta["name"]) and len(meta["name"]) <= 63, meta["name"]
+            for value in meta["labels"].values():
+                assert LABEL_VALUE.match(value) and len(value) <= 63, value
+        for _, c in containers(objects):
+            assert DNS_1123_LABEL.match(c["name"])
+    services = [s["metadata"]["name"] for s in kinds(cases[-1][1], "Service")]
+    assert services == ["s-0data"]
+    assert cases[-1][1][0]["metadata"]["labels"][LABEL_OWNER] == "a-b.c"

@@ -40,7 +40,19 @@ def generated_objects(tmp_path: Path) -> list[dict]:
         objects += [yaml.safe_load(p.read_text()) for p in sorted(out.iterdir())]
         options = backend.render_options()
         objects += backend._secrets(exp, options.namespace or exp.name, options)
+    objects += KubeBackend(owner="a@b.c", image="busybox", shm_gb=2.5,
+                           secrets={"once": ["licence"]}).manifests(every_field())
     return objects
+
+
+def every_field():
+    """The fields the examples leave out: cwd, a shell command, `never`, 0-digit names, CPU millis."""
+    from symphony import Experiment, Process, ProcessGroup, Resources, RestartPolicy
+
+    once = Process("once", "echo $SYMPH_0DATA_ADDR > /tmp/x", cwd="/work",
+                   resources=Resources(cpu=0.25, memory_gb=0.5), restart=RestartPolicy("never"))
+    return Experiment("every-field").add(
+        ProcessGroup("pair", [once.connects("0data"), Process("server", ["sleep", "inf"]).binds("0data")]))
 
 
 def test_examples_cover_every_kind_the_backend_creates(tmp_path):
