@@ -78,7 +78,7 @@ class KubeApi:
                 raise BackendError(
                     f"no Kubernetes config ({err}); get credentials first (`gcloud container "
                     "clusters get-credentials NAME` or `aws eks update-kubeconfig --name NAME`), "
-                    "or pass --context / set kube.context in the symphony config"
+                    "or choose a context with -o context=NAME (config: backend_options.kube.context)"
                 ) from None
         return cls(client.ApiClient(cfg))
 

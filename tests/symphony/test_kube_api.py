@@ -246,3 +246,10 @@ def test_later_commands_reach_the_cluster_the_record_was_launched_on(endpoint, r
     launch(endpoint, records, "echo")
     status = KubeBackend(records).describe(records.load("echo"))  # no host given now
     assert status.details["namespace"] == "echo"
+
+
+def test_without_credentials_the_error_says_how_to_get_them(records, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(BackendError, match="get-credentials.*-o context=NAME"):
+        KubeBackend(records).list()
