@@ -65,7 +65,8 @@ def test_detached_ring_list_describe_logs_exec_delete(symphony_home):
     assert result.returncode == 0, result.stderr
     wait_for(_all_running, what="3 running nodes")
     run_id = _run_id()
-    assert len(processes_with_run_id(run_id)) == 3
+    marked = {p.pid for p in processes_with_run_id(run_id)}
+    assert {p.pid for p in _states().values()} <= marked  # (python3 may be a wrapper script)
     listed = cli("list", "--mine").stdout
     assert "ring" in listed and "running" in listed and "3/3" in listed
     described = cli("describe", "ri").stdout  # a unique prefix is enough

@@ -42,7 +42,9 @@ def test_ring_on_tmux_list_describe_logs_delete(symphony_home, tmux_socket):
     assert env["SYMPH_RING_1_ADDR"] == f"127.0.0.1:{record.data['endpoints']['ring-1'][1]}"
     assert env["SYMPH_PROCESS"] == "node-0"
     run_id = record.data["run_id"]
-    assert len(processes_with_run_id(run_id)) == 6  # a runner and a node per window
+    marked = {p.pid for p in processes_with_run_id(run_id)}
+    runners = _tmux(tmux_socket, "list-panes", "-s", "-t", "ring", "-F", "#{pane_pid}").stdout.split()
+    assert {p.pid for p in _states().values()} | {int(r) for r in runners} <= marked
 
     listed = cli("list").stdout
     assert "ring" in listed and "tmux" in listed and "3/3" in listed
