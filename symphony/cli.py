@@ -86,7 +86,8 @@ def launch(file: str, backend: str | None, name: str | None, detach: bool, dry_r
     from symphony.loader import load_experiment
 
     backend = backend or load_config().get("backend") or "local"
-    backend_class(backend)  # an unknown backend fails before the file is even read
+    if backend_class(backend).in_process and detach:  # (an unknown backend fails here, first)
+        raise click.UsageError(f"the {backend} backend runs inside this command; drop --detach")
     experiment = load_experiment(file)
     if name:
         experiment.name = name

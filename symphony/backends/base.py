@@ -142,6 +142,8 @@ class Backend(abc.ABC):
     """
 
     name: ClassVar[str] = ""
+    #: True when processes live inside the launching Python process (they cannot outlive it).
+    in_process: ClassVar[bool] = False
 
     def __init__(self, records: Records | None = None, **options: Any) -> None:
         self.records = records or Records()

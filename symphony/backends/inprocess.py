@@ -113,6 +113,7 @@ class InProcessBackend(Backend):
     """Threads in this Python process; see the module docstring."""
 
     name = "test"
+    in_process = True
 
     def __init__(self, records=None, targets: dict[str, Callable] | None = None, **options: Any) -> None:
         if options:

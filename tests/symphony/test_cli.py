@@ -166,3 +166,14 @@ def test_a_relative_cwd_is_relative_to_the_launch_directory(backend, tmp_path, s
     followed = cli("logs", "where", "p", "-f", timeout=60).stdout
     assert followed.splitlines()[:2] == [str(tmp_path / "sub"), "done"]
     assert cli("delete", "where").returncode == 0
+
+
+def test_the_test_backend_runs_attached_from_the_cli(tmp_path, symphony_home):
+    exp = Experiment("threads").add(Process("p", ["sh", "-c", "echo in a thread"]))
+    (tmp_path / "spec.yaml").write_text(exp.to_yaml())
+    detached = cli("launch", str(tmp_path / "spec.yaml"), "-b", "test", "--detach")
+    assert detached.returncode == 2 and "drop --detach" in detached.stderr
+    assert not symphony_home.exists()
+    attached = cli("launch", str(tmp_path / "spec.yaml"), "-b", "test")
+    assert attached.returncode == 0, attached.stderr
+    assert "threads ended: finished" in attached.stderr
