@@ -22,6 +22,7 @@ from symphony.records import (
     load_config,
     resolve_prefix,
 )
+from symphony.spec import check_name
 
 
 def _errors(func: Callable) -> Callable:
@@ -90,15 +91,15 @@ def launch(file: str, backend: str | None, name: str | None, detach: bool, dry_r
         raise click.UsageError(f"the {backend} backend runs inside this command; drop --detach")
     experiment = load_experiment(file)
     if name:
-        experiment.name = name
+        experiment.name = check_name(name, "--name")
     experiment.validate()
+    backend_options = _backend_options(backend, options)
     if dry_run:
-        click.echo(_backend(backend, Records()).plan(experiment), nl=False)
+        click.echo(get_backend(backend, Records(), **backend_options).plan(experiment), nl=False)
         return
     where = "in the background" if detach else "attached; Ctrl-C stops it"
     click.echo(f"launching {experiment.name} on {backend} ({where})", err=True)
-    handle = do_launch(experiment, backend, detach=detach, launch_command=sys.argv,
-                       **_backend_options(backend, options))
+    handle = do_launch(experiment, backend, detach=detach, launch_command=sys.argv, **backend_options)
     if detach:
         click.echo(f"{handle.name} is running; `symphony describe {handle.name}`, "
                    f"`symphony logs {handle.name} PROCESS`, `symphony delete {handle.name}`")

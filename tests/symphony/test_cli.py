@@ -177,3 +177,12 @@ def test_the_test_backend_runs_attached_from_the_cli(tmp_path, symphony_home):
     attached = cli("launch", str(tmp_path / "spec.yaml"), "-b", "test")
     assert attached.returncode == 0, attached.stderr
     assert "threads ended: finished" in attached.stderr
+
+
+def test_bad_name_and_bad_backend_option_are_errors_that_start_nothing(tmp_path, symphony_home):
+    path, marker = _write(tmp_path, GOOD)
+    assert "--name 'Bad_Name' is not a DNS-1123 label" in cli("launch", str(path), "--name", "Bad_Name").stderr
+    unknown = cli("launch", str(path), "-o", "colour=red")
+    assert "unknown local backend option(s) ['colour']; known: grace_s" in unknown.stderr
+    assert "unknown local backend option(s)" in cli("launch", str(path), "--dry-run", "-o", "colour=red").stderr
+    assert Records().all() == [] and not marker.exists()
