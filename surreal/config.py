@@ -17,6 +17,22 @@ class ConfigError(ValueError):
 
 
 @dataclass
+class RobosuiteConfig:
+    """Settings of `robosuite:<Task>` environments (ignored by other families)."""
+
+    robots: list[str] = field(default_factory=lambda: ["Panda"])
+    """Robot per arm, e.g. [Sawyer] or, for TwoArm tasks, [Panda, Panda]."""
+    camera_size: int = 84
+    """Height and width of `<camera>_image` observations (camera mode: an image key in obs_keys)."""
+    reward_shaping: bool = True
+    """Dense, staged rewards (the paper's setting) instead of the sparse success reward."""
+    control_freq: int = 20
+    """Controller steps per simulated second."""
+    video_size: int = 256
+    """Height and width of the frames `surreal eval --video` records."""
+
+
+@dataclass
 class EnvConfig:
     """The environment every actor and evaluator builds."""
 
@@ -36,6 +52,8 @@ class EnvConfig:
     """Scale rewards by a running std of the discounted return, per actor (MuJoCo tasks)."""
     clip_obs: float | None = None
     """Clip observations to [-clip_obs, clip_obs] after normalization (None: no clipping)."""
+    robosuite: RobosuiteConfig = field(default_factory=RobosuiteConfig)
+    """Robot, camera size and reward shaping of robosuite tasks."""
 
 
 @dataclass

@@ -53,6 +53,11 @@ class Policy(abc.ABC):
     def load_params(self, params: Params) -> None:
         """Load the weights (and normalizer) that the learner published."""
 
+    def reset(self, done: np.ndarray) -> None:
+        """Forget per-environment state (a recurrent policy's memory) where `done` [num_envs] is
+        true: those environments start a new episode at the next `act`."""
+        return None  # feed-forward policies hold no state
+
 
 class Learner(abc.ABC):
     """Learns from batches of experience; subclass it to write a new algorithm.
@@ -135,6 +140,7 @@ class Actor:
                     "truncated": truncated, "final_value": final_value, **extras}
             for key, value in step.items():
                 steps.setdefault(key, []).append(np.asarray(value))
+            self.policy.reset(terminated | truncated)
             self.episode_returns.extend(info.get("episode_returns", []))
             self.episode_lengths.extend(info.get("episode_lengths", []))
             self.obs = next_obs

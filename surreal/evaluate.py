@@ -49,6 +49,7 @@ def record_video(policy: Any, config: Any, path: str, max_frames: int = 2000) ->
     env = make_env(config.env.id, config.env, seed=config.run.seed, render=True)
     frames = []
     obs, _ = env.reset(seed=config.run.seed)
+    policy.reset(np.ones(1, bool))
     for _ in range(max_frames):
         try:
             frames.append(env.render())

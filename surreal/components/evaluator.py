@@ -19,6 +19,7 @@ def evaluate(policy: Policy, env: object, episodes: int,
     """
     returns: list[float | None] = [None] * episodes
     obs = env.reset()
+    policy.reset(np.ones(len(obs), bool))
     while any(r is None for r in returns) and not stop():
         action, _ = policy.act(obs, deterministic=True)
         obs, _, terminated, truncated, info = env.step(action)

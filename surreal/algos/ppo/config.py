@@ -49,3 +49,13 @@ class PPOConfig(LearnerConfig):
     """Hidden layer sizes of the policy and value MLPs."""
     activation: str = "tanh"
     """'tanh' or 'relu'."""
+    network: str = "mlp"
+    """'mlp', or 'conv_lstm': the paper's vision model (conv encoder on the camera image + proprio
+    -> LSTM -> actor/critic heads, trained with truncated BPTT; needs a `<camera>_image` key first
+    in env.obs_keys)."""
+    lstm_size: int = 100
+    """LSTM hidden units of the conv_lstm network."""
+    image_size: int = 84
+    """Height and width of the camera image the conv_lstm network reads (env.robosuite.camera_size)."""
+    bptt_length: int = 0
+    """conv_lstm: backpropagate through sub-trajectories of this many steps (0: the whole segment)."""

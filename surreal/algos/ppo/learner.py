@@ -27,10 +27,20 @@ class PPOLearner(Learner):
 
     config_class = PPOConfig
 
+    def __new__(cls, config: PPOConfig, env_info: EnvInfo) -> PPOLearner:
+        # algo.network=conv_lstm picks the recurrent vision learner (same config, same registry name)
+        if cls is PPOLearner and config.network == "conv_lstm":
+            from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
+
+            cls = RecurrentPPOLearner
+        return super().__new__(cls)
+
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
         super().__init__(config, env_info)
         if config.loss not in ("clip", "kl"):
             raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
+        if config.network not in ("mlp", "conv_lstm"):
+            raise ValueError(f"algo.network must be 'mlp' or 'conv_lstm', got {config.network!r}")
         self.model = ActorCritic(env_info, config.hidden_sizes, config.activation)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
         self.normalizer = RunningNormalizer(env_info.obs_shape) if config.norm_obs else None
@@ -39,6 +49,10 @@ class PPOLearner(Learner):
 
     @classmethod
     def make_policy(cls, config: PPOConfig, env_info: EnvInfo) -> PPOPolicy:
+        if config.network == "conv_lstm":
+            from surreal.algos.ppo.vision_policy import VisionPolicy
+
+            return VisionPolicy(config, env_info)
         return PPOPolicy(config, env_info)
 
     def learn(self, batch: Batch) -> dict[str, float]:
