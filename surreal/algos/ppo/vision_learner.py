@@ -1,0 +1,124 @@
+"""RecurrentPPOLearner: PPO on the conv+LSTM model with truncated BPTT over stored sub-trajectories."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from surreal.algos.ppo.config import PPOConfig
+from surreal.algos.ppo.learner import PPOLearner, _time_major
+from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
+from surreal.algos.ppo.vision_model import ConvLSTMActorCritic, proprio_dim, split_obs
+from surreal.core import Batch, Learner
+from surreal.normalizer import RunningNormalizer
+from surreal.spaces import EnvInfo
+
+SEQUENCE_KEYS = ("image", "proprio", "starts", "actions", "logprobs", "values", "advantages",
+                 "returns", "lstm_h", "lstm_c")
+
+
+def chunk(x: torch.Tensor, length: int) -> torch.Tensor:
+    """[T, B, ...] -> [length, (T // length) * B, ...]: cut each column into sub-trajectories."""
+    steps, batch = x.shape[:2]
+    parts = x.reshape(steps // length, length, batch, *x.shape[2:])
+    return parts.transpose(0, 1).reshape(length, (steps // length) * batch, *x.shape[2:])
+
+
+class RecurrentPPOLearner(PPOLearner):
+    """PPO for `algo.network=conv_lstm` (built by `PPOLearner` when the config asks for it).
+
+    Each segment an actor sends is cut into sub-trajectories of `algo.bptt_length` steps; the LSTM
+    restarts from the state the actor stored at the first step of each (the state travels with the
+    experience as `lstm_h`/`lstm_c`), is zeroed where an episode starts, and the loss
+    backpropagates through the whole sub-trajectory. Minibatches are sets of sub-trajectories.
+    """
+
+    def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
+        Learner.__init__(self, config, env_info)
+        if config.loss not in ("clip", "kl"):
+            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
+        self.model = ConvLSTMActorCritic(env_info, config.image_size, config.lstm_size,
+                                         config.hidden_sizes, config.activation)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
+        size = proprio_dim(env_info, config.image_size)
+        self.normalizer = RunningNormalizer((size,)) if config.norm_obs else None
+        self.kl_coef = config.kl_coef
+        self.iterations = 0
+
+    def sub_trajectories(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """The batch as sub-trajectories [bptt_length, n, ...] with GAE advantages and returns."""
+        cfg = self.config
+        steps = batch["reward"].shape[1]
+        length = cfg.bptt_length or steps
+        if steps % length:
+            raise ValueError(f"algo.bptt_length={length} must divide actor.rollout_length={steps}")
+        image, proprio = split_obs(_time_major(batch["obs"]).numpy(), cfg.image_size)
+        if self.normalizer is not None:
+            proprio = self.normalizer(proprio)
+        terminated, truncated = _time_major(batch["terminated"]), _time_major(batch["truncated"])
+        with torch.no_grad():
+            advantages, returns = gae(
+                _time_major(batch["reward"]), _time_major(batch["value"]),
+                torch.as_tensor(np.array(batch["next_value"])).reshape(-1), terminated, truncated,
+                _time_major(batch["final_value"]), cfg.gamma, cfg.gae_lambda)
+        starts = torch.zeros_like(terminated)
+        starts[1:] = terminated[:-1] | truncated[:-1]  # the actor reset its memory there
+        seq = {"image": torch.as_tensor(image), "proprio": torch.as_tensor(proprio),
+               "starts": starts, "actions": _time_major(batch["action"]),
+               "logprobs": _time_major(batch["logprob"]), "values": _time_major(batch["value"]),
+               "advantages": advantages, "returns": returns,
+               "lstm_h": _time_major(batch["lstm_h"]), "lstm_c": _time_major(batch["lstm_c"])}
+        return {k: chunk(seq[k], length) for k in SEQUENCE_KEYS}
+
+    def learn(self, batch: Batch) -> dict[str, float]:
+        cfg = self.config
+        if cfg.anneal_lr:
+            self.optimizer.param_groups[0]["lr"] = max(1.0 - self.progress, 0.0) * cfg.lr
+        seq = self.sub_trajectories(batch)
+        metrics = self._update(seq)
+        if self.normalizer is not None:
+            _, raw_proprio = split_obs(np.asarray(batch["obs"], np.float32), cfg.image_size)
+            self.normalizer.update(raw_proprio)
+        self.iterations += 1
+        y_pred, y_true = seq["values"].numpy().ravel(), seq["returns"].numpy().ravel()
+        var_y = np.var(y_true)
+        metrics["losses/explained_variance"] = float("nan") if var_y == 0 else float(
+            1 - np.var(y_true - y_pred) / var_y)
+        metrics["charts/learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
+        return metrics
+
+    def _update(self, seq: dict[str, torch.Tensor]) -> dict[str, float]:
+        cfg = self.config
+        columns = seq["image"].shape[1]
+        minibatch = max(columns // cfg.num_minibatches, 1)
+        stats: dict[str, torch.Tensor] = {}
+        epochs = 0
+        for _ in range(cfg.update_epochs):
+            epochs += 1
+            perm = torch.randperm(columns)
+            for start in range(0, columns, minibatch):
+                mb = perm[start:start + minibatch]
+                features, _, _ = self.model.unroll(
+                    seq["image"][:, mb], seq["proprio"][:, mb],
+                    (seq["lstm_h"][0, mb], seq["lstm_c"][0, mb]), seq["starts"][:, mb])
+                features = features.flatten(0, 1)
+                flat = {k: seq[k][:, mb].flatten(0, 1) for k in
+                        ("actions", "logprobs", "values", "advantages", "returns")}
+                dist = self.model.distribution(features)
+                loss, stats = ppo_loss(
+                    self.model.log_prob(dist, flat["actions"]), flat["logprobs"],
+                    flat["advantages"], self.model.value(features), flat["values"],
+                    flat["returns"], self.model.entropy(dist), cfg, self.kl_coef)
+                self.optimizer.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
+                self.optimizer.step()
+            if cfg.target_kl is not None and cfg.loss == "clip" and stats["losses/approx_kl"] > cfg.target_kl:
+                break  # early stop on KL
+        metrics = {k: float(v) for k, v in stats.items()}
+        if cfg.loss == "kl":
+            self.kl_coef = adapt_kl_coef(self.kl_coef, metrics["losses/approx_kl"],
+                                         cfg.target_kl or 0.01)
+            metrics["losses/kl_coef"] = self.kl_coef
+        metrics["losses/epochs"] = float(epochs)
+        return metrics
