@@ -86,13 +86,14 @@ def _run(plan, backend: str, quiet: bool) -> int:
     code = 130
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
     try:
-        code = monitor(handle, plan.run_dir, plan.config.run.stop_at_return, out=out)
+        code = monitor(handle, plan.run_dir, plan.config.run.stop_at_return, out=out,
+                       total=plan.config.run.steps)
     except KeyboardInterrupt:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
         _stop_and_keep_logs(handle, plan.run_dir.path / "logs")
         status = read_json(plan.run_dir.status_file, {}) or {}
-        click.echo(format_status(status, time.monotonic() - started))
+        click.echo(format_status(status, time.monotonic() - started, plan.config.run.steps))
         click.echo(f"done: {plan.run_dir.path} (surreal eval {plan.run_dir.path}; "
                    f"tensorboard --logdir {plan.run_dir.tensorboard})")
     return code

@@ -10,13 +10,13 @@ from surreal.rundir import RunDir, read_json
 ENDED = ("exited", "failed", "stopped", "unknown")
 
 
-def format_status(status: dict[str, Any], elapsed: float) -> str:
-    """One progress line from `status.json`."""
+def format_status(status: dict[str, Any], elapsed: float, total: int = 0) -> str:
+    """One progress line from `status.json` (`total`: the step budget, until the sink says)."""
     def num(key: str, fmt: str = "{:.1f}") -> str:
         value = status.get(key)
         return "-" if value is None else fmt.format(value)
 
-    return (f"[{elapsed:6.1f}s] step {status.get('global_step', 0):>9,}/{status.get('total_steps', 0):,}"
+    return (f"[{elapsed:6.1f}s] step {status.get('global_step', 0):>9,}/{status.get('total_steps') or total:,}"
             f" | {num('charts/sps', '{:,.0f}')} steps/s"
             f" | return {num('episodic_return')} | eval {num('charts/eval_return')}"
             f" | learner {num('charts/learner_its', '{:.2f}')} it/s"
@@ -25,7 +25,7 @@ def format_status(status: dict[str, Any], elapsed: float) -> str:
 
 
 def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
-            every_s: float = 2.0, out: TextIO | None = None) -> int:
+            every_s: float = 2.0, out: TextIO | None = None, total: int = 0) -> int:
     """Print progress until the learner ends (or the eval target is reached); returns the exit code.
 
     The caller stops the experiment afterwards (also on Ctrl-C).
@@ -38,7 +38,7 @@ def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
         status = read_json(run_dir.status_file, {}) or {}
         now = time.monotonic()
         if out is not None and now - last_print >= every_s:
-            print(format_status(status, now - started), file=out, flush=True)
+            print(format_status(status, now - started, total), file=out, flush=True)
             last_print = now
         if learner is not None and learner.state == "exited":
             return 0

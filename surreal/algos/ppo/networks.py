@@ -10,6 +10,8 @@ from torch.distributions import Categorical, Normal
 from surreal.spaces import EnvInfo
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+# Argument validation costs more than the math for these small batches (actors call it per step).
+torch.distributions.Distribution.set_default_validate_args(False)
 
 
 def layer_init(layer: nn.Linear, std: float = np.sqrt(2), bias: float = 0.0) -> nn.Linear:
