@@ -25,11 +25,17 @@ def find_provider_mirror(provider: str = AWS_PROVIDER) -> Path | None:
     return None
 
 
-def write_mirror_cli_config(path: str | Path, mirror: str | Path) -> Path:
-    """A terraform CLI config that installs hashicorp providers from `mirror` only (no network)."""
+def write_mirror_cli_config(path: str | Path, mirror: str | Path, cache_dir: str | Path | None = None) -> Path:
+    """A terraform CLI config that installs hashicorp providers from `mirror` only (no network).
+
+    With `cache_dir`, terraform copies the (large) provider there once and links it into every
+    working directory after that, instead of copying it into each.
+    """
     path = Path(path)
+    cache = f'plugin_cache_dir = "{cache_dir}"\n' if cache_dir else ""
     path.write_text(
-        "provider_installation {\n"
+        cache
+        + "provider_installation {\n"
         "  filesystem_mirror {\n"
         f'    path    = "{mirror}"\n'
         '    include = ["registry.terraform.io/hashicorp/*"]\n'

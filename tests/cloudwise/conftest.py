@@ -30,13 +30,21 @@ def terraform_bin() -> str:
     return path
 
 
-@pytest.fixture
-def offline_terraform(terraform_bin, tmp_path_factory, monkeypatch) -> Path:
-    """terraform set up to install the AWS provider from the local filesystem mirror only."""
+@pytest.fixture(scope="session")
+def mirror_cli_config(tmp_path_factory) -> Path:
+    """A terraform CLI config: providers from the local mirror, through one cache for the session."""
     mirror = find_provider_mirror()
     if mirror is None:
         pytest.skip("no terraform filesystem mirror with hashicorp/aws (set CLOUDWISE_TF_MIRROR)")
-    config = write_mirror_cli_config(tmp_path_factory.mktemp("tfrc") / "terraformrc", mirror)
+    folder = tmp_path_factory.mktemp("tfrc")
+    (folder / "cache").mkdir()
+    return write_mirror_cli_config(folder / "terraformrc", mirror, folder / "cache")
+
+
+@pytest.fixture
+def offline_terraform(terraform_bin, mirror_cli_config, monkeypatch) -> Path:
+    """terraform set up to install the AWS provider from the local filesystem mirror only."""
+    config = mirror_cli_config
     monkeypatch.setenv("TF_CLI_CONFIG_FILE", str(config))
     monkeypatch.setenv("TF_IN_AUTOMATION", "1")
     monkeypatch.setenv("CHECKPOINT_DISABLE", "1")

@@ -1,4 +1,7 @@
-"""The rendered EKS terraform inits, validates and plans with no network (provider from a local mirror)."""
+"""The rendered EKS terraform inits, validates and plans with no network (provider from a local mirror).
+
+Each terraform command here starts the 700 MB AWS provider, so the tests keep to few commands.
+"""
 
 import shutil
 import subprocess
@@ -28,7 +31,7 @@ def test_golden_eks_inits_validates_and_plans_offline(offline_terraform, tmp_pat
     runner.validate()
     assert runner.plan() is True
     out = capfd.readouterr().out
-    assert "Installed hashicorp/aws v5.100" in out or "Using previously-installed hashicorp/aws" in out
+    assert "hashicorp/aws v5.100" in out
     assert "Success! The configuration is valid." in out
     assert "aws_eks_node_group.learner_a100 will be created" in out
 
@@ -42,4 +45,3 @@ def test_cloudwise_plan_on_the_reference_eks_cluster_offline(offline_terraform, 
     assert "Plan: 19 to add, 0 to change, 0 to destroy." in result.stdout
     assert 'instance_types         = [\n          + "p3.8xlarge",' in result.stdout
     assert "Run `cloudwise apply` to make these changes." in result.stdout
-    TerraformRunner(tmp_path).validate()
