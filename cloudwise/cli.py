@@ -49,8 +49,9 @@ def main(ctx: click.Context, directory: Path) -> None:
               help="Extra pool, e.g. 'name=eval,cpu=4,gpu_type=t4,gpu=1,max_nodes=2' (repeatable).")
 @click.option("--no-input", is_flag=True, help="Never prompt: use defaults, fail on missing required values.")
 @click.option("--force", is_flag=True, help="Overwrite an existing cloudwise.yaml.")
+@click.option("--dry-run", is_flag=True, help="Ask, check and show the cluster; write nothing.")
 @click.pass_obj
-def init(directory: Path, no_input: bool, force: bool, pools: tuple[str, ...], **answers) -> None:
+def init(directory: Path, no_input: bool, force: bool, dry_run: bool, pools: tuple[str, ...], **answers) -> None:
     """Create cloudwise.yaml and its terraform with a short wizard.
 
     Every prompt is also a flag, so `cloudwise init --provider aws --region us-west-2 --preset
@@ -59,6 +60,11 @@ def init(directory: Path, no_input: bool, force: bool, pools: tuple[str, ...], *
     from cloudwise.wizard import Answers, collect, summary, write_cluster
 
     spec = collect(Answers(pools=list(pools), **answers), interactive=not no_input)
+    if dry_run:
+        from cloudwise.resolve import resolve
+
+        click.echo(summary(resolve(spec), directory, dry_run=True))
+        return
     resolved = write_cluster(spec, directory, force)
     click.echo(summary(resolved, directory))
 
@@ -71,9 +77,8 @@ def init(directory: Path, no_input: bool, force: bool, pools: tuple[str, ...], *
 @click.option("--memory-gb", type=float, help="Memory needed, GB.")
 @click.option("--gpu-type", help="GPU model: k80, p100, v100, t4, a100, l4, a10g.")
 @click.option("--gpu", type=int, default=0, help="GPUs needed.")
-@click.option("--spot", is_flag=True, help="(Shown for completeness; prices are on-demand.)")
 def machine_type(provider: str, region: str | None, zone: str | None, cpu: int | None,
-                 memory_gb: float | None, gpu_type: str | None, gpu: int, spot: bool) -> None:
+                 memory_gb: float | None, gpu_type: str | None, gpu: int) -> None:
     """Print the machine type cloudwise would choose for a request, and why."""
     from cloudwise.catalog import Catalog, describe_request, fits_request
     from cloudwise.presets import DEFAULT_REGION

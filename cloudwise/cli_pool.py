@@ -48,12 +48,21 @@ def _changes(labels: tuple[str, ...], taints: tuple[str, ...], **fields) -> dict
     return changes
 
 
-def _save(spec: ClusterSpec, directory: Path, message: str) -> None:
+DRY_RUN = click.option("--dry-run", is_flag=True, help="Check and show the change; write nothing.")
+
+
+def _save(spec: ClusterSpec, directory: Path, message: str, dry_run: bool, pool: str | None = None) -> None:
     """Check the whole cluster against the catalog, then save the spec and re-render the terraform."""
     from cloudwise.render import write
     from cloudwise.resolve import resolve
 
-    resolve(spec)
+    resolved = resolve(spec)
+    chosen = [p.choice.describe() for p in resolved.pools if p.name == pool]
+    if chosen:
+        message += f" Nodes: {chosen[0]}."
+    if dry_run:
+        click.echo(f"(dry run, nothing written) {message}")
+        return
     spec.save(directory)
     write(spec, directory)
     click.echo(message)
@@ -85,8 +94,9 @@ def list_pools(directory: Path) -> None:
 @pool.command()
 @click.argument("name")
 @_pool_options
+@DRY_RUN
 @click.pass_obj
-def add(directory: Path, name: str, labels, taints, **fields) -> None:
+def add(directory: Path, name: str, labels, taints, dry_run: bool, **fields) -> None:
     """Add pool NAME, e.g. `cloudwise pool add eval --cpu 4 --gpu-type t4 --gpu 1 --max-nodes 2`."""
     spec = ClusterSpec.load(directory)
     if any(p.name == name for p in spec.pools):
@@ -95,27 +105,29 @@ def add(directory: Path, name: str, labels, taints, **fields) -> None:
     changes.setdefault("max_nodes", max(1, changes.get("min_nodes", 0)))
     new = NodePoolSpec.from_dict({"name": name, **changes})
     spec.pools.append(new)
-    _save(spec, directory, f"Added pool {name!r}.")
+    _save(spec, directory, f"Added pool {name!r}.", dry_run, name)
 
 
 @pool.command()
 @click.argument("name")
+@DRY_RUN
 @click.pass_obj
-def remove(directory: Path, name: str) -> None:
+def remove(directory: Path, name: str, dry_run: bool) -> None:
     """Remove pool NAME (its nodes go away at the next apply)."""
     spec = ClusterSpec.load(directory)
     spec.pool(name)
     if len(spec.pools) == 1:
         raise SpecError(f"{name!r} is the only pool; add another first, or `cloudwise destroy` the cluster")
     spec.pools = [p for p in spec.pools if p.name != name]
-    _save(spec, directory, f"Removed pool {name!r}.")
+    _save(spec, directory, f"Removed pool {name!r}.", dry_run)
 
 
 @pool.command()
 @click.argument("name")
 @_pool_options
+@DRY_RUN
 @click.pass_obj
-def edit(directory: Path, name: str, labels, taints, **fields) -> None:
+def edit(directory: Path, name: str, labels, taints, dry_run: bool, **fields) -> None:
     """Change pool NAME: only the options given change (labels and taints are replaced)."""
     spec = ClusterSpec.load(directory)
     old = spec.pool(name)
@@ -126,4 +138,5 @@ def edit(directory: Path, name: str, labels, taints, **fields) -> None:
         changes.setdefault("gpu_type", None)
     new = dataclasses.replace(old, **changes)
     spec.pools = [new if p.name == name else p for p in spec.pools]
-    _save(spec, directory, f"Changed pool {name!r}: " + ", ".join(f"{k}={v}" for k, v in changes.items()))
+    what = ", ".join(f"{k}={v}" for k, v in changes.items())
+    _save(spec, directory, f"Changed pool {name!r}: {what}.", dry_run, name)

@@ -112,10 +112,10 @@ def write_cluster(spec: ClusterSpec, directory: Path, force: bool) -> ResolvedCl
     return resolved
 
 
-def summary(resolved: ResolvedCluster, directory: Path) -> str:
-    """What was written, the pools and their machines, and the next steps."""
+def summary(resolved: ResolvedCluster, directory: Path, dry_run: bool = False) -> str:
+    """What was (or would be) written, the pools and their machines, and the next steps."""
     spec = resolved.spec
-    lines = [f"Wrote {directory / DEFAULT_FILENAME} and its terraform for {spec.provider} "
+    lines = [f"{'Would write' if dry_run else 'Wrote'} {directory / DEFAULT_FILENAME} and its terraform for {spec.provider} "
              f"cluster {spec.name!r} in {resolved.location}.", "", "Node pools:"]
     for pool in resolved.pools:
         n = pool.node

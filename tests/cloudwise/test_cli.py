@@ -95,6 +95,21 @@ def test_pool_changes_that_break_the_spec_leave_it_untouched(aws_dir):
     assert ((aws_dir / "cloudwise.yaml").read_text(), (aws_dir / "pools.tf").read_text()) == before
 
 
+def test_dry_runs_check_and_show_but_write_nothing(aws_dir, tmp_path_factory):
+    before = {p.name: p.read_text() for p in aws_dir.iterdir()}
+    out = cw("-C", str(aws_dir), "pool", "add", "gpu", "--gpu-type", "t4", "--gpu", "1", "--dry-run").output
+    assert "(dry run, nothing written) Added pool 'gpu'. Nodes: g4dn.xlarge" in out
+    out = cw("-C", str(aws_dir), "pool", "edit", "default", "--cpu", "16", "--dry-run").output
+    assert "Nodes: c5.4xlarge" in out
+    result = cw("-C", str(aws_dir), "pool", "remove", "default", "--dry-run", ok=False)
+    assert "only pool" in result.output
+    assert {p.name: p.read_text() for p in aws_dir.iterdir()} == before
+    empty = tmp_path_factory.mktemp("dry")
+    out = cw("-C", str(empty), "init", "--provider", "aws", "--preset", "surreal", "--no-input", "--dry-run").output
+    assert out.startswith("Would write") and "p3.8xlarge" in out
+    assert list(empty.iterdir()) == []
+
+
 def test_machine_type_prints_the_choice_and_why():
     out = cw("machine-type", "--provider", "aws", "--cpu", "8", "--gpu-type", "v100", "--gpu", "1").output
     assert out.startswith("p3.2xlarge (8 vCPU, 61 GB, 1 x v100")
