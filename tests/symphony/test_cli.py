@@ -80,8 +80,8 @@ BAD = {
 }
 
 
-@pytest.mark.parametrize("backend", ["local", "tmux"])
-@pytest.mark.parametrize("case", sorted(BAD))
+@pytest.mark.parametrize("case, backend", [(case, "local") for case in sorted(BAD)] + [
+    ("program not found", "tmux"), ("unbound connects", "tmux"), ("empty command", "tmux")])
 def test_bad_input_is_a_clear_error_and_starts_nothing(case, backend, tmp_path, symphony_home, request):
     if backend == "tmux":
         request.getfixturevalue("tmux_socket")  # anything that started would land on its own server
