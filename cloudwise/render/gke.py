@@ -61,6 +61,8 @@ def _pool(cluster: ResolvedCluster, pool: ResolvedPool) -> Block:
     out.add(block("autoscaling", attrs={counts[0]: node.min_nodes, counts[1]: node.max_nodes}))
     out.add(block("management", attrs={"auto_repair": True, "auto_upgrade": True}))
     out.add(_node_config(pool))
+    # initial_node_count forces a new pool when changed; min_nodes edits go through autoscaling.
+    out.add(block("lifecycle", attrs={"ignore_changes": [Raw("initial_node_count")]}))
     return out
 
 

@@ -25,6 +25,9 @@ resource "google_container_node_pool" "system" {
       "cloudwise.io/gpu-count" = "0"
     }
   }
+  lifecycle {
+    ignore_changes = [initial_node_count]
+  }
 }
 
 resource "google_container_node_pool" "actors_8" {
@@ -53,6 +56,9 @@ resource "google_container_node_pool" "actors_8" {
       "cloudwise.io/gpu-count" = "0"
     }
   }
+  lifecycle {
+    ignore_changes = [initial_node_count]
+  }
 }
 
 resource "google_container_node_pool" "actors_32" {
@@ -80,6 +86,9 @@ resource "google_container_node_pool" "actors_32" {
       "cloudwise.io/gpu-type"  = "none"
       "cloudwise.io/gpu-count" = "0"
     }
+  }
+  lifecycle {
+    ignore_changes = [initial_node_count]
   }
 }
 
@@ -120,6 +129,9 @@ resource "google_container_node_pool" "learner_1gpu" {
       effect = "NO_SCHEDULE"
     }
   }
+  lifecycle {
+    ignore_changes = [initial_node_count]
+  }
 }
 
 resource "google_container_node_pool" "learner_4gpu" {
@@ -158,5 +170,8 @@ resource "google_container_node_pool" "learner_4gpu" {
       value  = "present"
       effect = "NO_SCHEDULE"
     }
+  }
+  lifecycle {
+    ignore_changes = [initial_node_count]
   }
 }

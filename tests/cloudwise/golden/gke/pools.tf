@@ -25,6 +25,9 @@ resource "google_container_node_pool" "system" {
       "cloudwise.io/gpu-count" = "0"
     }
   }
+  lifecycle {
+    ignore_changes = [initial_node_count]
+  }
 }
 
 resource "google_container_node_pool" "actors" {
@@ -53,6 +56,9 @@ resource "google_container_node_pool" "actors" {
       "cloudwise.io/gpu-count" = "0"
       team                     = "rl"
     }
+  }
+  lifecycle {
+    ignore_changes = [initial_node_count]
   }
 }
 
@@ -99,6 +105,9 @@ resource "google_container_node_pool" "render" {
       effect = "NO_EXECUTE"
     }
   }
+  lifecycle {
+    ignore_changes = [initial_node_count]
+  }
 }
 
 resource "google_container_node_pool" "learner_a100" {
@@ -139,6 +148,9 @@ resource "google_container_node_pool" "learner_a100" {
       effect = "NO_SCHEDULE"
     }
   }
+  lifecycle {
+    ignore_changes = [initial_node_count]
+  }
 }
 
 resource "google_container_node_pool" "fixed" {
@@ -165,5 +177,8 @@ resource "google_container_node_pool" "fixed" {
       "cloudwise.io/gpu-type"  = "none"
       "cloudwise.io/gpu-count" = "0"
     }
+  }
+  lifecycle {
+    ignore_changes = [initial_node_count]
   }
 }
