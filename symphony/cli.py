@@ -118,7 +118,8 @@ def launch(file: str, backend: str | None, name: str | None, detach: bool, dry_r
 def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
     """List experiments: name, owner, backend, status, age, running/total processes."""
     records = Records()
-    names = sorted({r.backend for r in records.all()} | set(extra))
+    always = load_config().get("list_backends") or []  # e.g. [kube] for a team's shared cluster
+    names = sorted({r.backend for r in records.all()} | set(extra) | set(always))
     rows = []
     for name in names:
         try:

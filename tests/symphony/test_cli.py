@@ -186,3 +186,14 @@ def test_bad_name_and_bad_backend_option_are_errors_that_start_nothing(tmp_path,
     assert "unknown local backend option(s) ['colour']; known: grace_s" in unknown.stderr
     assert "unknown local backend option(s)" in cli("launch", str(path), "--dry-run", "-o", "colour=red").stderr
     assert Records().all() == [] and not marker.exists()
+
+
+def test_config_file_sets_default_backend_and_backend_options(tmp_path, symphony_home, monkeypatch):
+    config = tmp_path / "config.yaml"
+    config.write_text("backend: test\nbackend_options: {test: {colour: red}}\nlist_backends: [nomad]\n")
+    monkeypatch.setenv("SYMPHONY_CONFIG", str(config))
+    path, marker = _write(tmp_path, GOOD)
+    result = cli("launch", str(path))
+    assert "unknown test backend option(s) ['colour']" in result.stderr  # both settings were read
+    assert "cannot list nomad experiments: unknown backend 'nomad'" in cli("list").stderr
+    assert not marker.exists()
