@@ -12,7 +12,9 @@ from typing import Any, TypeVar
 
 import psutil
 
+from symphony.backends import get_backend
 from symphony.proctree import RUN_ID_ENV
+from symphony.records import Records
 
 T = TypeVar("T")
 
@@ -47,6 +49,15 @@ def processes_with_run_id(run_id: str) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def stop_everything(records: Records) -> None:
+    """Force-delete every experiment in `records` still running (test teardown)."""
+    for record in records.all():
+        try:
+            get_backend(record.backend, records=records).delete(record, force=True)
+        except Exception:  # noqa: BLE001 - teardown: try the others regardless
+            continue
 
 
 def env_with(**overrides: str) -> dict[str, str]:

@@ -5,7 +5,7 @@ import shutil
 import pytest
 
 from symphony.records import Records
-from symphony.testing import kill_tmux_server, tmux_socket_name
+from symphony.testing import kill_tmux_server, stop_everything, tmux_socket_name
 
 
 @pytest.fixture
@@ -14,7 +14,8 @@ def symphony_home(tmp_path, monkeypatch):
     home = tmp_path / "symphony-home"
     monkeypatch.setenv("SYMPHONY_HOME", str(home))
     monkeypatch.setenv("SYMPHONY_CONFIG", str(tmp_path / "no-config.yaml"))
-    return home
+    yield home
+    stop_everything(Records(home))  # a test that failed half-way leaves no process behind
 
 
 @pytest.fixture
