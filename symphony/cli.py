@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -55,10 +56,24 @@ def _backend_options(name: str, pairs: tuple[str, ...] = ()) -> dict[str, Any]:
     options = dict((load_config().get("backend_options") or {}).get(name) or {})
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="--option")
-        options[key.replace("-", "_")] = yaml.safe_load(value) if value else ""
+        if not sep:  # `-o DIR`: where --dry-run writes its files (kube manifests, compose file)
+            key, value = "output", pair
+        options[key.replace("-", "_")] = _option_value(value)
     return options
+
+
+def _option_value(text: str) -> Any:
+    """A -o value: YAML for {...}/[...], numbers and booleans; anything else stays a string.
+
+    Plain YAML would read `2:00:00` (a Slurm time limit) as the sexagesimal int 7200.
+    """
+    if text.startswith(("{", "[")):
+        return yaml.safe_load(text)
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    if re.fullmatch(r"-?(\d+\.\d*|\.\d+)([eE]-?\d+)?|-?\d+[eE]-?\d+", text):
+        return float(text)
+    return {"true": True, "false": False, "null": None, "": ""}.get(text.lower(), text)
 
 
 def _backend(name: str, records: Records) -> Backend:
@@ -74,7 +89,8 @@ def _backend(name: str, records: Records) -> Backend:
               help="Return once started (local: the supervisor stays in the background).")
 @click.option("--dry-run", is_flag=True, help="Validate and print what would start; start nothing.")
 @click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
-              help="Backend option, e.g. -o grace_s=2 (local) or -o socket=mine (tmux).")
+              help="Backend option, e.g. -o grace_s=2 (local), -o socket=mine (tmux); "
+                   "a bare -o DIR is where --dry-run writes files (-o output=DIR).")
 @_errors
 def launch(file: str, backend: str | None, name: str | None, detach: bool, dry_run: bool,
            options: tuple[str, ...]) -> None:
@@ -179,6 +195,8 @@ def describe(experiment: str, backend: str | None) -> None:
                       _duration(uptime) if uptime is not None else "-",
                       "-" if p.exit_code is None else str(p.exit_code)))
     _print_table(table)
+    for key, value in status.details.items():  # e.g. slurm: one line per job with its state and log
+        click.echo(f"{key}: {value}")
 
 
 @main.command()

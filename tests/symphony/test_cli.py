@@ -197,3 +197,25 @@ def test_config_file_sets_default_backend_and_backend_options(tmp_path, symphony
     assert "unknown test backend option(s) ['colour']" in result.stderr  # both settings were read
     assert "cannot list nomad experiments: unknown backend 'nomad'" in cli("list").stderr
     assert not marker.exists()
+
+
+def test_a_bare_dash_o_is_the_dry_run_output_folder(tmp_path, symphony_home):
+    out = tmp_path / "manifests"
+    result = cli("launch", "examples/03_kube/echo.py", "-b", "kube", "--dry-run", "-o", str(out))
+    assert result.returncode == 0, result.stderr
+    kinds = sorted(p.name.split("-")[1] for p in out.glob("*.yaml"))
+    assert "namespace" in kinds and "service" in kinds and "networkpolicy" in kinds
+    assert not symphony_home.exists()
+
+
+def test_option_values_keep_colons_as_strings_and_parse_numbers_and_yaml(tmp_path, symphony_home):
+    from symphony.cli import _option_value
+
+    assert _option_value("2:00:00") == "2:00:00"  # plain YAML would make this 7200
+    assert _option_value("90") == 90 and _option_value("1.5") == 1.5 and _option_value("true") is True
+    assert _option_value("{learner: [creds]}") == {"learner": ["creds"]}
+    assert _option_value("me/exp:1") == "me/exp:1"
+    result = cli("launch", "examples/01_ring/ring.py", "-b", "slurm", "--dry-run",
+                 "-o", "time_limit=2:00:00")
+    assert result.returncode == 0, result.stderr
+    assert "#SBATCH --time=2:00:00" in result.stdout
