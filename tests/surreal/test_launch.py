@@ -83,3 +83,17 @@ def test_custom_learner_from_a_file(tmp_path):
     (run,) = (tmp_path / "runs").glob("*/t1")
     names = {r["name"] for r in metric_records(run)}
     assert "losses/policy_loss" in names and "charts/episodic_return" in names
+
+
+@pytest.mark.tmux
+def test_same_run_on_the_tmux_backend(tmp_path):
+    import shutil
+
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (make system-deps)")
+    result = surreal_cli(["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "1",
+                          "--steps", "1000", "--backend", "tmux", "--name", "tm", "--trial", "a",
+                          *QUICK], tmp_path, tmp_path / "home")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "runs" / "tm" / "a" / "checkpoints" / "latest.pt").is_file()
+    assert "losses/policy_loss" in {r["name"] for r in metric_records(tmp_path / "runs" / "tm" / "a")}
