@@ -17,7 +17,7 @@ import zmq
 from caraml.auth import Curve
 from caraml.errors import MalformedMessage
 from caraml.reader import deserialize
-from caraml.sockets import Endpoint, recv_frames
+from caraml.sockets import Endpoint, recv_frames, send_frames
 from caraml.wire import serialize
 
 _END = b"\x00"  # topic terminator: turns ZeroMQ's prefix matching into exact matching
@@ -36,7 +36,7 @@ class Publisher(Endpoint):
 
     def publish(self, topic: str, obj: Any) -> None:
         """Send ``obj`` to every subscriber of ``topic``; never blocks (slow peers drop)."""
-        self._sock.send_multipart([_topic_frame(topic), *serialize(obj)], copy=False)
+        send_frames(self._sock, [_topic_frame(topic), *serialize(obj)])
 
 
 class Subscriber(Endpoint):

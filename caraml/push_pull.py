@@ -17,7 +17,7 @@ import zmq
 from caraml.auth import Curve
 from caraml.errors import MalformedMessage
 from caraml.reader import deserialize, fast_single
-from caraml.sockets import Endpoint, recv_rest
+from caraml.sockets import Endpoint, recv_rest, send_frames
 from caraml.wire import INLINE_MAX, serialize, small_frame
 
 
@@ -33,11 +33,7 @@ class Pusher(Endpoint):
         if type(obj) is np.ndarray and obj.nbytes <= INLINE_MAX:
             self._sock.send(small_frame(obj))  # one frame, no send_multipart overhead
             return
-        frames = serialize(obj)
-        if len(frames) == 1:
-            self._sock.send(frames[0])
-        else:
-            self._sock.send_multipart(frames, copy=False)
+        send_frames(self._sock, serialize(obj))
 
 
 class Puller(Endpoint):

@@ -24,6 +24,7 @@ from caraml.wire import (
 _loads = json.JSONDecoder().decode
 _PARSED: dict[bytes, tuple] = {}  # header JSON -> (tree, layout)
 _PLANS: dict[bytes, tuple] = {}  # header JSON of a lone inline array -> plan as in _LAST_IN
+_BIG: dict[bytes, tuple] = {}  # header frame of a lone array in one frame -> (dtype, shape, nbytes)
 # The last plan received: a repeated small array is decoded without any lookup.
 _LAST_IN: tuple = (b"\xff", (), np.dtype("u1"), -1, 0)  # header, shape, dtype, length, offset
 
@@ -38,9 +39,8 @@ def deserialize(frames: Sequence[Any], max_size: int | None = None) -> Any:
     Raises:
         MalformedMessage: truncated, garbled, foreign, too large, or an error reply.
     """
-    if len(frames) == 1 and type(frames[0]) is bytes and (max_size is None
-                                                            or len(frames[0]) <= max_size):
-        arr = fast_single(frames[0])
+    if type(frames[0]) is bytes if frames else False:
+        arr = _fast(frames, max_size)
         if arr is not None:
             return arr
     kind, obj = decode(frames, max_size)
@@ -82,6 +82,21 @@ def decode(frames: Sequence[Any], max_size: int | None = None) -> tuple[int, Any
         raise
     except Exception as exc:  # any garbled field ends here, never in the caller's loop
         raise MalformedMessage(f"garbled caraml message: {type(exc).__name__}: {exc}") from None
+
+
+def _fast(frames: Sequence[Any], max_size: int | None) -> np.ndarray | None:
+    """A lone array in a message whose header was decoded before; None for anything else."""
+    head = frames[0]
+    if len(frames) == 1:
+        return fast_single(head) if max_size is None or len(head) <= max_size else None
+    plan = _BIG.get(head) if len(frames) == 2 else None
+    if plan is None:
+        return None
+    data = frames[1]
+    buf = data.buffer if hasattr(data, "buffer") else memoryview(data)
+    if buf.nbytes != plan[2] or (max_size is not None and buf.nbytes > max_size):
+        return None
+    return np.frombuffer(buf, plan[0]).reshape(plan[1])
 
 
 def fast_single(head: bytes) -> np.ndarray | None:
@@ -136,6 +151,10 @@ def _rebuild(head: memoryview, bufs: list[memoryview], jlen: int) -> Any:
     out = _Decoder(_buffers(head, end, bufs, layout)).decode(tree)
     if len(bufs) == 1 and jlen < 1024 and key not in _PLANS:
         _remember_plan(head, key, tree, layout)  # only after a full decode proved it consistent
+    elif len(bufs) == 2 and layout == [-1] and end == head.nbytes and type(out) is np.ndarray:
+        spec = tree.get("n") if type(tree) is dict else None
+        if spec and spec[3] == "C" and len(_BIG) < CACHE_MAX:
+            _BIG[head.tobytes()] = (out.dtype, out.shape, bufs[1].nbytes)
     return out
 
 

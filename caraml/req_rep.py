@@ -21,7 +21,7 @@ import zmq
 from caraml.auth import Curve
 from caraml.errors import MalformedMessage, RemoteError, RequestTimeout
 from caraml.reader import decode, deserialize
-from caraml.sockets import Endpoint, attach, make_socket, recv_frames
+from caraml.sockets import Endpoint, attach, make_socket, recv_frames, send_frames
 from caraml.wire import KIND_DATA, KIND_ERROR, serialize
 
 log = logging.getLogger("caraml")
@@ -52,7 +52,7 @@ class Client(Endpoint):
         frames = serialize(obj)
         wait_ms = int(1000 * (self.timeout if timeout is None else timeout))
         for _ in range(1 + self.retries):
-            self._sock.send_multipart(frames, copy=False)
+            send_frames(self._sock, frames)
             if self._sock.poll(wait_ms, zmq.POLLIN):
                 kind, reply = decode(recv_frames(self._sock, strict=True), self.max_size)
                 if kind == KIND_DATA:
@@ -117,7 +117,8 @@ class Server(Endpoint):
                     self._ctrl_recv.recv()
                     return
                 if self._sock in events:
-                    self._sock.send_multipart(self._answer(recv_frames(self._sock, strict=True)), copy=False)
+                    request = recv_frames(self._sock, strict=True)
+                    send_frames(self._sock, self._answer(request))
         finally:
             self._done.set()
 

@@ -70,6 +70,13 @@ def attach(sock: zmq.Socket, address: str, bind: bool) -> str:
                           "'tcp://127.0.0.1:5555', 'tcp://*:5555' or 'ipc:///tmp/name'") from None
 
 
+def send_frames(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
+    """Send a multipart message: bytes frames copied (they are small), buffers zero-copy."""
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        sock.send(frame, flags | (zmq.SNDMORE if i < last else 0), copy=type(frame) is bytes)
+
+
 def recv_frames(sock: zmq.Socket, strict: bool = False) -> list:
     """Receive one multipart message: frame 0 as bytes, later frames zero-copy as zmq.Frame.
 

@@ -205,6 +205,19 @@ def _small_array_header(obj: np.ndarray) -> bytes:
     return head
 
 
+def _big_array_header(obj: np.ndarray) -> bytes:
+    key = (obj.dtype, obj.shape, -1)
+    head = _ARRAY_HEADERS.get(key)
+    if head is None:
+        check_dtype(obj.dtype)
+        tree = [{"n": [0, dtype_to_json(obj.dtype), list(obj.shape), "C"]}, [-1]]
+        head = _header(KIND_DATA, _dumps(tree).encode(), 1)
+        if len(_ARRAY_HEADERS) > CACHE_MAX:
+            _ARRAY_HEADERS.clear()
+        _ARRAY_HEADERS[key] = head
+    return head
+
+
 def serialize(obj: Any, *, kind: int = KIND_DATA) -> list:
     """Turn an object into a list of frames for ``send_multipart(frames, copy=False)``.
 
@@ -220,8 +233,11 @@ def serialize(obj: Any, *, kind: int = KIND_DATA) -> list:
     Raises:
         CaramlError: the object holds a type caraml does not send.
     """
-    if type(obj) is np.ndarray and kind == KIND_DATA and obj.nbytes <= INLINE_MAX:
-        return [small_frame(obj)]
+    if type(obj) is np.ndarray and kind == KIND_DATA:
+        if obj.nbytes <= INLINE_MAX:
+            return [small_frame(obj)]
+        if obj.flags.c_contiguous:  # the common large case: a cached header and the data
+            return [_big_array_header(obj), obj.reshape(-1).view(np.uint8)]
     enc = _Encoder()
     tree = enc.encode(obj)
     head = _header(kind, _dumps([tree, enc.layout]).encode(), len(enc.frames))

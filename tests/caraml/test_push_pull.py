@@ -56,3 +56,19 @@ def test_ten_thousand_garbled_messages_are_rejected_and_pulling_goes_on(addr):
             raw.close()
         assert got == "still alive"
         assert puller.malformed >= 9_000  # the rest is leftover parts or valid-looking prefixes
+
+
+def test_socket_max_size_drops_oversized_messages_and_keeps_the_rest(addr):
+    with caraml.Puller(addr, max_size=10_000) as puller, caraml.Pusher(addr) as pusher:
+        pusher.push(np.zeros(100_000, np.uint8))  # ZeroMQ cuts the sender off: never delivered
+        with pytest.raises(caraml.RequestTimeout):
+            puller.pull(timeout=0.3)
+        for _ in range(200):  # the pusher reconnects by itself; small messages get through
+            pusher.push("small")
+            try:
+                assert puller.pull(timeout=0.05) == "small"
+                break
+            except caraml.RequestTimeout:
+                continue
+        else:
+            raise AssertionError("small messages never arrived after the oversized one")

@@ -156,3 +156,15 @@ def test_max_size_rejects_large_messages():
     with pytest.raises(caraml.MessageTooLarge, match="max_size"):
         caraml.deserialize(frames, max_size=50_000)
     assert caraml.deserialize(frames, max_size=200_000).shape == (100_000,)
+
+
+def test_cached_fast_paths_still_reject_wrong_sizes():
+    for arr in (np.arange(10, dtype=np.int16), np.arange(100_000, dtype=np.int16)):
+        frames = [bytes(memoryview(f)) for f in caraml.serialize(arr)]
+        assert np.array_equal(caraml.deserialize(frames), arr)  # decoded once: now cached
+        assert np.array_equal(caraml.deserialize(frames), arr)  # through the fast path
+        short = [*frames[:-1], frames[-1][:-2]]
+        with pytest.raises(caraml.MalformedMessage):
+            caraml.deserialize(short)
+        with pytest.raises(caraml.MessageTooLarge):
+            caraml.deserialize(frames, max_size=arr.nbytes // 2)
