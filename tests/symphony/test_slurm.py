@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -207,6 +209,21 @@ def test_detached_ring_list_describe_logs_exec_delete_leaves_nothing(cluster):
     assert not set(ids) & set(cluster.squeue_ids())
     assert experiment_processes("live") == []
     assert "live" not in cli("list", "--all").stdout
+
+
+def test_ctrl_c_on_an_attached_launch_cancels_every_job(cluster):
+    attached = subprocess.Popen(
+        [sys.executable, "-m", "symphony", "launch", str(RING), "-b", "slurm", "--name", "ctrl-c"],
+        env=env_with(RING_ROUNDS="0"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: len(experiment_processes("ctrl-c")) >= 6, 60, what="the ring to run")
+        ids = job_ids("ctrl-c")
+        attached.send_signal(signal.SIGINT)
+        attached.communicate(timeout=90)
+    finally:
+        attached.kill()
+    assert not set(ids) & set(cluster.squeue_ids())
+    assert experiment_processes("ctrl-c") == []
 
 
 def test_a_group_is_one_job_on_one_node(cluster, timed_out):
