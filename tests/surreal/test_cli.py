@@ -1,7 +1,9 @@
 """The surreal CLI: help, dry run, and bad input that starts nothing."""
 
 import pytest
+from click.testing import CliRunner
 
+from surreal.cli import main
 from surreal.testing import surreal_cli
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,12 +39,14 @@ def test_dry_run_prints_config_and_processes_and_writes_nothing(tmp_path):
     (["launch", "--env", "gym:CartPole-v1"], "name an algorithm"),
     (["launch", "--resume", "nowhere"], "not a run folder"),
 ])
-def test_bad_input_is_a_clear_error_and_starts_nothing(args, message, tmp_path):
+def test_bad_input_is_a_clear_error_and_starts_nothing(args, message, tmp_path, monkeypatch):
     home = tmp_path / "home"
-    result = surreal_cli(args, tmp_path, home)
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert "Traceback" not in result.stderr
+    monkeypatch.setenv("SYMPHONY_HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
     assert not (tmp_path / "runs").exists()
     assert not (home / "experiments").exists() or not any((home / "experiments").iterdir())
 
