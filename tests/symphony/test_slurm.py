@@ -271,6 +271,14 @@ def test_dry_run_prints_the_batch_scripts_and_submits_nothing(cluster):
     out = cli("launch", str(RING), "-b", "slurm", "--dry-run", "--name", "dry")
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("#SBATCH --time=3-00:00:00\n") == 3 and "slurm_launcher" in out.stdout
+    out = cli("launch", str(RING), "-b", "slurm", "--dry-run", "-o", "time_limit=2:00:00",
+              "-o", "partition=debug")
+    assert out.stdout.count("#SBATCH --time=2:00:00\n") == 3, out.stdout + out.stderr
+    assert out.stdout.count("#SBATCH --partition=debug\n") == 3
+    out = cli("launch", str(RING), "-b", "slurm", "--dry-run", "-o", "time_limit=2:00:00",
+              "-o", "partition=debug")
+    assert out.stdout.count("#SBATCH --time=2:00:00\n") == 3, out.stdout + out.stderr
+    assert out.stdout.count("#SBATCH --partition=debug\n") == 3
     assert cluster.squeue_ids() == before
     assert "dry" not in cli("list", "--all").stdout
 
