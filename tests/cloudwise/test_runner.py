@@ -75,3 +75,21 @@ def test_missing_terraform_or_folder_is_a_clear_error(tmp_path, monkeypatch):
         TerraformRunner(tmp_path)
     with pytest.raises(TerraformError, match="cloudwise init"):
         TerraformRunner(tmp_path / "nope", binary="/bin/true")
+
+
+def test_cloudwise_output_prints_applied_outputs(terraform_bin, tmp_path):
+    from click.testing import CliRunner
+
+    from cloudwise.cli import main
+
+    (tmp_path / "main.tf").write_text(CONFIG)
+    runner = TerraformRunner(tmp_path)
+    runner.init()
+    cli = CliRunner()
+    empty = cli.invoke(main, ["-C", str(tmp_path), "output", "pool"])
+    assert empty.exit_code == 1 and "apply first" in empty.output
+    runner.apply()
+    assert cli.invoke(main, ["-C", str(tmp_path), "output"]).output == "pool = actors-8\n"
+    assert cli.invoke(main, ["-C", str(tmp_path), "output", "pool"]).output == "actors-8\n"
+    assert '"pool": "actors-8"' in cli.invoke(main, ["-C", str(tmp_path), "output", "--json"]).output
+    runner.destroy()
