@@ -1,6 +1,8 @@
 """Requests map to the cheapest machine that fits; impossible ones name the closest types."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cloudwise.catalog import Catalog, fits_request
 from cloudwise.errors import NoMachineFits, SpecError
@@ -118,3 +120,25 @@ def test_catalogs_are_consistent_data():
             assert (m.gpu_type is None) == (m.gpu == 0), m
             assert m.gpu_type is None or m.gpu_type in catalog.gpus, m
         assert catalog.regions, provider
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    provider_region=st.sampled_from([("aws", "us-west-2"), ("aws", "sa-east-1"), ("gcp", "us-west1"),
+                                     ("gcp", "us-central1"), ("gcp", "asia-east1")]),
+    cpu=st.one_of(st.none(), st.integers(1, 200)),
+    memory=st.one_of(st.none(), st.floats(0.5, 2000)),
+    gpu=st.sampled_from([(None, 0), ("v100", 1), ("v100", 4), ("t4", 2), ("a100", 8), ("k80", 1), ("l4", 1), ("a10g", 1)]),
+)
+def test_choice_is_a_cheapest_fit_or_an_error_exactly_when_none_fits(provider_region, cpu, memory, gpu):
+    provider, region = provider_region
+    catalog = Catalog.load(provider)
+    wanted = pool(cpu=cpu, memory_gb=memory, gpu_type=gpu[0], gpu=gpu[1]) if (cpu or gpu[1]) else pool(cpu=1)
+    fits = [c for c in catalog.options(region) if fits_request(c, wanted)]
+    try:
+        choice = catalog.choose(wanted, region)
+    except SpecError:
+        assert fits == []
+        return
+    assert fits_request(choice, wanted)
+    assert choice.hourly_usd == min(c.hourly_usd for c in fits)
