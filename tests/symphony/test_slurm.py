@@ -305,7 +305,9 @@ def test_failed_job_shows_failed_with_its_log(cluster):
     followed = cli("logs", "boom", "bad", "--follow", timeout=30)  # returns: the process ended
     assert "about to fail" in followed.stdout and "exit code 3" in followed.stdout
     shown = cli("describe", "boom").stdout
-    assert " failed " in shown and " FAILED " in shown and shown.rstrip().endswith(" 3"), shown
+    row = next(line for line in shown.splitlines() if line.startswith("bad "))
+    assert " failed " in row and " FAILED " in row and row.endswith(" 3"), shown
+    assert "job bad: " in shown and "logs/bad.slurm.log" in shown, shown
     handle.stop()
 
 
@@ -318,5 +320,7 @@ def test_time_limit_kill_shows_timeout(cluster, timed_out):
     logs = timed_out.logs("sleeper")
     assert "sleeping" in logs and "DUE TO TIME LIMIT" in logs
     shown = cli("describe", "tl").stdout
-    assert "sleeper" in shown and " failed " in shown and " TIMEOUT " in shown, shown
+    row = next(line for line in shown.splitlines() if line.startswith("sleeper "))
+    assert " failed " in row and " TIMEOUT " in row, shown
+    assert "job sleeper: " in shown and " TIMEOUT (TimeLimit) " in shown, shown
     timed_out.stop()
