@@ -88,3 +88,21 @@ def test_unreachable_server_surfaces_as_request_timeout(addr):
 def test_generator_requests_are_refused_with_a_fix(addr):
     with pytest.raises(caraml.CaramlError, match="picklable"):
         caraml.DataFetcher(addr, (r for r in requests(2)), to_arrays, slot_bytes=4096)
+
+
+def test_requests_are_spread_over_several_servers():
+    from caraml.testing import free_address
+
+    with caraml.Server(free_address(), make_batch) as a, \
+            caraml.Server(free_address(), make_batch) as b, \
+            caraml.DataFetcher([a.address, b.address], requests(8), to_arrays, slot_bytes=4096,
+                               n_workers=2) as fetcher:
+        seen = sorted(int(h.data["n"][0]) for h in _released(fetcher))
+        assert seen == list(range(8))
+        assert a.served > 0 and b.served > 0 and a.served + b.served == 8
+
+
+def _released(fetcher):
+    for handle in fetcher:
+        yield handle
+        fetcher.release(handle)
