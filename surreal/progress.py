@@ -7,7 +7,8 @@ from typing import Any, TextIO
 
 from surreal.rundir import RunDir, read_json
 
-ENDED = ("exited", "failed", "stopped", "unknown")
+ENDED = ("exited", "failed", "stopped")
+UNKNOWN_GRACE_S = 15.0  # a backend may briefly not know a process's state (tmux under load)
 
 
 def format_status(status: dict[str, Any], elapsed: float, total: int = 0) -> str:
@@ -30,7 +31,7 @@ def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
 
     The caller stops the experiment afterwards (also on Ctrl-C).
     """
-    started, last_print = time.monotonic(), 0.0
+    started, last_print, unknown_since = time.monotonic(), 0.0, None
     while True:
         processes = handle.status().processes
         learner = next((p for p in processes if p.name == "learner"), None)
@@ -42,11 +43,16 @@ def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
             last_print = now
         if learner is not None and learner.state == "exited":
             return 0
-        if learner is None or learner.state in ENDED:
+        if learner is None or learner.state == "unknown":
+            unknown_since = unknown_since or now
+        else:
+            unknown_since = None
+        lost = unknown_since is not None and now - unknown_since > UNKNOWN_GRACE_S
+        if lost or (learner is not None and learner.state in ENDED):
             code = learner.exit_code if learner else None
             if out is not None:
                 print(f"the learner ended ({learner.state if learner else 'missing'}, exit code "
-                      f"{code}); its log: symphony logs {handle.name} learner. Continue the run "
+                      f"{code}); see {run_dir.path}/logs/learner.log. Continue the run "
                       f"with: surreal launch --resume {run_dir.path}", file=out, flush=True)
             return 1
         if failed:
