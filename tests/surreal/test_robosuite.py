@@ -90,6 +90,10 @@ def test_ppo_on_lift_from_camera_with_conv_lstm_and_a_video(tmp_path):
     params = state["params"]
     assert params["model/lstm.weight_hh"].shape == (400, 100)  # LSTM of 100 units (4 gates)
     assert params["obs_norm/mean"].shape == (50,)  # proprio only; the image is scaled by 1/255
+    # rendering happens in actors only: the learner never even imports robosuite (whose import
+    # logs warnings to every process's log that does)
+    assert "robosuite" in (run / "logs" / "actor-0.log").read_text()
+    assert "robosuite" not in (run / "logs" / "learner.log").read_text()
     video = tmp_path / ("episode.mp4" if _has_ffmpeg() else "episode.gif")
     result = surreal_cli(["eval", str(run), "--episodes", "1", "--video", str(video)], tmp_path,
                          tmp_path / "home", timeout=200)
