@@ -39,7 +39,13 @@ def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
         status = read_json(run_dir.status_file, {}) or {}
         now = time.monotonic()
         if out is not None and now - last_print >= every_s:
-            print(format_status(status, now - started, total), file=out, flush=True)
+            if status.get("global_step"):
+                line = format_status(status, now - started, total)
+            else:
+                running = sum(p.state == "running" for p in processes)
+                line = (f"[{now - started:6.1f}s] starting: {running}/{len(processes)} processes "
+                        "running, waiting for the first batch")
+            print(line, file=out, flush=True)
             last_print = now
         if learner is not None and learner.state == "exited":
             return 0
