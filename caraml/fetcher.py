@@ -197,7 +197,8 @@ class DataFetcher:
             raise CaramlError(f"slot {handle.slot} is not held (released twice?)")
         self._held.discard(handle.slot)
         handle._fetcher = None
-        self._put_free(handle.slot)
+        if not self._closed:  # after close() there is nobody to hand the slot to
+            self._put_free(handle.slot)
 
     def _put_free(self, slot: int) -> None:
         os.write(self._free_write.fileno(), _SLOT.pack(slot))

@@ -106,3 +106,12 @@ def _released(fetcher):
     for handle in fetcher:
         yield handle
         fetcher.release(handle)
+
+
+def test_handle_released_after_close_is_harmless(addr):
+    with caraml.Server(addr, make_batch):
+        fetcher = caraml.DataFetcher(addr, requests(2), to_arrays, slot_bytes=4096)
+        with fetcher.get(timeout=60) as handle:
+            fetcher.close()
+            assert handle.data["obs"].shape == (4, 3)  # the mapping outlives the unlinked name
+        assert not caraml_segments()
