@@ -15,7 +15,7 @@ import numpy as np
 import zmq
 
 from caraml.auth import Curve
-from caraml.errors import MalformedMessage
+from caraml.errors import MalformedMessage, RequestTimeout
 from caraml.reader import deserialize, fast_single
 from caraml.sockets import Endpoint, recv_rest, send_frames
 from caraml.wire import INLINE_MAX, serialize, small_frame
@@ -28,8 +28,21 @@ class Pusher(Endpoint):
                  max_size: int | None = None, curve: Curve | None = None) -> None:
         super().__init__(zmq.PUSH, address, bind, max_size=max_size, curve=curve, hwm=hwm)
 
-    def push(self, obj: Any) -> None:
-        """Serialize ``obj`` and send it; blocks while every puller's queue is full."""
+    def push(self, obj: Any, timeout: float | None = None) -> None:
+        """Serialize ``obj`` and send it.
+
+        Args:
+            obj: any serializable object.
+            timeout: seconds to wait while every queue is full (a connecting Pusher queues up
+                to ``hwm`` messages before its puller is there; a binding one has no queue
+                until a puller connects); None waits as long as that lasts (back-pressure).
+
+        Raises:
+            RequestTimeout: the message could not be queued within ``timeout``.
+        """
+        if timeout is not None and not self._sock.poll(int(timeout * 1000), zmq.POLLOUT):
+            raise RequestTimeout(f"could not push to {self.address} within {timeout} s: no "
+                                 "puller is connected or all queues are full")
         if type(obj) is np.ndarray and obj.nbytes <= INLINE_MAX:
             self._sock.send(small_frame(obj))  # one frame, no send_multipart overhead
             return

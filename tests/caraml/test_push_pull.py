@@ -72,3 +72,19 @@ def test_socket_max_size_drops_oversized_messages_and_keeps_the_rest(addr):
                 continue
         else:
             raise AssertionError("small messages never arrived after the oversized one")
+
+
+def test_push_with_timeout_raises_when_nobody_pulls(addr):
+    with caraml.Pusher(addr, bind=True) as pusher:
+        with pytest.raises(caraml.RequestTimeout, match="no puller"):
+            pusher.push("lost", timeout=0.05)
+        with caraml.Puller(addr, bind=False) as puller:
+            pusher.push("found", timeout=10)
+            assert puller.pull(timeout=10) == "found"
+
+
+def test_push_with_timeout_raises_when_the_queue_is_full(addr):
+    with caraml.Pusher(addr, hwm=2) as pusher:
+        with pytest.raises(caraml.RequestTimeout):
+            for _ in range(100):
+                pusher.push(np.zeros(10), timeout=0.05)
