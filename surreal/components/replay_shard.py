@@ -7,11 +7,13 @@ router-dealer proxy. So K shards run the same code and a restarted shard simply 
 Requests: {"op": "sample", "batch_size": B} -> {"ready": False, ...} before the shard holds its
 sampling-start size, else {"ready": True, "batch": {obs, act, rew, next_obs, discount}, ...};
 {"op": "stats"} -> {..., "chunks"}. Every reply carries "size", "added" (transitions ever
-stored: the learner sums them over shards as its env-step count) and "shard" (the index).
+stored: the learner sums them over shards as its env-step count), "shard" (the index) and
+"boot" (a random id of this incarnation, so a restarted shard is told apart).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 
 from surreal.components.replay_uniform import UniformSampler, UniformStorage
@@ -23,6 +25,7 @@ class ReplayShard:
     def __init__(self, capacity: int, start: int, dedup: bool = False, seed: int | None = None,
                  index: int = 0) -> None:
         self.index = index
+        self.boot = int.from_bytes(os.urandom(6), "little")  # tells this incarnation from a restart
         self.storage = UniformStorage(capacity, dedup=dedup)
         self.sampler = UniformSampler(start, seed)
         self.lock = threading.Lock()
@@ -33,7 +36,8 @@ class ReplayShard:
         """Answer a sample or stats request (the caraml Server handler)."""
         op = request.get("op") if isinstance(request, dict) else None
         with self.lock:
-            info = {"size": len(self.storage), "added": self.storage.added, "shard": self.index}
+            info = {"size": len(self.storage), "added": self.storage.added, "shard": self.index,
+                    "boot": self.boot}
             if op == "stats":
                 return {**info, "chunks": self.chunks}
             if op != "sample":

@@ -62,7 +62,7 @@ def test_a_shard_below_its_sampling_start_says_not_ready_and_rejects_unknown_req
     shard = ReplayShard(capacity=100, start=10, index=2)
     shard.add(_chunk(1.0, 4))
     reply = shard.handle({"op": "sample", "batch_size": 4})
-    assert reply == {"size": 4, "added": 4, "shard": 2, "ready": False}
+    assert reply == {"size": 4, "added": 4, "shard": 2, "boot": shard.boot, "ready": False}
     assert "empty" in sample_reply_to_arrays(reply)
     shard.add(_chunk(1.0, 8))
     arrays = sample_reply_to_arrays(shard.handle({"op": "sample", "batch_size": 5}))
@@ -71,8 +71,9 @@ def test_a_shard_below_its_sampling_start_says_not_ready_and_rejects_unknown_req
         shard.handle({"op": "push"})
 
 
-def test_step_counter_keeps_counting_across_a_shard_restart():
+def test_step_counter_keeps_counting_across_a_shard_restart_and_out_of_order_replies():
     steps = StepCounter(start=100)
-    assert steps.update(0, 50) == 150 and steps.update(1, 70) == 220
-    assert steps.update(0, 5) == 225  # shard 0 restarted: its 50 earlier transitions still count
-    assert steps.update(0, 30) == 250
+    assert steps.update(0, 50, boot=7) == 150 and steps.update(1, 70, boot=8) == 220
+    assert steps.update(0, 40, boot=7) == 220  # an older reply arriving late changes nothing
+    assert steps.update(0, 5, boot=9) == 225  # shard 0 restarted: its 50 earlier ones still count
+    assert steps.update(0, 30, boot=9) == 250

@@ -61,6 +61,8 @@ class DDPGConfig(LearnerConfig):
     env steps ahead of the learner (0: actors never wait, as in Ape-X)."""
     chunk_size: int = 32
     """Transitions per message an actor pushes to replay."""
+    fetch_batches: int = 4
+    """Batches per replay request: the learner takes this many updates per round trip."""
     publish_every: int = 20
     """Learner updates between two parameter publications (a new version for the actors)."""
     checkpoint_every_s: float = 60.0
