@@ -52,8 +52,13 @@ class Client(Endpoint):
         frames = serialize(obj)
         wait_ms = int(1000 * (self.timeout if timeout is None else timeout))
         for _ in range(1 + self.retries):
-            send_frames(self._sock, frames)
-            if self._sock.poll(wait_ms, zmq.POLLIN):
+            try:
+                send_frames(self._sock, frames)
+                ready = self._sock.poll(wait_ms, zmq.POLLIN)
+            except BaseException:  # e.g. Ctrl-C while waiting: leave a usable socket behind
+                self._reset()
+                raise
+            if ready:
                 kind, reply = decode(recv_frames(self._sock, strict=True), self.max_size)
                 if kind == KIND_DATA:
                     return reply

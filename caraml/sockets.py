@@ -10,7 +10,7 @@ from typing import Any
 import zmq
 
 from caraml.auth import Curve, CurveGuard, CurveServer, apply_curve
-from caraml.errors import CaramlError, MalformedMessage
+from caraml.errors import CaramlError, MalformedMessage, RequestTimeout
 from caraml.wire import DEFAULT_MAX_SIZE, frames_following
 
 log = logging.getLogger("caraml")
@@ -134,8 +134,6 @@ class Endpoint:
             self._guard = None
 
     def _poll(self, timeout: float | None) -> None:
-        from caraml.errors import RequestTimeout
-
         if timeout is not None and not self._sock.poll(int(timeout * 1000), zmq.POLLIN):
             raise RequestTimeout(f"nothing arrived on {self.address} within {timeout} s; is the "
                                  "peer running and connected to this address?")
@@ -146,7 +144,7 @@ class Endpoint:
             log.warning("%s rejected malformed message #%d: %s", type(self).__name__,
                         self.malformed, exc)
 
-    def __enter__(self):
+    def __enter__(self) -> Endpoint:
         return self
 
     def __exit__(self, *exc: object) -> None:
