@@ -12,6 +12,7 @@ from caraml.errors import (
 )
 from caraml.fetcher import DataFetcher, Handle
 from caraml.proxy import Proxy
+from caraml.proxy_process import ProxyProcess
 from caraml.pub_sub import Publisher, Subscriber
 from caraml.push_pull import Puller, Pusher
 from caraml.reader import deserialize
@@ -32,6 +33,7 @@ __all__ = [
     "MalformedMessage",
     "MessageTooLarge",
     "Proxy",
+    "ProxyProcess",
     "Publisher",
     "Puller",
     "Pusher",

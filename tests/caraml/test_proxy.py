@@ -75,3 +75,18 @@ def test_ten_thousand_garbled_requests_through_a_proxy(addr):
         assert len(kinds) == 10_000 and server.malformed == 10_000
         with caraml.Client(addr) as client:
             assert client.request(1) == {"served_by": "s", "echo": 1}
+
+
+def test_proxy_process_forwards_and_stops_without_leftovers():
+    back = free_address()
+    with caraml.ProxyProcess("tcp://127.0.0.1:0", back, kind="router-dealer") as proxy, \
+            caraml.Server(back, tagger("p"), bind=False), \
+            caraml.Client(proxy.frontend) as client:
+        assert proxy.frontend.startswith("tcp://127.0.0.1:") and not proxy.frontend.endswith(":0")
+        assert client.request("hi") == {"served_by": "p", "echo": "hi"}
+
+
+def test_proxy_process_reports_a_bind_failure(addr):
+    with caraml.Puller(addr):
+        with pytest.raises(caraml.CaramlError, match="proxy process failed"):
+            caraml.ProxyProcess(addr, free_address(), kind="pull-push")
