@@ -48,13 +48,16 @@ def write_mirror_cli_config(path: str | Path, mirror: str | Path, cache_dir: str
     return path
 
 
-def write_aws_emulator_override(directory: str | Path, endpoint: str, node_groups: Iterable[str] = ()) -> Path:
+def write_aws_emulator_override(directory: str | Path, endpoint: str, node_groups: Iterable[str] = (),
+                                without_addons: Iterable[str] = ()) -> Path:
     """Point the rendered `provider "aws"` at an emulator, with fake credentials.
 
     Written as a terraform override file next to the rendered ones, so the rendered files stay
     exactly what users get; delete the file to talk to real AWS again. moto gives every node group
     an SSH key nobody asked for, which would force terraform to replace each group on the next
     apply; for the pools named in `node_groups` the override tells terraform to ignore that.
+    moto serves no EKS add-on API: the `aws_eks_addon` resources named in `without_addons`
+    (e.g. "vpc_cni") get `count = 0`, so an apply against moto leaves them out.
     """
     endpoints = "\n".join(f'    {s} = "{endpoint}"' for s in EMULATED_SERVICES)
     text = (
@@ -79,6 +82,8 @@ def write_aws_emulator_override(directory: str | Path, endpoint: str, node_group
             "  }\n"
             "}\n"
         )
+    for addon in without_addons:
+        text += f'\nresource "aws_eks_addon" "{addon}" {{\n  count = 0\n}}\n'
     path = Path(directory) / OVERRIDE_FILE
     path.write_text(text)
     return path

@@ -15,6 +15,8 @@ NODE_POLICIES = {
 AMI_GPU = "AL2023_x86_64_NVIDIA"
 AMI_CPU = "AL2023_x86_64_STANDARD"
 AUTOSCALER = "k8s.io/cluster-autoscaler"
+# The managed VPC CNI add-on with its network policy agent on, so NetworkPolicies are enforced.
+VPC_CNI_CONFIG = Raw('jsonencode({ enableNetworkPolicy = "true" })')
 
 
 def render_eks(cluster: ResolvedCluster) -> dict[str, str]:
@@ -23,7 +25,7 @@ def render_eks(cluster: ResolvedCluster) -> dict[str, str]:
         "versions.tf": render(_versions(cluster), HEADER),
         "network.tf": render(_network(cluster), HEADER),
         "iam.tf": render(_iam(), HEADER),
-        "main.tf": render([_cluster(cluster)], HEADER),
+        "main.tf": render([_cluster(cluster), _vpc_cni()], HEADER),
         "pools.tf": render([_pool(cluster, p) for p in cluster.pools], HEADER),
         "outputs.tf": render(_outputs(cluster), HEADER),
     }
@@ -105,6 +107,16 @@ def _cluster(cluster: ResolvedCluster) -> Block:
     return out
 
 
+def _vpc_cni() -> Block:
+    # OVERWRITE takes over the self-managed vpc-cni that EKS installs with every new cluster.
+    return block("resource", "aws_eks_addon", "vpc_cni", attrs={
+        "cluster_name": Raw("aws_eks_cluster.this.name"),
+        "addon_name": "vpc-cni",
+        "resolve_conflicts_on_create": "OVERWRITE",
+        "configuration_values": VPC_CNI_CONFIG,
+    })
+
+
 def autoscaler_tags(cluster_name: str, pool: ResolvedPool) -> dict[str, str]:
     """Tags the cluster autoscaler reads, incl. node templates so it can scale a pool up from zero."""
     tags = {f"{AUTOSCALER}/enabled": "true", f"{AUTOSCALER}/{cluster_name}": "owned"}
@@ -137,7 +149,9 @@ def _pool(cluster: ResolvedCluster, pool: ResolvedPool) -> Block:
     for taint in pool.taints:
         out.add(block("taint", attrs={"key": taint.key, "value": taint.value, "effect": taint.terraform_effect}))
     out.add(block("lifecycle", attrs={"ignore_changes": [Raw("scaling_config[0].desired_size")]}))
-    out.add(("depends_on", [Raw(f"aws_iam_role_policy_attachment.{r}") for r in NODE_POLICIES]))
+    # Nodes join once the CNI runs with network policy on, so no pod starts unprotected.
+    depends = [f"aws_iam_role_policy_attachment.{r}" for r in NODE_POLICIES] + ["aws_eks_addon.vpc_cni"]
+    out.add(("depends_on", [Raw(d) for d in depends]))
     return out
 
 

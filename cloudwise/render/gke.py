@@ -39,6 +39,8 @@ def _cluster(cluster: ResolvedCluster) -> Block:
             "remove_default_node_pool": True,
             "initial_node_count": 1,
             "deletion_protection": False,
+            # Dataplane V2 (eBPF) enforces the NetworkPolicy symphony creates per experiment.
+            "datapath_provider": "ADVANCED_DATAPATH",
             "resource_labels": {"managed-by": "cloudwise"},
         },
     )

@@ -33,7 +33,7 @@ resource "aws_eks_node_group" "system" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
 resource "aws_eks_node_group" "actors_8" {
@@ -69,7 +69,7 @@ resource "aws_eks_node_group" "actors_8" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
 resource "aws_eks_node_group" "actors_32" {
@@ -105,7 +105,7 @@ resource "aws_eks_node_group" "actors_32" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
 resource "aws_eks_node_group" "learner_1gpu" {
@@ -148,7 +148,7 @@ resource "aws_eks_node_group" "learner_1gpu" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
 resource "aws_eks_node_group" "learner_4gpu" {
@@ -191,5 +191,5 @@ resource "aws_eks_node_group" "learner_4gpu" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }

@@ -7,6 +7,7 @@ resource "google_container_cluster" "this" {
   remove_default_node_pool = true
   initial_node_count       = 1
   deletion_protection      = false
+  datapath_provider        = "ADVANCED_DATAPATH"
   resource_labels = {
     "managed-by" = "cloudwise"
   }

@@ -54,7 +54,7 @@ def test_apply_edit_and_destroy_the_reference_eks_cluster(offline_terraform, tmp
         shutil.copy(path, tmp_path)
     with moto_server() as endpoint:
         pools = [p.name for p in ClusterSpec.load(tmp_path).pools]
-        write_aws_emulator_override(tmp_path, endpoint, pools)
+        write_aws_emulator_override(tmp_path, endpoint, pools, without_addons=["vpc_cni"])
         eks = boto3.client("eks", endpoint_url=endpoint, region_name="us-west-2",
                            aws_access_key_id="testing", aws_secret_access_key="testing")
 
@@ -71,7 +71,8 @@ def test_apply_edit_and_destroy_the_reference_eks_cluster(offline_terraform, tmp
 
         cloudwise(tmp_path, "pool", "edit", "actors-8", "--max-nodes", "10")
         cloudwise(tmp_path, "pool", "remove", "actors-32")
-        write_aws_emulator_override(tmp_path, endpoint, [p for p in pools if p != "actors-32"])
+        write_aws_emulator_override(tmp_path, endpoint, [p for p in pools if p != "actors-32"],
+                                    without_addons=["vpc_cni"])
         plan = cloudwise(tmp_path, "plan")
         assert "Plan: 0 to add, 1 to change, 1 to destroy." in plan
         assert "max_size     = 64 -> 10" in plan

@@ -34,6 +34,7 @@ def test_golden_eks_inits_validates_and_plans_offline(offline_terraform, tmp_pat
     assert "hashicorp/aws v5.100" in out
     assert "Success! The configuration is valid." in out
     assert "aws_eks_node_group.learner_a100 will be created" in out
+    assert "aws_eks_addon.vpc_cni will be created" in out
 
 
 def test_cloudwise_plan_on_the_reference_eks_cluster_offline(offline_terraform, tmp_path):
@@ -42,6 +43,6 @@ def test_cloudwise_plan_on_the_reference_eks_cluster_offline(offline_terraform, 
                             capture_output=True, text=True, timeout=200)
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "Terraform has been successfully initialized" in result.stdout
-    assert "Plan: 19 to add, 0 to change, 0 to destroy." in result.stdout
+    assert "Plan: 20 to add, 0 to change, 0 to destroy." in result.stdout
     assert 'instance_types         = [\n          + "p3.8xlarge",' in result.stdout
     assert "Run `cloudwise apply` to make these changes." in result.stdout

@@ -1,6 +1,7 @@
 """Rendering is pure and matches golden files; the HCL is `terraform fmt` clean and parses."""
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -130,3 +131,24 @@ def test_write_removes_stale_generated_files_only(tmp_path):
     write(golden_spec("gke"), tmp_path)
     assert not (tmp_path / "network.tf").exists() and not (tmp_path / "iam.tf").exists()
     assert (tmp_path / "mine.tf").exists()
+
+
+def _jsonencode_argument(expression: str) -> dict:
+    """The object inside a rendered `jsonencode({...})`, parsed back as HCL."""
+    match = re.search(r"jsonencode\((\{.*\})\)", expression, re.DOTALL)
+    assert match, expression
+    return _plain(hcl2.loads(f"v = {match.group(1)}\n"))["v"]
+
+
+def test_rendered_clusters_enforce_network_policies(tmp_path):
+    """symphony's kube backend creates a NetworkPolicy per experiment; both clusters must enforce it."""
+    write(golden_spec("gke"), tmp_path / "gke")
+    gke = _resources(tmp_path / "gke", "google_container_cluster")["this"]
+    assert gke["datapath_provider"] == "ADVANCED_DATAPATH"  # Dataplane V2
+
+    write(golden_spec("eks"), tmp_path / "eks")
+    addons = _resources(tmp_path / "eks", "aws_eks_addon")
+    assert addons["vpc_cni"]["addon_name"] == "vpc-cni"
+    assert _jsonencode_argument(addons["vpc_cni"]["configuration_values"]) == {"enableNetworkPolicy": "true"}
+    groups = _resources(tmp_path / "eks", "aws_eks_node_group")
+    assert groups and all("aws_eks_addon.vpc_cni" in str(g["depends_on"]) for g in groups.values())

@@ -9,3 +9,10 @@ resource "aws_eks_cluster" "this" {
   }
   depends_on = [aws_iam_role_policy_attachment.cluster]
 }
+
+resource "aws_eks_addon" "vpc_cni" {
+  cluster_name                = aws_eks_cluster.this.name
+  addon_name                  = "vpc-cni"
+  resolve_conflicts_on_create = "OVERWRITE"
+  configuration_values        = jsonencode({ enableNetworkPolicy = "true" })
+}

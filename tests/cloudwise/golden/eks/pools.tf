@@ -33,7 +33,7 @@ resource "aws_eks_node_group" "system" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
 resource "aws_eks_node_group" "actors" {
@@ -71,7 +71,7 @@ resource "aws_eks_node_group" "actors" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
 resource "aws_eks_node_group" "render" {
@@ -120,7 +120,7 @@ resource "aws_eks_node_group" "render" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
 resource "aws_eks_node_group" "learner_a100" {
@@ -163,5 +163,5 @@ resource "aws_eks_node_group" "learner_a100" {
   lifecycle {
     ignore_changes = [scaling_config[0].desired_size]
   }
-  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry]
+  depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
