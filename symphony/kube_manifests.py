@@ -47,7 +47,8 @@ class RenderOptions:
         namespace: the namespace; default the experiment name.
         image: image for processes that name none (after `Experiment.image`).
         cluster: the cloudwise cluster spec, for exact pool taints and GPU checks.
-        secrets: process name -> names of Kubernetes Secrets it mounts (added to `Process.secrets`).
+        secrets: process name -> more Kubernetes Secrets it mounts, on top of `Process.secrets`
+            (the `-o secrets={proc: [name]}` option; naming them in the spec is the usual way).
         shm_gb: size limit of each pod's memory-backed /dev/shm; None: bounded by pod memory.
         base_port: first service port (ports follow declaration order).
     """
@@ -86,8 +87,8 @@ def endpoints(experiment: Experiment, options: RenderOptions) -> dict[str, Addre
 
 
 def secrets_of(process: Process, options: RenderOptions) -> list[str]:
-    """Secret names a process mounts: its own `secrets` field plus the `secrets` option."""
-    names = list(getattr(process, "secrets", None) or []) + list(options.secrets.get(process.name, []))
+    """Secret names a process mounts: its `Process.secrets` plus the `secrets` option's, once each."""
+    names = list(process.secrets) + list(options.secrets.get(process.name, []))
     return list(dict.fromkeys(names))
 
 

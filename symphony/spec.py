@@ -30,10 +30,14 @@ from typing import Any, Union
 import yaml
 
 from symphony.errors import SpecError
+from symphony.resources import RESTART_MODES, Resources, RestartPolicy
+
+# Resources and RestartPolicy live in symphony.resources; importing them from here keeps working.
+__all__ = ["RESTART_MODES", "SPEC_VERSION", "Command", "Experiment", "Process", "ProcessGroup",
+           "Resources", "RestartPolicy", "check_name"]
 
 SPEC_VERSION = 1
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-RESTART_MODES = ("never", "on-failure", "always")
 
 
 def check_name(name: Any, what: str = "name") -> str:
@@ -46,68 +50,6 @@ def check_name(name: Any, what: str = "name") -> str:
             f"try {suggestion!r}"
         )
     return name
-
-
-@dataclass
-class Resources:
-    """What a process asks for; backends that schedule (kube, slurm) turn it into requests.
-
-    Attributes:
-        cpu: CPU cores (fractions allowed).
-        memory_gb: memory in GiB, or None for no request.
-        gpu: whole GPUs.
-        node_pool: name of a cloudwise node pool to run on, or None for any node.
-    """
-
-    cpu: float = 1
-    memory_gb: float | None = None
-    gpu: int = 0
-    node_pool: str | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.cpu, (int, float)) or self.cpu <= 0:
-            raise SpecError(f"cpu={self.cpu!r} must be a positive number of cores, e.g. cpu=1")
-        if self.memory_gb is not None and (
-            not isinstance(self.memory_gb, (int, float)) or self.memory_gb <= 0
-        ):
-            raise SpecError(f"memory_gb={self.memory_gb!r} must be positive, or None for no request")
-        if not isinstance(self.gpu, int) or self.gpu < 0:
-            raise SpecError(f"gpu={self.gpu!r} must be a whole number >= 0")
-
-
-@dataclass
-class RestartPolicy:
-    """When a backend restarts a process that ended.
-
-    Attributes:
-        mode: "never", "on-failure" (non-zero exit or killed by a signal) or "always".
-        max_restarts: restarts allowed before the process is left failed.
-        backoff_s: delay before the first restart; doubles after each restart.
-        max_backoff_s: the delay never grows past this.
-    """
-
-    mode: str = "never"
-    max_restarts: int = 3
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-
-    def __post_init__(self) -> None:
-        if self.mode not in RESTART_MODES:
-            raise SpecError(f"restart mode {self.mode!r} is unknown; use one of {RESTART_MODES}")
-        if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
-            raise SpecError(f"max_restarts={self.max_restarts!r} must be a whole number >= 0")
-        if self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
-            raise SpecError("need 0 <= backoff_s <= max_backoff_s, e.g. backoff_s=1, max_backoff_s=30")
-
-    def should_restart(self, exit_code: int | None, restarts: int) -> bool:
-        """Whether a process that ended with `exit_code` after `restarts` restarts comes back."""
-        if restarts >= self.max_restarts or self.mode == "never":
-            return False
-        return self.mode == "always" or exit_code != 0
-
-    def delay(self, restarts: int) -> float:
-        """Seconds to wait before restart number `restarts + 1`."""
-        return min(self.backoff_s * (2**restarts), self.max_backoff_s)
 
 
 Command = Union[list[str], str]
@@ -125,6 +67,8 @@ class Process:
         resources: what the process asks for.
         restart: the restart policy.
         image: container image (compose, kube); None uses the experiment's image.
+        secrets: names of Kubernetes Secrets the process mounts (DNS-1123 labels; the kube
+            backend mounts each read-only and sets `SYMPH_SECRET_<NAME>_DIR`; others ignore it).
     """
 
     name: str
@@ -134,6 +78,7 @@ class Process:
     resources: Resources = field(default_factory=Resources)
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     image: str | None = None
+    secrets: list[str] = field(default_factory=list)
     bound: list[str] = field(default_factory=list)
     connected: list[str] = field(default_factory=list)
     exposed: list[str] = field(default_factory=list)
@@ -153,6 +98,7 @@ class Process:
         self.env = {str(k): str(v) for k, v in (self.env or {}).items()}
         self.resources = self.resources or Resources()
         self.restart = self.restart or RestartPolicy()
+        self.secrets = _secret_names(self.name, self.secrets)
 
     def binds(self, *names: str) -> Process:
         """Declare services this process provides (listens on); returns self."""
@@ -207,6 +153,7 @@ class Process:
             "env": dict(self.env),
             "cwd": self.cwd,
             "image": self.image,
+            **({"secrets": list(self.secrets)} if self.secrets else {}),
             "binds": list(self.bound),
             "connects": list(self.connected),
             "exposes": list(self.exposed),
@@ -224,6 +171,7 @@ class Process:
             env=data.get("env") or {},
             cwd=data.get("cwd"),
             image=data.get("image"),
+            secrets=data.get("secrets") or [],
             resources=Resources(**_known_keys(data.get("resources") or {}, "resources", _RES_KEYS)),
             restart=RestartPolicy(**_known_keys(data.get("restart") or {}, "restart", _RST_KEYS)),
         )
@@ -233,10 +181,25 @@ class Process:
         return proc
 
 
-_PROCESS_KEYS = {"name", "command", "env", "cwd", "image", "binds", "connects", "exposes",
+_PROCESS_KEYS = {"name", "command", "env", "cwd", "image", "secrets", "binds", "connects", "exposes",
                  "resources", "restart"}
 _RES_KEYS = {"cpu", "memory_gb", "gpu", "node_pool"}
 _RST_KEYS = {"mode", "max_restarts", "backoff_s", "max_backoff_s"}
+
+
+def _secret_names(process: str, names: Any) -> list[str]:
+    """Validated Secret names: a list of distinct DNS-1123 labels."""
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise SpecError(
+            f"secrets of process {process!r} must be a list of Secret names, e.g. "
+            f"secrets=['gcs-credentials'], not {names!r}"
+        )
+    for name in names:
+        check_name(name, f"secret name (process {process!r})")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise SpecError(f"process {process!r} lists secret(s) {duplicates} twice; name each Secret once")
+    return list(names)
 
 
 def _known_keys(data: Any, what: str, allowed: set[str]) -> dict[str, Any]:

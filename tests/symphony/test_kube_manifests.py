@@ -264,6 +264,16 @@ def test_secrets_are_mounted_by_reference_and_no_value_reaches_a_manifest(tmp_pa
     assert volume["secret"]["secretName"] == "gcs-credentials"
 
 
+def test_secrets_named_in_the_spec_are_mounted_and_the_option_adds_more():
+    exp = Experiment("sec", image="busybox").add(
+        Process("learner", ["true"], secrets=["gcs-credentials", "wandb"]), Process("actor", ["true"]))
+    objects = render(exp, RenderOptions(secrets={"learner": ["wandb", "extra"], "actor": ["extra"]}))
+    mounted = {c["name"]: [m["name"] for m in c.get("volumeMounts", []) if m["name"].startswith("secret-")]
+               for _, c in containers(objects)}
+    assert mounted == {"learner": ["secret-gcs-credentials", "secret-wandb", "secret-extra"],
+                       "actor": ["secret-extra"]}
+
+
 def test_a_process_without_an_image_is_an_error_with_the_fix():
     exp = Experiment("noimage").add(Process("a", ["true"]))
     with pytest.raises(Exception, match="--image"):

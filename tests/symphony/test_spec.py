@@ -20,7 +20,7 @@ def test_yaml_round_trip_keeps_everything():
         Process("actor-0", "python act.py --seed 0", env={"A": "1"}, cwd="/tmp",
                 resources=Resources(cpu=0.5, memory_gb=2, gpu=1, node_pool="gpu"),
                 restart=RestartPolicy("always", max_restarts=7, backoff_s=0.5, max_backoff_s=4),
-                image="img:1").connects("in-0"),
+                image="img:1", secrets=["gcs-credentials", "wandb"]).connects("in-0"),
         Process("tb", ["tensorboard"]).exposes("board"),
     )
     exp.add(group)
@@ -30,6 +30,27 @@ def test_yaml_round_trip_keeps_everything():
     assert again.to_yaml() == exp.to_yaml()
     assert [g.name for g in again.groups()] == ["node-0", "node-1", "node-2", "actors"]
     assert again.process("tb").bound == ["board"] and again.process("tb").exposed == ["board"]
+    assert again.process("actor-0").secrets == ["gcs-credentials", "wandb"]
+
+
+def test_secrets_are_a_yaml_key_only_when_a_process_has_some():
+    exp = Experiment.from_yaml(
+        "name: s\nprocesses:\n- {name: learner, command: x, secrets: [gcs-credentials]}\n- {name: actor, command: y}\n"
+    )
+    assert exp.process("learner").secrets == ["gcs-credentials"]
+    assert exp.process("actor").secrets == []
+    learner, actor = exp.to_dict()["processes"]
+    assert learner["secrets"] == ["gcs-credentials"]
+    assert "secrets" not in actor
+
+
+def test_resources_and_restart_policy_still_import_from_spec():
+    import symphony.resources
+    import symphony.spec
+
+    assert symphony.spec.Resources is symphony.resources.Resources
+    assert symphony.spec.RestartPolicy is symphony.resources.RestartPolicy
+    assert symphony.spec.RESTART_MODES == ("never", "on-failure", "always")
 
 
 def test_groups_treat_a_lone_process_as_a_group_of_one():
@@ -56,6 +77,11 @@ def test_groups_treat_a_lone_process_as_a_group_of_one():
         Process("a", "x", resources=Resources(node_pool="p1")),
         Process("b", "x", resources=Resources(node_pool="p2")))).validate(), "same node_pool"),
     (lambda: RestartPolicy("sometimes"), "unknown"),
+    (lambda: Process("a", "x", secrets="wandb"), "must be a list of Secret names"),
+    (lambda: Process("a", "x", secrets=["GCS_Key"]), "secret name"),
+    (lambda: Process("a", "x", secrets=["wandb", "wandb"]), "twice"),
+    (lambda: Experiment.from_yaml("name: x\nprocesses: [{name: a, command: x, secrets: wandb}]"),
+     "must be a list"),
     (lambda: Experiment.from_yaml("name: x\nprocesses: [{name: a, command: x, colour: red}]"), "colour"),
     (lambda: Experiment.from_yaml("name: [oops"), "not valid YAML"),
 ])

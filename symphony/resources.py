@@ -1,0 +1,71 @@
+"""What a process asks of its backend: Resources (requests, placement) and RestartPolicy (plain data)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from symphony.errors import SpecError
+
+RESTART_MODES = ("never", "on-failure", "always")
+
+
+@dataclass
+class Resources:
+    """What a process asks for; backends that schedule (kube, slurm) turn it into requests.
+
+    Attributes:
+        cpu: CPU cores (fractions allowed).
+        memory_gb: memory in GiB, or None for no request.
+        gpu: whole GPUs.
+        node_pool: name of a cloudwise node pool to run on, or None for any node.
+    """
+
+    cpu: float = 1
+    memory_gb: float | None = None
+    gpu: int = 0
+    node_pool: str | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.cpu, (int, float)) or self.cpu <= 0:
+            raise SpecError(f"cpu={self.cpu!r} must be a positive number of cores, e.g. cpu=1")
+        if self.memory_gb is not None and (
+            not isinstance(self.memory_gb, (int, float)) or self.memory_gb <= 0
+        ):
+            raise SpecError(f"memory_gb={self.memory_gb!r} must be positive, or None for no request")
+        if not isinstance(self.gpu, int) or self.gpu < 0:
+            raise SpecError(f"gpu={self.gpu!r} must be a whole number >= 0")
+
+
+@dataclass
+class RestartPolicy:
+    """When a backend restarts a process that ended.
+
+    Attributes:
+        mode: "never", "on-failure" (non-zero exit or killed by a signal) or "always".
+        max_restarts: restarts allowed before the process is left failed.
+        backoff_s: delay before the first restart; doubles after each restart.
+        max_backoff_s: the delay never grows past this.
+    """
+
+    mode: str = "never"
+    max_restarts: int = 3
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        if self.mode not in RESTART_MODES:
+            raise SpecError(f"restart mode {self.mode!r} is unknown; use one of {RESTART_MODES}")
+        if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise SpecError(f"max_restarts={self.max_restarts!r} must be a whole number >= 0")
+        if self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
+            raise SpecError("need 0 <= backoff_s <= max_backoff_s, e.g. backoff_s=1, max_backoff_s=30")
+
+    def should_restart(self, exit_code: int | None, restarts: int) -> bool:
+        """Whether a process that ended with `exit_code` after `restarts` restarts comes back."""
+        if restarts >= self.max_restarts or self.mode == "never":
+            return False
+        return self.mode == "always" or exit_code != 0
+
+    def delay(self, restarts: int) -> float:
+        """Seconds to wait before restart number `restarts + 1`."""
+        return min(self.backoff_s * (2**restarts), self.max_backoff_s)
