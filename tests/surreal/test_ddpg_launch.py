@@ -83,3 +83,22 @@ def test_kill_9_of_a_replay_shard_and_a_parameter_server_training_goes_on(tmp_pa
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=60)
     wait_until(lambda: not processes_of(run), 30, "every process to end")
+
+
+@pytest.mark.timeout(300)
+def test_resume_continues_the_learner_from_its_checkpoint(tmp_path):
+    import torch
+
+    home, run = tmp_path / "home", tmp_path / "runs" / "res" / "a"
+    quick = ["--set", "algo.replay_start=300", "--set", "eval.every_s=0", *SMALL[:6]]
+    first = surreal_cli(["launch", "ddpg", "--env", "gym:Pendulum-v1", "--actors", "1", "--steps", "800",
+                         "--name", "res", "--trial", "a", *quick], tmp_path, home)
+    assert first.returncode == 0, first.stdout + first.stderr
+    before = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    again = surreal_cli(["launch", "--resume", str(run), "--steps", "1600"], tmp_path, home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    after = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert "resumed from" in (run / "logs" / "learner.log").read_text()
+    assert after["counters"]["global_step"] >= 1600 > before["counters"]["global_step"]
+    assert after["learner"]["iteration"] > before["learner"]["iteration"] > 0
+    assert after["learner"]["actor_opt"]["state"][0]["step"] > before["learner"]["actor_opt"]["state"][0]["step"]

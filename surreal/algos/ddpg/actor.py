@@ -36,14 +36,19 @@ class Pacer:
 
     def __init__(self, algo, actors: int) -> None:
         self.algo, self.actors = algo, actors
+        self.v0: int | None = None  # the parameter version when this actor started (resume, restart)
 
     def limit(self, version: int) -> float:
-        """Env steps this actor may have taken while the learner is at `version`."""
+        """Env steps this actor may have taken (since it started) while the learner is at `version`."""
         if self.algo.updates_per_step <= 0:
             return float("inf")
-        updates = version * self.algo.publish_every
+        updates = (version - (self.v0 or 0)) * self.algo.publish_every
         slack = self.algo.chunk_size + self.algo.n_step  # what sits in this actor's writer
         return (self.algo.replay_start + updates / self.algo.updates_per_step) / self.actors + slack
+
+    def ahead(self, env_steps: int, version: int) -> bool:
+        """Whether this actor is ahead of the learner."""
+        return env_steps >= self.limit(version)
 
     def fetch(self, params, env_steps: int, stopping) -> dict | None:
         """Newer parameters if any; waits (polling) while this actor is ahead of the learner."""
@@ -54,7 +59,9 @@ class Pacer:
                 fresh = params.fetch()
             except caraml.RequestTimeout:  # parameter servers restarting: keep what we have
                 return None
-            if fresh is not None or env_steps < self.limit(params.latest_version):
+            if fresh is not None and self.v0 is None:  # pace relative to the learner at our start
+                self.v0 = params.version
+            if fresh is not None or not self.ahead(env_steps, params.latest_version):
                 return fresh
             stopping.wait(0.01)
         return None
@@ -86,7 +93,7 @@ def main(run_dir: str, index: int = 0) -> None:
     obs, env_steps, last, steps_at_last, has_params = env.reset(), 0, time.monotonic(), 0, False
     try:
         while not comp.stopping.is_set():
-            if env_steps % (16 * env.num_envs) == 0 or env_steps >= pace.limit(params.version):
+            if env_steps % (16 * env.num_envs) == 0 or pace.ahead(env_steps, params.version):
                 fresh = pace.fetch(params, env_steps, comp.stopping)
                 if fresh is not None:
                     policy.load_params(fresh)

@@ -92,7 +92,7 @@ class _Loop:
         self.steps = StepCounter(self.counters["global_step"])
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
         self.last_report = self.last_ckpt = self.started = time.monotonic()
-        self.start_step, self.its_at_report = self.counters["global_step"], 0
+        self.start_step, self.its_at_report = self.counters["global_step"], self.counters["iterations"]
         self.publish()
 
     def publish(self) -> None:
