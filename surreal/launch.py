@@ -64,6 +64,8 @@ def plan(algo: str | None, *, env: str | None = None, actors: int | None = None,
     _check(config)
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
+    if hasattr(algo_class, "check_config"):
+        algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     if not resume:
         base = Path(folder) / slug(name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}")
         run_dir = RunDir(base / (trial or _next_trial(base)))

@@ -39,13 +39,23 @@ class PPOLearner(Learner):
         super().__init__(config, env_info)
         if config.loss not in ("clip", "kl"):
             raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
-        if config.network not in ("mlp", "conv_lstm"):
-            raise ValueError(f"algo.network must be 'mlp' or 'conv_lstm', got {config.network!r}")
+        self.check_config(config, env_info)
         self.model = ActorCritic(env_info, config.hidden_sizes, config.activation)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
         self.normalizer = RunningNormalizer(env_info.obs_shape) if config.norm_obs else None
         self.kl_coef = config.kl_coef
         self.iterations = 0
+
+    @classmethod
+    def check_config(cls, config: PPOConfig, env_info: EnvInfo) -> None:
+        """Raise ValueError if the network cannot read these observations (`surreal launch` asks
+        before anything starts)."""
+        if config.network not in ("mlp", "conv_lstm"):
+            raise ValueError(f"algo.network must be 'mlp' or 'conv_lstm', got {config.network!r}")
+        if config.network == "conv_lstm":
+            from surreal.algos.ppo.vision_layout import proprio_dim
+
+            proprio_dim(env_info, config.image_size)
 
     @classmethod
     def make_policy(cls, config: PPOConfig, env_info: EnvInfo) -> PPOPolicy:
