@@ -57,6 +57,14 @@ def test_a_key_that_does_not_exist_is_a_clear_error():
         check_env("robosuite:Lfit")
 
 
+def test_launching_the_vision_model_on_state_observations_fails_before_anything_starts(tmp_path):
+    result = surreal_cli(["launch", "ppo", "--env", "robosuite:Lift", "--set",
+                          "algo.network=conv_lstm"], tmp_path, tmp_path / "home", timeout=120)
+    assert result.returncode == 2
+    assert "put a camera key first in env.obs_keys" in result.stderr
+    assert not (tmp_path / "runs").exists()
+
+
 def launch(tmp_path, name: str, steps: int, *args: str):
     result = surreal_cli(["launch", "ppo", "--env", "robosuite:Lift", "--steps", str(steps),
                           "--name", name, "--trial", "a", *SHORT, *args], tmp_path,

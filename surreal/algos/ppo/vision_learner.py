@@ -8,7 +8,8 @@ import torch
 from surreal.algos.ppo.config import PPOConfig
 from surreal.algos.ppo.learner import PPOLearner, _time_major
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
-from surreal.algos.ppo.vision_model import ConvLSTMActorCritic, proprio_dim, split_obs
+from surreal.algos.ppo.vision_layout import proprio_dim, split_obs
+from surreal.algos.ppo.vision_model import ConvLSTMActorCritic
 from surreal.core import Batch, Learner
 from surreal.normalizer import RunningNormalizer
 from surreal.spaces import EnvInfo
