@@ -13,7 +13,7 @@ from surreal.core import Learner, LearnerConfig, Policy
 @dataclass
 class A2CConfig(LearnerConfig):
     """Settings, each overridable with --set algo.<name>=value."""
-    lr: float = 7e-4
+    lr: float = 3e-3
     gamma: float = 0.99
     ent_coef: float = 0.01
     vf_coef: float = 0.5
