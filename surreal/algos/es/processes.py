@@ -26,6 +26,7 @@ def master_main(run_dir: str, index: int = 0) -> None:
     master = ESMaster(learner.policy, learner.state, learner.noise, cfg.algo, generations=10**9,
                       seed=cfg.run.seed, max_env_steps=cfg.run.steps, env_steps=counters["global_step"])
     publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
+    start_steps = counters["global_step"]
 
     def publish() -> None:
         publisher.publish("params", {"version": counters["version"], "step": counters["global_step"],
@@ -33,13 +34,15 @@ def master_main(run_dir: str, index: int = 0) -> None:
 
     def on_generation(m: ESMaster, i: int) -> bool:
         gen, env_steps, wall, pop_return = m.finished[i]
+        previous_wall = m.finished[i - 1][2] if i > 0 else 0.0
         counters.update(global_step=env_steps, iterations=gen + 1, version=gen + 1)
         with m.lock:
             publish()
             if (gen + 1) % max(cfg.run.checkpoint_every, 1) == 0 or m.done:
                 checkpoint.save(comp.run.checkpoint, learner, counters)
         comp.report(env_steps, {"es/population_return": pop_return, "es/generation": gen + 1,
-                                "es/reissued_tasks": m.reissued, "charts/sps": env_steps / max(wall, 1e-6)},
+                                "es/reissued_tasks": m.reissued, "charts/sps": (env_steps - start_steps) / max(wall, 1e-6),
+                                "charts/learner_its": 1.0 / max(wall - previous_wall, 1e-6)},
                     version=counters["version"], finished=m.done)
         return comp.stopping.is_set()
 
