@@ -16,6 +16,21 @@ class _UserError(click.ClickException):
     exit_code = 2
 
 
+_EXTRAS = {"torch": "rl", "gymnasium": "rl", "tensorboardX": "rl", "robosuite": "robosuite",
+           "mujoco": "rl"}
+
+
+def _missing_extra(err: ModuleNotFoundError) -> Exception:
+    """A clear error when training needs a package of an extra that is not installed."""
+    top = (err.name or "").split(".")[0]
+    if top not in _EXTRAS:
+        return err
+    extra = _EXTRAS[top]
+    first = "pip install torch==2.13.0 (or your CUDA build), then " if top == "torch" else ""
+    return _UserError(f"{top} is not installed; training needs the [{extra}] extra: "
+                      f"{first}pip install 'surreal-stack[{extra}]'")
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="surreal-stack")
 def main() -> None:
@@ -58,6 +73,8 @@ def launch(algo, env_id, actors, backend, steps, folder, name, trial, overrides,
                               folder=folder, name=name, trial=trial, resume=resume)
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
+    except ModuleNotFoundError as err:
+        raise _missing_extra(err) from err
     if dry_run:
         import json
 

@@ -40,3 +40,17 @@ def test_cli_help_says_what_the_tool_is_for(tool, purpose):
     result = subprocess.run([sys.executable, "-m", tool, "--help"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert purpose in result.stdout
+
+
+def test_training_without_the_rl_extra_says_which_extra_to_install(tmp_path):
+    # A base install has no torch: `surreal launch` must say what to install, not print a traceback.
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from surreal.cli import main\n"
+        f"main(['launch', 'ppo', '--env', 'gym:CartPole-v1', '--actors', '1', '--folder', r'{tmp_path}'])\n"
+    )
+    result = _run_python(code)
+    assert result.returncode == 2, result.stderr
+    assert "pip install 'surreal-stack[rl]'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing written, nothing started
