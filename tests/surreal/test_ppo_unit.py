@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from surreal.algos.ppo import PPOConfig, PPOLearner
+from surreal.algos.ppo.learner import explained_variance
 from surreal.config import EnvConfig
 from surreal.core import Actor
 from surreal.envs import VectorEnv, env_info
@@ -45,6 +46,13 @@ def test_early_stop_on_kl_cuts_the_epochs():
     info = env_info("gym:CartPole-v1")
     learner = PPOLearner(PPOConfig(update_epochs=8, target_kl=0.0, num_minibatches=2), info)
     assert learner.learn(fake_segment_batch(info))["losses/epochs"] == 1.0
+
+
+def test_explained_variance_is_one_for_a_perfect_value_zero_for_the_mean_nan_for_constants():
+    y = np.array([1.0, 2.0, 4.0, 7.0])
+    assert explained_variance(y, y) == pytest.approx(1.0)
+    assert explained_variance(np.full(4, y.mean()), y) == pytest.approx(0.0)
+    assert np.isnan(explained_variance(y, np.ones(4)))
 
 
 def test_lr_anneals_with_progress():

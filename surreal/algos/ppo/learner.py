@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,14 @@ from surreal.algos.ppo.policy import PPOPolicy, model_params
 from surreal.core import Batch, Learner, Params
 from surreal.normalizer import RunningNormalizer
 from surreal.spaces import EnvInfo
+
+MinibatchLoss = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+
+
+def explained_variance(y_pred: np.ndarray, y_true: np.ndarray) -> float:
+    """1 - Var(y_true - y_pred) / Var(y_true); NaN when y_true is constant."""
+    var_y = np.var(y_true)
+    return float("nan") if var_y == 0 else float(1 - np.var(y_true - y_pred) / var_y)
 
 
 def _time_major(x: np.ndarray) -> torch.Tensor:
@@ -89,30 +98,45 @@ class PPOLearner(Learner):
         if self.normalizer is not None:
             self.normalizer.update(raw_obs.numpy())
         self.iterations += 1
-        y_pred, y_true = flat["values"].numpy(), flat["returns"].numpy()
-        var_y = np.var(y_true)
-        metrics["losses/explained_variance"] = float("nan") if var_y == 0 else float(
-            1 - np.var(y_true - y_pred) / var_y)
+        return self._value_metrics(metrics, flat["values"], flat["returns"])
+
+    def _value_metrics(self, metrics: dict[str, float], values: torch.Tensor,
+                       returns: torch.Tensor) -> dict[str, float]:
+        """Add the value head's explained variance and the current learning rate to `metrics`."""
+        metrics["losses/explained_variance"] = explained_variance(values.numpy().ravel(),
+                                                                  returns.numpy().ravel())
         metrics["charts/learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
         return metrics
 
     def _update(self, b: dict[str, torch.Tensor]) -> dict[str, float]:
+        return self._epochs(b["obs"].shape[0], lambda mb: self._minibatch_loss(b, mb))
+
+    def _minibatch_loss(self, b: dict[str, torch.Tensor],
+                        mb: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The PPO loss and its stats on the flat samples `mb` of `b`."""
+        dist = self.model.distribution(b["obs"][mb])
+        newlogprob = self.model.log_prob(dist, b["actions"][mb])
+        return ppo_loss(
+            newlogprob, b["logprobs"][mb], b["advantages"][mb],
+            self.model.value(b["obs"][mb]), b["values"][mb], b["returns"][mb],
+            self.model.entropy(dist), self.config, self.kl_coef)
+
+    def _epochs(self, size: int, minibatch_loss: MinibatchLoss) -> dict[str, float]:
+        """`update_epochs` passes over `size` shuffled samples in `num_minibatches` minibatches.
+
+        Each minibatch (a tensor of indices) gets `minibatch_loss`, a clipped-gradient Adam step;
+        with the clip loss, passes stop early once the last approx KL exceeds `target_kl`; with
+        the KL loss, the penalty coefficient adapts after the passes.
+        """
         cfg = self.config
-        batch_size = b["obs"].shape[0]
-        minibatch_size = max(batch_size // cfg.num_minibatches, 1)
+        minibatch_size = max(size // cfg.num_minibatches, 1)
         stats: dict[str, torch.Tensor] = {}
         epochs = 0
         for _ in range(cfg.update_epochs):
             epochs += 1
-            perm = torch.randperm(batch_size)
-            for start in range(0, batch_size, minibatch_size):
-                mb = perm[start:start + minibatch_size]
-                dist = self.model.distribution(b["obs"][mb])
-                newlogprob = self.model.log_prob(dist, b["actions"][mb])
-                loss, stats = ppo_loss(
-                    newlogprob, b["logprobs"][mb], b["advantages"][mb],
-                    self.model.value(b["obs"][mb]), b["values"][mb], b["returns"][mb],
-                    self.model.entropy(dist), cfg, self.kl_coef)
+            perm = torch.randperm(size)
+            for start in range(0, size, minibatch_size):
+                loss, stats = minibatch_loss(perm[start:start + minibatch_size])
                 self.optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)

@@ -7,7 +7,7 @@ import torch
 
 from surreal.algos.ppo.config import PPOConfig
 from surreal.algos.ppo.learner import PPOLearner, _time_major
-from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
+from surreal.algos.ppo.loss import gae, ppo_loss
 from surreal.algos.ppo.vision_layout import proprio_dim, split_obs
 from surreal.algos.ppo.vision_model import ConvLSTMActorCritic
 from surreal.core import Batch, Learner
@@ -81,45 +81,22 @@ class RecurrentPPOLearner(PPOLearner):
             _, raw_proprio = split_obs(np.asarray(batch["obs"], np.float32), cfg.image_size)
             self.normalizer.update(raw_proprio)
         self.iterations += 1
-        y_pred, y_true = seq["values"].numpy().ravel(), seq["returns"].numpy().ravel()
-        var_y = np.var(y_true)
-        metrics["losses/explained_variance"] = float("nan") if var_y == 0 else float(
-            1 - np.var(y_true - y_pred) / var_y)
-        metrics["charts/learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
-        return metrics
+        return self._value_metrics(metrics, seq["values"], seq["returns"])
 
     def _update(self, seq: dict[str, torch.Tensor]) -> dict[str, float]:
-        cfg = self.config
-        columns = seq["image"].shape[1]
-        minibatch = max(columns // cfg.num_minibatches, 1)
-        stats: dict[str, torch.Tensor] = {}
-        epochs = 0
-        for _ in range(cfg.update_epochs):
-            epochs += 1
-            perm = torch.randperm(columns)
-            for start in range(0, columns, minibatch):
-                mb = perm[start:start + minibatch]
-                features, _, _ = self.model.unroll(
-                    seq["image"][:, mb], seq["proprio"][:, mb],
-                    (seq["lstm_h"][0, mb], seq["lstm_c"][0, mb]), seq["starts"][:, mb])
-                features = features.flatten(0, 1)
-                flat = {k: seq[k][:, mb].flatten(0, 1) for k in
-                        ("actions", "logprobs", "values", "advantages", "returns")}
-                dist = self.model.distribution(features)
-                loss, stats = ppo_loss(
-                    self.model.log_prob(dist, flat["actions"]), flat["logprobs"],
-                    flat["advantages"], self.model.value(features), flat["values"],
-                    flat["returns"], self.model.entropy(dist), cfg, self.kl_coef)
-                self.optimizer.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
-                self.optimizer.step()
-            if cfg.target_kl is not None and cfg.loss == "clip" and stats["losses/approx_kl"] > cfg.target_kl:
-                break  # early stop on KL
-        metrics = {k: float(v) for k, v in stats.items()}
-        if cfg.loss == "kl":
-            self.kl_coef = adapt_kl_coef(self.kl_coef, metrics["losses/approx_kl"],
-                                         cfg.target_kl or 0.01)
-            metrics["losses/kl_coef"] = self.kl_coef
-        metrics["losses/epochs"] = float(epochs)
-        return metrics
+        return self._epochs(seq["image"].shape[1], lambda mb: self._minibatch_loss(seq, mb))
+
+    def _minibatch_loss(self, seq: dict[str, torch.Tensor],
+                        mb: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The PPO loss on sub-trajectories `mb`, the LSTM unrolled through each of them."""
+        features, _, _ = self.model.unroll(
+            seq["image"][:, mb], seq["proprio"][:, mb],
+            (seq["lstm_h"][0, mb], seq["lstm_c"][0, mb]), seq["starts"][:, mb])
+        features = features.flatten(0, 1)
+        flat = {k: seq[k][:, mb].flatten(0, 1) for k in
+                ("actions", "logprobs", "values", "advantages", "returns")}
+        dist = self.model.distribution(features)
+        return ppo_loss(
+            self.model.log_prob(dist, flat["actions"]), flat["logprobs"],
+            flat["advantages"], self.model.value(features), flat["values"],
+            flat["returns"], self.model.entropy(dist), self.config, self.kl_coef)
