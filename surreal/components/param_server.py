@@ -32,14 +32,17 @@ class ParameterStore:
         return reply
 
 
-def main(run_dir: str, index: int = 0) -> None:
-    """Serve until stopped."""
+def serve(comp: Component, address: str, bind: bool = True) -> None:
+    """Answer parameter requests on `address` from a store fed by the learner's publications.
+
+    Runs until `comp` is stopping, then closes the sockets and `comp`. `bind=True` binds `address`
+    (a single parameter server); `bind=False` connects to a router-dealer proxy's backend (a shard).
+    """
     import caraml
 
-    comp = Component(run_dir, "param-server", index)
     store = ParameterStore()
     subscriber = caraml.Subscriber(comp.address("params-pub").tcp, topics=["params"], hwm=4)
-    server = caraml.Server(comp.address("params").bind_tcp, store.handle).start()
+    server = caraml.Server(address, store.handle, bind=bind).start()
     try:
         while not comp.stopping.is_set():
             try:
@@ -48,7 +51,12 @@ def main(run_dir: str, index: int = 0) -> None:
                 continue
             store.update(message)
     finally:
-        server.stop()
-        server.close()
+        server.stop()  # also closes its sockets
         subscriber.close()
         comp.close()
+
+
+def main(run_dir: str, index: int = 0) -> None:
+    """Serve until stopped."""
+    comp = Component(run_dir, "param-server", index)
+    serve(comp, comp.address("params").bind_tcp)

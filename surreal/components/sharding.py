@@ -88,22 +88,8 @@ def param_proxy_main(run_dir: str, index: int = 0) -> None:
 
 def param_shard_main(run_dir: str, index: int = 0) -> None:
     """Parameter-server shard `index`: the runtime's ParameterStore, reached through the proxy."""
-    import caraml
     from surreal.components.common import Component
-    from surreal.components.param_server import ParameterStore
+    from surreal.components.param_server import serve
 
     comp = Component(run_dir, "param-server", index)
-    store = ParameterStore()
-    subscriber = caraml.Subscriber(comp.address("params-pub").tcp, topics=["params"], hwm=4)
-    server = caraml.Server(comp.address("params-shards").tcp, store.handle, bind=False).start()
-    try:
-        while not comp.stopping.is_set():
-            try:
-                _, message = subscriber.recv(timeout=0.5)
-            except (caraml.RequestTimeout, caraml.MalformedMessage):
-                continue
-            store.update(message)
-    finally:
-        server.stop()
-        subscriber.close()
-        comp.close()
+    serve(comp, comp.address("params-shards").tcp, bind=False)
