@@ -10,28 +10,39 @@ import numpy as np
 from surreal import checkpoint
 from surreal.components.common import Component
 from surreal.components.replay import batch_arrays
+from surreal.core import Learner
+
+
+def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
+    """The run's learner and its counters, resumed from the run's checkpoint if there is one.
+
+    Sets torch's threads (`run.torch_threads`) and the torch and numpy seeds (`run.seed`) first,
+    so every learner process starts the same way. Counters: global_step, version, iterations.
+    """
+    import torch
+
+    cfg = comp.config
+    torch.set_num_threads(cfg.run.torch_threads)
+    torch.manual_seed(cfg.run.seed)
+    np.random.seed(cfg.run.seed)
+    learner = comp.algo(cfg.algo, comp.env_info)
+    counters = {"global_step": 0, "version": 0, "iterations": 0}
+    if comp.run.checkpoint.is_file():
+        state = checkpoint.load(comp.run.checkpoint)
+        learner.load_state_dict(state["learner"])
+        counters.update(state["counters"])
+        print(f"resumed from {comp.run.checkpoint} at step {counters['global_step']}", flush=True)
+    return learner, counters
 
 
 class LearnerLoop:
     """Owns the learner, its counters, the parameter publisher and checkpoints."""
 
     def __init__(self, comp: Component) -> None:
-        import torch
-
         import caraml
 
         self.comp, cfg = comp, comp.config
-        torch.set_num_threads(cfg.run.torch_threads)
-        torch.manual_seed(cfg.run.seed)
-        np.random.seed(cfg.run.seed)
-        self.learner = comp.algo(cfg.algo, comp.env_info)
-        self.counters = {"global_step": 0, "version": 0, "iterations": 0}
-        if comp.run.checkpoint.is_file():
-            state = checkpoint.load(comp.run.checkpoint)
-            self.learner.load_state_dict(state["learner"])
-            self.counters.update(state["counters"])
-            print(f"resumed from {comp.run.checkpoint} at step {self.counters['global_step']}",
-                  flush=True)
+        self.learner, self.counters = build_learner(comp)
         self.counters["version"] = max(self.counters["version"], 1)  # actors wait for >= 1
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
         self.per_batch = getattr(cfg.algo, "segments_per_batch", 0) or cfg.run.actors

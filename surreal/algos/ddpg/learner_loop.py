@@ -74,21 +74,11 @@ class _Loop:
     """The learner, its counters, publications, reports and checkpoints."""
 
     def __init__(self, comp) -> None:
-        import torch
-
         import caraml
-        from surreal import checkpoint
+        from surreal.components.learner import build_learner
 
-        self.comp, cfg = comp, comp.config
-        torch.set_num_threads(cfg.run.torch_threads)
-        torch.manual_seed(cfg.run.seed)
-        self.learner = comp.algo(cfg.algo, comp.env_info)
-        self.counters = {"global_step": 0, "version": 0, "iterations": 0}
-        if comp.run.checkpoint.is_file():
-            state = checkpoint.load(comp.run.checkpoint)
-            self.learner.load_state_dict(state["learner"])
-            self.counters.update(state["counters"])
-            print(f"resumed from {comp.run.checkpoint} at step {self.counters['global_step']}", flush=True)
+        self.comp = comp
+        self.learner, self.counters = build_learner(comp)
         self.steps = StepCounter(self.counters["global_step"])
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
         self.last_report = self.last_ckpt = self.started = time.monotonic()
