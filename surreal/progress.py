@@ -11,10 +11,19 @@ ENDED = ("exited", "failed", "stopped")
 UNKNOWN_GRACE_S = 15.0  # a backend may briefly not know a process's state (tmux under load)
 
 
+def buffer_size(status: dict[str, Any]) -> float | None:
+    """What the buffers hold: the sum of the replay shards' sizes (`buffer/shard<k>_size`, in
+    transitions) when they report them, else `buffer/fill` (the FIFO buffer's count of segments)."""
+    shards = [v for k, v in status.items() if k.startswith("buffer/shard") and k.endswith("_size")]
+    return sum(shards) if shards else status.get("buffer/fill")
+
+
 def format_status(status: dict[str, Any], elapsed: float, total: int = 0) -> str:
     """One progress line from `status.json` (`total`: the step budget, until the sink says)."""
     def num(key: str, fmt: str = "{:.1f}") -> str:
-        value = status.get(key)
+        return show(status.get(key), fmt)
+
+    def show(value: float | None, fmt: str) -> str:
         return "-" if value is None else fmt.format(value)
 
     return (f"[{elapsed:6.1f}s] step {status.get('global_step', 0):>9,}/{status.get('total_steps') or total:,}"
@@ -22,7 +31,7 @@ def format_status(status: dict[str, Any], elapsed: float, total: int = 0) -> str
             f" | return {num('episodic_return')} | eval {num('charts/eval_return')}"
             f" | learner {num('charts/learner_its', '{:.2f}')} it/s"
             f" | lag {num('charts/policy_lag', '{:.2f}')}"
-            f" | buffer {num('buffer/fill', '{:.0f}')}")
+            f" | buffer {show(buffer_size(status), '{:,.0f}')}")
 
 
 def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,

@@ -103,4 +103,5 @@ def _report_loop(comp, shard: ReplayShard, every_s: float = 2.0) -> None:
         with shard.lock:
             size, added = len(shard.storage), shard.storage.added
         comp.report(0, {"buffer/fill": size / shard.storage.capacity,
+                        f"buffer/shard{shard.index}_size": size,
                         f"buffer/shard{shard.index}_added": added})
