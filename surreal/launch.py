@@ -102,9 +102,55 @@ def _check(config: Config) -> None:
         raise ConfigError("actor.max_ahead must be >= 0 or none (never wait)")
 
 
+PROCESS_ENV = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 def _command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:
     return [sys.executable, "-m", "surreal", "component", role, str(run_dir.path.resolve()),
             "--index", str(index)]
+
+
+def module_command(module: str, run_dir: RunDir, role: str, index: int = 0) -> list[str]:
+    """`python -m MODULE ROLE RUN_DIR --index I`: the command line of an algorithm's own process."""
+    return [sys.executable, "-m", module, role, str(run_dir.path.resolve()), "--index", str(index)]
+
+
+def restart_policy() -> Any:
+    """How every process but the learner restarts: on failure, up to 20 times, 0.5-5 s apart."""
+    from symphony import RestartPolicy
+
+    return RestartPolicy(mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0)
+
+
+def new_experiment(p: LaunchPlan) -> Any:
+    """The symphony Experiment of a plan, labelled with its algo, env and run folder, holding the
+    runtime's metrics sink (every topology starts from this)."""
+    from symphony import Experiment, Process
+
+    exp = Experiment(p.experiment_name, metadata={"algo": p.algo_ref, "env": p.config.env.id,
+                                                  "run_dir": str(p.run_dir.path.resolve())})
+    exp.add(Process("metrics", _command(p.run_dir, "metrics"), env=dict(PROCESS_ENV),
+                    restart=restart_policy()).binds("metrics"))
+    return exp
+
+
+def learner_process(p: LaunchPlan, command: list[str]) -> Any:
+    """The learner Process: `run.torch_threads` OpenMP threads and CPUs; never restarted (its end
+    is the run's end, and `surreal launch --resume` continues it)."""
+    from symphony import Process, Resources
+
+    threads = p.config.run.torch_threads
+    return Process("learner", command, env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads)),
+                   resources=Resources(cpu=max(1, threads)))
+
+
+def add_evaluator(exp: Any, p: LaunchPlan) -> None:
+    """Add the runtime's evaluator (reads params, reports eval returns) unless `eval.every_s` is 0."""
+    from symphony import Process
+
+    if p.config.eval.every_s > 0:
+        exp.add(Process("evaluator", _command(p.run_dir, "evaluator"), env=dict(PROCESS_ENV),
+                        restart=restart_policy()).connects("params", "metrics"))
 
 
 def build_experiment(p: LaunchPlan) -> Any:
@@ -112,28 +158,22 @@ def build_experiment(p: LaunchPlan) -> Any:
 
     A learner class may define `build_experiment(plan)` to wire a different topology (ES).
     """
-    from symphony import Experiment, Process, ProcessGroup, Resources, RestartPolicy
+    from symphony import Process, ProcessGroup
 
     custom = getattr(p.algo_class, "build_experiment", None)
     if custom is not None:
         return custom(p)
-    env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    again = RestartPolicy(mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0)
+    again = restart_policy()
 
     def proc(role: str, index: int = 0, name: str | None = None, **kw: Any) -> Process:
-        return Process(name or role, _command(p.run_dir, role, index), env=dict(env), **kw)
+        return Process(name or role, _command(p.run_dir, role, index), env=dict(PROCESS_ENV), **kw)
 
-    exp = Experiment(p.experiment_name, metadata={"algo": p.algo_ref, "env": p.config.env.id,
-                                                  "run_dir": str(p.run_dir.path.resolve())})
-    exp.add(proc("metrics", restart=again).binds("metrics"))
+    exp = new_experiment(p)
     exp.add(proc("buffer", restart=again).binds("experience", "batches").connects("metrics"))
-    learner_env = dict(env, OMP_NUM_THREADS=str(p.config.run.torch_threads))
-    learner = Process("learner", _command(p.run_dir, "learner"), env=learner_env,
-                      resources=Resources(cpu=max(1, p.config.run.torch_threads)))
-    exp.add(learner.binds("params-pub").connects("batches", "metrics"))
+    exp.add(learner_process(p, _command(p.run_dir, "learner"))
+            .binds("params-pub").connects("batches", "metrics"))
     exp.add(proc("param-server", restart=again).binds("params").connects("params-pub", "metrics"))
-    if p.config.eval.every_s > 0:
-        exp.add(proc("evaluator", restart=again).connects("params", "metrics"))
+    add_evaluator(exp, p)
     size = p.config.actor.group_size
     for g, start in enumerate(range(0, p.config.run.actors, size)):
         group = ProcessGroup(f"actors-{g}")

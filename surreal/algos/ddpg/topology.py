@@ -10,7 +10,6 @@ evaluator are the runtime's own components.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 ROLES = ("actor", "learner", "replay-proxy", "replay-shard", "param-proxy", "param-shard")
@@ -18,42 +17,41 @@ ROLES = ("actor", "learner", "replay-proxy", "replay-shard", "param-proxy", "par
 
 def command(run_dir: Any, role: str, index: int = 0) -> list[str]:
     """The command line of one DDPG process."""
-    return [sys.executable, "-m", "surreal.algos.ddpg.processes", role,
-            str(run_dir.path.resolve()), "--index", str(index)]
+    from surreal.launch import module_command
+
+    return module_command("surreal.algos.ddpg.processes", run_dir, role, index)
 
 
 def build_experiment(plan: Any) -> Any:
     """A validated symphony Experiment for a DDPG launch plan (`surreal.launch.LaunchPlan`)."""
-    from surreal.launch import _command as runtime_command
-    from symphony import Experiment, Process, ProcessGroup, Resources, RestartPolicy
+    from surreal.launch import (
+        PROCESS_ENV,
+        add_evaluator,
+        learner_process,
+        new_experiment,
+        restart_policy,
+    )
+    from symphony import Process, ProcessGroup
 
     cfg = plan.config
-    env = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    again = RestartPolicy(mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0)
+    again = restart_policy()
 
     def proc(role: str, index: int = 0, name: str | None = None, **kw: Any) -> Process:
-        return Process(name or role, command(plan.run_dir, role, index), env=dict(env), **kw)
+        return Process(name or role, command(plan.run_dir, role, index), env=dict(PROCESS_ENV), **kw)
 
-    exp = Experiment(plan.experiment_name, metadata={"algo": plan.algo_ref, "env": cfg.env.id,
-                                                     "run_dir": str(plan.run_dir.path.resolve())})
-    exp.add(Process("metrics", runtime_command(plan.run_dir, "metrics"), env=dict(env),
-                    restart=again).binds("metrics"))
+    exp = new_experiment(plan)
     exp.add(proc("replay-proxy", restart=again)
             .binds("replay", "replay-shards", "replay-sample", "replay-sample-shards").connects("metrics"))
     for k in range(cfg.algo.replay_shards):
         exp.add(proc("replay-shard", k, name=f"replay-{k}", restart=again)
                 .connects("replay-shards", "replay-sample-shards", "metrics"))
-    learner_env = dict(env, OMP_NUM_THREADS=str(cfg.run.torch_threads))
-    exp.add(Process("learner", command(plan.run_dir, "learner"), env=learner_env,
-                    resources=Resources(cpu=max(1, cfg.run.torch_threads)))
+    exp.add(learner_process(plan, command(plan.run_dir, "learner"))
             .binds("params-pub").connects("replay-sample", "metrics"))
     exp.add(proc("param-proxy", restart=again).binds("params", "params-shards").connects("metrics"))
     for k in range(cfg.algo.param_shards):
         exp.add(proc("param-shard", k, name=f"param-server-{k}", restart=again)
                 .connects("params-pub", "params-shards", "metrics"))
-    if cfg.eval.every_s > 0:
-        exp.add(Process("evaluator", runtime_command(plan.run_dir, "evaluator"), env=dict(env),
-                        restart=again).connects("params", "metrics"))
+    add_evaluator(exp, plan)
     size = cfg.actor.group_size
     for g, start in enumerate(range(0, cfg.run.actors, size)):
         group = ProcessGroup(f"actors-{g}")
