@@ -92,7 +92,7 @@ class DataFetcher:
         self._poller = select.poll()
         self._by_fd: dict[int, tuple[Connection, int]] = {}
         self._held: set[int] = set()
-        self._layouts: dict[tuple[int, bytes], dict[str, np.ndarray]] = {}
+        self._view_cache: dict[tuple[int, bytes], dict[str, np.ndarray]] = {}
         self._closed = False
         self._workers: list[Any] = []
         self._inbox: collections.deque = collections.deque()  # (worker, message or None=EOF)
@@ -184,13 +184,13 @@ class DataFetcher:
     def _views(self, slot: int, layout_json: bytes) -> dict[str, np.ndarray]:
         # A slot's memory never moves, so the arrays over (slot, layout) are made once and
         # handed out again (as a new dict) each time that slot comes back with that layout.
-        views = self._layouts.get((slot, layout_json))
+        views = self._view_cache.get((slot, layout_json))
         if views is None:
             layout = [(name, dtype_from_json(dt), tuple(shape), off)
                       for name, dt, shape, off in json.loads(layout_json)]
-            if len(self._layouts) > 256:
-                self._layouts.clear()
-            views = self._layouts[(slot, layout_json)] = self.pool.view(slot, layout)
+            if len(self._view_cache) > 256:
+                self._view_cache.clear()
+            views = self._view_cache[(slot, layout_json)] = self.pool.view(slot, layout)
         return dict(views)
 
     def release(self, handle: Handle) -> None:
@@ -234,7 +234,7 @@ class DataFetcher:
             self._forget(reader)
         self._free_read.close()
         self._free_write.close()
-        self._layouts.clear()  # drop the cached views so the mapping can go with the pool
+        self._view_cache.clear()  # drop the cached views so the mapping can go with the pool
         self.pool.close()
 
     def __enter__(self) -> DataFetcher:
