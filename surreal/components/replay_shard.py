@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 from surreal.components.replay_uniform import UniformSampler, UniformStorage
 
@@ -99,9 +100,11 @@ def main(run_dir: str, index: int = 0) -> None:
 
 
 def _report_loop(comp, shard: ReplayShard, every_s: float = 2.0) -> None:
+    started = time.time()  # tells a restarted shard's reports from its predecessor's
     while not shard.stopped.wait(every_s):
         with shard.lock:
             size, added = len(shard.storage), shard.storage.added
         comp.report(0, {"buffer/fill": size / shard.storage.capacity,
                         f"buffer/shard{shard.index}_size": size,
-                        f"buffer/shard{shard.index}_added": added})
+                        f"buffer/shard{shard.index}_added": added,
+                        f"buffer/shard{shard.index}_started": started})
