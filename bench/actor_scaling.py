@@ -72,12 +72,36 @@ def surreal_actors(actors: int, seconds: float, warmup: float = 8.0) -> float:
     """Total actor frames/s of a `surreal launch` with `actors` actor processes."""
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "runs" / "bench" / "t1"
-        cmd = [sys.executable, "-m", "surreal", "launch", "ppo", "--env", f"gym:{ENV}",
-               "--actors", str(actors), "--steps", str(10**9), "--folder", f"{tmp}/runs",
-               "--name", "bench", "--trial", "t1", "--quiet",
-               "--set", "algo.update_epochs=0", "--set", "actor.max_ahead=none",
-               "--set", "eval.every_s=0", "--set", "env.num_envs=8",
-               "--set", "actor.rollout_length=64"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "surreal",
+            "launch",
+            "ppo",
+            "--env",
+            f"gym:{ENV}",
+            "--actors",
+            str(actors),
+            "--steps",
+            str(10**9),
+            "--folder",
+            f"{tmp}/runs",
+            "--name",
+            "bench",
+            "--trial",
+            "t1",
+            "--quiet",
+            "--set",
+            "algo.update_epochs=0",
+            "--set",
+            "actor.max_ahead=none",
+            "--set",
+            "eval.every_s=0",
+            "--set",
+            "env.num_envs=8",
+            "--set",
+            "actor.rollout_length=64",
+        ]
         env = dict(os.environ, SYMPHONY_HOME=f"{tmp}/home")
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -109,8 +133,10 @@ def main() -> None:
     parser.add_argument("--actors", default="1,2,4,8")
     args = parser.parse_args()
     cores = os.cpu_count() or 1
-    rows = [("gymnasium loop (1 env)", 1, single_loop(args.seconds)),
-            ("SyncVectorEnv (8 envs)", 1, sync_vector(args.seconds))]
+    rows = [
+        ("gymnasium loop (1 env)", 1, single_loop(args.seconds)),
+        ("SyncVectorEnv (8 envs)", 1, sync_vector(args.seconds)),
+    ]
     for n in (int(a) for a in args.actors.split(",")):
         rows.append((f"surreal, {n} actor(s) x 8 envs", n, surreal_actors(n, args.seconds)))
     base = rows[2][2]
@@ -118,8 +144,10 @@ def main() -> None:
     print(f"{'setup':<32} {'frames/s':>10} {'vs loop':>8} {'vs 1 actor':>10} {'of linear':>10}")
     for label, n, fps in rows:
         linear = base * min(n, cores)
-        print(f"{label:<32} {fps:>10,.0f} {fps / rows[0][2]:>7.2f}x {fps / base:>9.2f}x "
-              f"{fps / linear if label.startswith('surreal') else float('nan'):>9.0%}")
+        print(
+            f"{label:<32} {fps:>10,.0f} {fps / rows[0][2]:>7.2f}x {fps / base:>9.2f}x "
+            f"{fps / linear if label.startswith('surreal') else float('nan'):>9.0%}"
+        )
     _plot(rows, cores)
 
 
@@ -134,7 +162,9 @@ def _plot(rows, cores) -> None:
     xs = [n for n, _ in actors]
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(xs, [f for _, f in actors], "o-", label="surreal actors (total)")
-    ax.plot(xs, [actors[0][1] * min(n, cores) for n in xs], "k--", label=f"linear over {cores} cores")
+    ax.plot(
+        xs, [actors[0][1] * min(n, cores) for n in xs], "k--", label=f"linear over {cores} cores"
+    )
     ax.axhline(rows[0][2], color="gray", ls=":", label="gymnasium loop")
     ax.axhline(rows[1][2], color="green", ls=":", label="SyncVectorEnv x8")
     ax.set_xlabel("actors")

@@ -43,6 +43,7 @@ def _count(size: int, quick: bool) -> int:
 
 # ---- senders: run in a spawned process, stream `count` arrays, wait until the receiver is done
 
+
 def _raw_socket(address: str, size: int) -> zmq.Socket:
     sock = zmq.Context.instance().socket(zmq.PUSH)
     sock.linger, sock.sndhwm = 0, _hwm(size)
@@ -76,6 +77,7 @@ def _send_main(path: str, target, size: int, count: int, done, report) -> None:
 
 
 # ---- receivers: in this process; each returns a callable that receives one message
+
 
 def _receiver(path: str, address: str, size: int) -> tuple[Callable[[], object], Callable]:
     if path == "caraml":
@@ -141,39 +143,59 @@ def throughput(quick: bool, repeat: int) -> list[dict]:
             paths = ZMQ_PATHS + (["mp_queue", "memcpy"] if transport == "ipc" else [])
             count = _count(size, quick)
             for round_, path in itertools.product(range(repeat), paths):
-                rate, cpu = (memcpy_rate(size, count) if path == "memcpy"
-                             else measure(ctx, path, transport, size, count, tmp))
+                rate, cpu = (
+                    memcpy_rate(size, count)
+                    if path == "memcpy"
+                    else measure(ctx, path, transport, size, count, tmp)
+                )
                 cell = (path, transport, label, size)
                 best[cell] = max(best.get(cell, 0.0), rate)
                 least_cpu[cell] = min(least_cpu.get(cell, float("inf")), cpu)
-                print(f"  round {round_}: {path:10s} {transport:4s} {label:5s} {rate:12.0f} msg/s "
-                      f"{rate * size / 1e6:10.1f} MB/s {cpu * 1e6:10.2f} CPU us/msg",
-                      file=sys.stderr)
+                print(
+                    f"  round {round_}: {path:10s} {transport:4s} {label:5s} {rate:12.0f} msg/s "
+                    f"{rate * size / 1e6:10.1f} MB/s {cpu * 1e6:10.2f} CPU us/msg",
+                    file=sys.stderr,
+                )
     rows = []
     for (path, transport, label, size), rate in best.items():
         where = transport if path in ZMQ_PATHS else ("pipe" if path == "mp_queue" else "memory")
         cpu = least_cpu[(path, transport, label, size)]
-        rows.append({"path": path, "transport": where, "size": label, "bytes": size,
-                     "messages": _count(size, quick), "msgs_per_s": rate,
-                     "mb_per_s": rate * size / 1e6, "cpu_us_per_msg": cpu * 1e6,
-                     "msgs_per_cpu_s": 1.0 / cpu if cpu > 0 else float("nan")})
+        rows.append(
+            {
+                "path": path,
+                "transport": where,
+                "size": label,
+                "bytes": size,
+                "messages": _count(size, quick),
+                "msgs_per_s": rate,
+                "mb_per_s": rate * size / 1e6,
+                "cpu_us_per_msg": cpu * 1e6,
+                "msgs_per_cpu_s": 1.0 / cpu if cpu > 0 else float("nan"),
+            }
+        )
     return rows
 
 
 # ---- DataFetcher against a learner that requests and deserializes inline
 
+
 def make_batch(_request: object) -> dict:
     """The replay server's answer: one batch of image observations."""
     rng = np.random.default_rng(0)
-    return {"obs": rng.integers(0, 255, (BATCH, 84, 84, 3), dtype=np.uint8),
-            "action": rng.standard_normal((BATCH, 6), dtype=np.float32),
-            "reward": rng.standard_normal(BATCH, dtype=np.float32)}
+    return {
+        "obs": rng.integers(0, 255, (BATCH, 84, 84, 3), dtype=np.uint8),
+        "action": rng.standard_normal((BATCH, 6), dtype=np.float32),
+        "reward": rng.standard_normal(BATCH, dtype=np.float32),
+    }
 
 
 def preprocess(batch: dict) -> dict:
     """What a learner does before a step: images to float32 in [0, 1]."""
-    return {"obs": batch["obs"].astype(np.float32) / 255.0, "action": batch["action"],
-            "reward": batch["reward"]}
+    return {
+        "obs": batch["obs"].astype(np.float32) / 255.0,
+        "action": batch["action"],
+        "reward": batch["reward"],
+    }
 
 
 def keep(batch: dict) -> dict:
@@ -198,8 +220,14 @@ def _inline(address: str, fn: Callable, n: int) -> tuple[float, float]:
 
 
 def _fetched(address: str, fn: Callable, n: int, workers: int) -> tuple[float, float]:
-    with caraml.DataFetcher(address, itertools.repeat({"batch": BATCH}), fn,
-                            slot_bytes=4 << 20, n_slots=4, n_workers=workers) as fetcher:
+    with caraml.DataFetcher(
+        address,
+        itertools.repeat({"batch": BATCH}),
+        fn,
+        slot_bytes=4 << 20,
+        n_slots=4,
+        n_workers=workers,
+    ) as fetcher:
         fetcher.release(fetcher.get(timeout=120))  # warm up: workers are started
         wall, cpu = time.perf_counter(), time.process_time()
         for _ in range(n):
@@ -221,12 +249,25 @@ def fetcher_vs_inline(quick: bool, workers: int) -> list[dict]:
     try:
         for name, fn in [("preprocess", preprocess), ("none", keep)]:
             for mode in ["inline", "DataFetcher"]:
-                wall, cpu = (_inline(address, fn, n) if mode == "inline"
-                             else _fetched(address, fn, n, workers))
-                rows.append({"mode": mode, "preprocessing": name, "batches": n,
-                             "batches_per_s": n / wall, "main_cpu_ms_per_batch": 1e3 * cpu / n})
-                print(f"  {mode:11s} {name:10s} {n / wall:8.1f} batches/s "
-                      f"{1e3 * cpu / n:8.3f} ms CPU/batch", file=sys.stderr)
+                wall, cpu = (
+                    _inline(address, fn, n)
+                    if mode == "inline"
+                    else _fetched(address, fn, n, workers)
+                )
+                rows.append(
+                    {
+                        "mode": mode,
+                        "preprocessing": name,
+                        "batches": n,
+                        "batches_per_s": n / wall,
+                        "main_cpu_ms_per_batch": 1e3 * cpu / n,
+                    }
+                )
+                print(
+                    f"  {mode:11s} {name:10s} {n / wall:8.1f} batches/s "
+                    f"{1e3 * cpu / n:8.3f} ms CPU/batch",
+                    file=sys.stderr,
+                )
     finally:
         stop.set()
         server.join(30)
@@ -234,6 +275,7 @@ def fetcher_vs_inline(quick: bool, workers: int) -> list[dict]:
 
 
 # ---- report
+
 
 def _rate(rows: list[dict], path: str, transport: str, size: str, key: str) -> float:
     for row in rows:
@@ -249,54 +291,99 @@ def ratios(rows: list[dict], fetch: list[dict]) -> list[dict]:
     out = []
 
     def pair(name: str, goal: float | None, a: tuple, b: tuple, wall_key: str) -> None:
-        out.append({"target": name, "goal": goal,
-                    "ratio": _rate(rows, *a, wall_key) / _rate(rows, *b, wall_key),
-                    "cpu_ratio": _rate(rows, *a, "msgs_per_cpu_s")
-                    / _rate(rows, *b, "msgs_per_cpu_s")})
+        out.append(
+            {
+                "target": name,
+                "goal": goal,
+                "ratio": _rate(rows, *a, wall_key) / _rate(rows, *b, wall_key),
+                "cpu_ratio": _rate(rows, *a, "msgs_per_cpu_s") / _rate(rows, *b, "msgs_per_cpu_s"),
+            }
+        )
 
     for transport in ["ipc", "tcp"]:
         for size in ["1MB", "16MB"]:
-            pair(f"caraml/raw_zmq MB/s {transport} {size}", 0.9, ("caraml", transport, size),
-                 ("raw_zmq", transport, size), "mb_per_s")
-        pair(f"caraml/raw_zmq msg/s {transport} 100B", 0.7, ("caraml", transport, "100B"),
-             ("raw_zmq", transport, "100B"), "msgs_per_s")
-    pair("caraml ipc / mp.Queue MB/s 1MB", 5.0, ("caraml", "ipc", "1MB"),
-         ("mp_queue", "pipe", "1MB"), "mb_per_s")
+            pair(
+                f"caraml/raw_zmq MB/s {transport} {size}",
+                0.9,
+                ("caraml", transport, size),
+                ("raw_zmq", transport, size),
+                "mb_per_s",
+            )
+        pair(
+            f"caraml/raw_zmq msg/s {transport} 100B",
+            0.7,
+            ("caraml", transport, "100B"),
+            ("raw_zmq", transport, "100B"),
+            "msgs_per_s",
+        )
+    pair(
+        "caraml ipc / mp.Queue MB/s 1MB",
+        5.0,
+        ("caraml", "ipc", "1MB"),
+        ("mp_queue", "pipe", "1MB"),
+        "mb_per_s",
+    )
     for prep in ["preprocess", "none"]:
         cpu = {r["mode"]: r["main_cpu_ms_per_batch"] for r in fetch if r["preprocessing"] == prep}
         cut = 1.0 - cpu["DataFetcher"] / cpu["inline"] if cpu else float("nan")
-        out.append({"target": f"main CPU/batch cut by DataFetcher ({prep})", "goal": 0.8,
-                    "ratio": cut, "cpu_ratio": cut})
+        out.append(
+            {
+                "target": f"main CPU/batch cut by DataFetcher ({prep})",
+                "goal": 0.8,
+                "ratio": cut,
+                "cpu_ratio": cut,
+            }
+        )
     for size in SIZES:
-        pair(f"caraml ipc / memcpy MB/s {size} (information)", None, ("caraml", "ipc", size),
-             ("memcpy", "memory", size), "mb_per_s")
+        pair(
+            f"caraml ipc / memcpy MB/s {size} (information)",
+            None,
+            ("caraml", "ipc", size),
+            ("memcpy", "memory", size),
+            "mb_per_s",
+        )
     return out
 
 
 def table(rows: list[dict], fetch: list[dict], checks: list[dict], machine: str) -> str:
     """A plain-text report."""
     order = ["caraml", "raw_zmq", "send_pyobj", "mp_queue", "memcpy"]
-    keys = sorted({(r["path"], r["transport"]) for r in rows},
-                  key=lambda k: (order.index(k[0]), k[1]))
-    lines = [f"machine: {machine}", "",
-             f"{'path':11s} {'via':6s} " + " ".join(f"{s + ' MB/s':>10s} {s + ' msg/s':>11s} "
-                                                     f"{'CPU us':>8s}" for s in SIZES)]
+    keys = sorted(
+        {(r["path"], r["transport"]) for r in rows}, key=lambda k: (order.index(k[0]), k[1])
+    )
+    lines = [
+        f"machine: {machine}",
+        "",
+        f"{'path':11s} {'via':6s} "
+        + " ".join(f"{s + ' MB/s':>10s} {s + ' msg/s':>11s} {'CPU us':>8s}" for s in SIZES),
+    ]
     for path, where in keys:
-        cells = [f"{_rate(rows, path, where, s, 'mb_per_s'):10.1f} "
-                 f"{_rate(rows, path, where, s, 'msgs_per_s'):11.0f} "
-                 f"{_rate(rows, path, where, s, 'cpu_us_per_msg'):8.2f}" for s in SIZES]
+        cells = [
+            f"{_rate(rows, path, where, s, 'mb_per_s'):10.1f} "
+            f"{_rate(rows, path, where, s, 'msgs_per_s'):11.0f} "
+            f"{_rate(rows, path, where, s, 'cpu_us_per_msg'):8.2f}"
+            for s in SIZES
+        ]
         lines.append(f"{path:11s} {where:6s} " + " ".join(cells))
-    lines += ["", "CPU us = CPU microseconds per message, sender + receiver processes together",
-              "", f"{'learner':12s} {'preprocess':10s} {'batches/s':>10s} "
-              f"{'main CPU ms/batch':>18s}"]
+    lines += [
+        "",
+        "CPU us = CPU microseconds per message, sender + receiver processes together",
+        "",
+        f"{'learner':12s} {'preprocess':10s} {'batches/s':>10s} {'main CPU ms/batch':>18s}",
+    ]
     for r in fetch:
-        lines.append(f"{r['mode']:12s} {r['preprocessing']:10s} {r['batches_per_s']:10.1f} "
-                     f"{r['main_cpu_ms_per_batch']:18.3f}")
+        lines.append(
+            f"{r['mode']:12s} {r['preprocessing']:10s} {r['batches_per_s']:10.1f} "
+            f"{r['main_cpu_ms_per_batch']:18.3f}"
+        )
     lines += ["", f"{'target':48s} {'wall':>6s} {'CPU':>6s} {'goal':>6s}"]
     for c in checks:
         goal = "" if c["goal"] is None else f">={c['goal']:.1f}"
-        mark = "" if c["goal"] is None else (
-            "  ok" if max(c["ratio"], c["cpu_ratio"]) >= c["goal"] else "  MISSED")
+        mark = (
+            ""
+            if c["goal"] is None
+            else ("  ok" if max(c["ratio"], c["cpu_ratio"]) >= c["goal"] else "  MISSED")
+        )
         lines.append(f"{c['target']:48s} {c['ratio']:6.2f} {c['cpu_ratio']:6.2f} {goal:>6s}{mark}")
     return "\n".join(lines)
 
@@ -313,12 +400,21 @@ def plot(rows: list[dict], fetch: list[dict], path: str) -> None:
         if not rows:
             ax.axis("off")
             continue
-        paths = [("caraml", transport), ("raw_zmq", transport), ("send_pyobj", transport),
-                 ("mp_queue", "pipe"), ("memcpy", "memory")]
+        paths = [
+            ("caraml", transport),
+            ("raw_zmq", transport),
+            ("send_pyobj", transport),
+            ("mp_queue", "pipe"),
+            ("memcpy", "memory"),
+        ]
         x = np.arange(len(SIZES))
         for i, (name, where) in enumerate(paths):
-            ax.bar(x + i * 0.16, [_rate(rows, name, where, s, "mb_per_s") for s in SIZES], 0.16,
-                   label=name)
+            ax.bar(
+                x + i * 0.16,
+                [_rate(rows, name, where, s, "mb_per_s") for s in SIZES],
+                0.16,
+                label=name,
+            )
         ax.set_xticks(x + 0.32, list(SIZES))
         ax.set_yscale("log")
         ax.set_ylabel("MB/s")
@@ -341,20 +437,36 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=None, help="runs per cell, best kept")
     parser.add_argument("--workers", type=int, default=2, help="DataFetcher worker processes")
     parser.add_argument("--plot", default=os.path.join(OUT_DIR, "caraml_bench.png"))
-    parser.add_argument("--only", choices=["throughput", "fetcher"], default=None,
-                        help="run one part (the ratios of the other part show as nan)")
+    parser.add_argument(
+        "--only",
+        choices=["throughput", "fetcher"],
+        default=None,
+        help="run one part (the ratios of the other part show as nan)",
+    )
     args = parser.parse_args()
     repeat = args.repeat or (1 if args.quick else 2)
-    machine = (f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python "
-               f"{platform.python_version()}, pyzmq {zmq.__version__} / libzmq "
-               f"{zmq.zmq_version()}, numpy {np.__version__}, load {os.getloadavg()[0]:.1f}")
+    machine = (
+        f"{platform.node()} {platform.machine()} {os.cpu_count()} CPUs, Python "
+        f"{platform.python_version()}, pyzmq {zmq.__version__} / libzmq "
+        f"{zmq.zmq_version()}, numpy {np.__version__}, load {os.getloadavg()[0]:.1f}"
+    )
     rows = [] if args.only == "fetcher" else throughput(args.quick, repeat)
     fetch = [] if args.only == "throughput" else fetcher_vs_inline(args.quick, args.workers)
     checks = ratios(rows, fetch)
     plot(rows, fetch, args.plot)
     if args.json:
-        print(json.dumps({"machine": machine, "throughput": rows, "fetcher": fetch,
-                          "ratios": checks, "plot": args.plot}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "machine": machine,
+                    "throughput": rows,
+                    "fetcher": fetch,
+                    "ratios": checks,
+                    "plot": args.plot,
+                },
+                indent=1,
+            )
+        )
     else:
         print(table(rows, fetch, checks, machine))
         print(f"\nplot: {args.plot}")

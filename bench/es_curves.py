@@ -23,19 +23,48 @@ ROOT = Path(__file__).resolve().parent.parent
 EXTRA = {"gym:Hopper-v5": ["--set", "algo.discretize=10"]}  # the paper's option for Hopper
 
 
-def run(env_id: str, workers: int, steps: int, folder: Path) -> tuple[list[tuple[float, float]], float]:
+def run(
+    env_id: str, workers: int, steps: int, folder: Path
+) -> tuple[list[tuple[float, float]], float]:
     """Launch one ES run; returns [(seconds, eval return)] and the launch's wall time."""
     name = f"{env_id.split(':')[-1].lower()}-w{workers}"
     shutil.rmtree(folder / name, ignore_errors=True)
-    cmd = [sys.executable, "-m", "surreal", "launch", "es", "--env", env_id, "--actors", str(workers),
-           "--steps", str(steps), "--folder", str(folder), "--name", name, "--trial", "t1", "--quiet",
-           "--set", "eval.every_s=5", *EXTRA.get(env_id, [])]
+    cmd = [
+        sys.executable,
+        "-m",
+        "surreal",
+        "launch",
+        "es",
+        "--env",
+        env_id,
+        "--actors",
+        str(workers),
+        "--steps",
+        str(steps),
+        "--folder",
+        str(folder),
+        "--name",
+        name,
+        "--trial",
+        "t1",
+        "--quiet",
+        "--set",
+        "eval.every_s=5",
+        *EXTRA.get(env_id, []),
+    ]
     started = time.monotonic()
-    subprocess.run(cmd, check=True, cwd=ROOT, env=dict(os.environ, SYMPHONY_HOME=str(folder / ".home")))
+    subprocess.run(
+        cmd, check=True, cwd=ROOT, env=dict(os.environ, SYMPHONY_HOME=str(folder / ".home"))
+    )
     wall = time.monotonic() - started
-    records = [json.loads(line) for line in (folder / name / "t1" / "metrics.jsonl").read_text().splitlines()]
+    records = [
+        json.loads(line)
+        for line in (folder / name / "t1" / "metrics.jsonl").read_text().splitlines()
+    ]
     t0 = min(r["time"] for r in records)
-    return [(r["time"] - t0, r["value"]) for r in records if r["name"] == "charts/eval_return"], wall
+    return [
+        (r["time"] - t0, r["value"]) for r in records if r["name"] == "charts/eval_return"
+    ], wall
 
 
 def main() -> None:

@@ -45,8 +45,9 @@ def single_process(env_id: str, cfg, generations: int, noise_dir: str) -> tuple[
     return res.env_steps / res.wall_s, (_cpu_seconds([os.getpid()]) - cpu0) / res.wall_s
 
 
-def distributed(env_id: str, cfg, cfg_json: str, workers: int, generations: int,
-                noise_dir: str) -> tuple[float, float]:
+def distributed(
+    env_id: str, cfg, cfg_json: str, workers: int, generations: int, noise_dir: str
+) -> tuple[float, float]:
     """(env steps per second, cores used) of master + workers, from the end of generation 1 on."""
     from caraml.testing import free_port
     from surreal.algos.es.loop import build
@@ -56,10 +57,28 @@ def distributed(env_id: str, cfg, cfg_json: str, workers: int, generations: int,
     master = ESMaster(policy, state, noise, cfg, generations=generations + 1, seed=0)
     address = f"tcp://127.0.0.1:{free_port()}"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
-    procs = [subprocess.Popen([sys.executable, "-m", "surreal.algos.es.worker", "--env", env_id,
-                               "--master", address, "--name", f"w{i}", "--noise-dir", noise_dir,
-                               "--config", cfg_json], env=env, stdout=subprocess.DEVNULL)
-             for i in range(workers)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "surreal.algos.es.worker",
+                "--env",
+                env_id,
+                "--master",
+                address,
+                "--name",
+                f"w{i}",
+                "--noise-dir",
+                noise_dir,
+                "--config",
+                cfg_json,
+            ],
+            env=env,
+            stdout=subprocess.DEVNULL,
+        )
+        for i in range(workers)
+    ]
     pids, cpu = [os.getpid(), *(p.pid for p in procs)], {}
 
     def on_generation(m, i: int) -> bool:
@@ -87,24 +106,39 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=16)
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "es_scaling.png"))
     args = parser.parse_args()
-    fields = {"hidden": [64, 64], "population": args.population, "noise_size": 5_000_000,
-              "eval_every": 0}
+    fields = {
+        "hidden": [64, 64],
+        "population": args.population,
+        "noise_size": 5_000_000,
+        "eval_every": 0,
+    }
     cfg, cfg_json = ESConfig(**fields), json.dumps(fields)
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as noise_dir:
         base, base_cores = single_process(args.env, cfg, args.generations, noise_dir)
         rows = [("single process", 1, base, base_cores)]
         for n in (int(w) for w in args.workers.split(",")):
-            rows.append((f"{n} workers", n, *distributed(args.env, cfg, cfg_json, n, args.generations,
-                                                         noise_dir)))
-    print(f"\nES throughput on {args.env}, population {args.population} pairs, {cores} cores, "
-          f"load average {os.getloadavg()[0]:.1f}")
-    print(f"{'':>16} {'env steps/s':>12} {'vs single':>10} {'vs linear':>10} {'cores used':>11} "
-          f"{'steps/core-s':>13}")
+            rows.append(
+                (
+                    f"{n} workers",
+                    n,
+                    *distributed(args.env, cfg, cfg_json, n, args.generations, noise_dir),
+                )
+            )
+    print(
+        f"\nES throughput on {args.env}, population {args.population} pairs, {cores} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'':>16} {'env steps/s':>12} {'vs single':>10} {'vs linear':>10} {'cores used':>11} "
+        f"{'steps/core-s':>13}"
+    )
     for name, n, rate, used in rows:
         linear = base * min(n, cores)
-        print(f"{name:>16} {rate:>12,.0f} {rate / base:>10.2f} {rate / linear:>10.2f} {used:>11.2f} "
-              f"{rate / max(used, 1e-9):>13,.0f}")
+        print(
+            f"{name:>16} {rate:>12,.0f} {rate / base:>10.2f} {rate / linear:>10.2f} {used:>11.2f} "
+            f"{rate / max(used, 1e-9):>13,.0f}"
+        )
     _plot(rows, base, cores, args)
 
 
@@ -120,8 +154,13 @@ def _plot(rows, base: float, cores: int, args) -> None:
     dist = [r for r in rows if r[0] != "single process"]
     ns = [r[1] for r in dist]
     ax1.plot(ns, [r[2] for r in dist], "o-", label="master + N workers (measured)")
-    ax1.plot(ns, [base * min(n, cores) for n in ns], ":", color="black",
-             label=f"linear over {cores} cores")
+    ax1.plot(
+        ns,
+        [base * min(n, cores) for n in ns],
+        ":",
+        color="black",
+        label=f"linear over {cores} cores",
+    )
     ax1.axhline(base, color="tab:orange", label="single-process loop")
     ax1.set_xlabel("ES workers")
     ax1.set_ylabel("env steps / s")

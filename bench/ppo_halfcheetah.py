@@ -23,13 +23,41 @@ REFERENCES = {"CleanRL PPO (1M)": 1443, "SB3 zoo PPO, tuned (1M)": 5819}
 
 def launch(actors: int, steps: int, folder: str) -> tuple[Path, float]:
     rollout = 2048 // (actors * 8)
-    cmd = [sys.executable, "-m", "surreal", "launch", "ppo", "--env", "gym:HalfCheetah-v5",
-           "--actors", str(actors), "--steps", str(steps), "--folder", folder,
-           "--name", "ppo-halfcheetah", "--trial", time.strftime("bench-%Y%m%d-%H%M%S"),
-           "--set", "env.num_envs=8", "--set", f"actor.rollout_length={rollout}",
-           "--set", "algo.update_epochs=10", "--set", "algo.num_minibatches=32",
-           "--set", "env.normalize_reward=true", "--set", "eval.every_s=30",
-           "--set", "eval.episodes=5", "--set", "run.checkpoint_every=50"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "surreal",
+        "launch",
+        "ppo",
+        "--env",
+        "gym:HalfCheetah-v5",
+        "--actors",
+        str(actors),
+        "--steps",
+        str(steps),
+        "--folder",
+        folder,
+        "--name",
+        "ppo-halfcheetah",
+        "--trial",
+        time.strftime("bench-%Y%m%d-%H%M%S"),
+        "--set",
+        "env.num_envs=8",
+        "--set",
+        f"actor.rollout_length={rollout}",
+        "--set",
+        "algo.update_epochs=10",
+        "--set",
+        "algo.num_minibatches=32",
+        "--set",
+        "env.normalize_reward=true",
+        "--set",
+        "eval.every_s=30",
+        "--set",
+        "eval.episodes=5",
+        "--set",
+        "run.checkpoint_every=50",
+    ]
     started = time.monotonic()
     subprocess.run(cmd, check=True)
     run = max((Path(folder) / "ppo-halfcheetah").glob("bench-*"), key=lambda p: p.stat().st_mtime)
@@ -37,7 +65,10 @@ def launch(actors: int, steps: int, folder: str) -> tuple[Path, float]:
 
 
 def curves(run: Path) -> dict[str, list[tuple[int, float]]]:
-    out: dict[str, list[tuple[int, float]]] = {"charts/episodic_return": [], "charts/eval_return": []}
+    out: dict[str, list[tuple[int, float]]] = {
+        "charts/episodic_return": [],
+        "charts/eval_return": [],
+    }
     for line in (run / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
         if record["name"] in out:
@@ -56,8 +87,10 @@ def report(run: Path, wall: float | None) -> None:
     print(f"{'surreal (last 50k steps)':<28} {final:>10,.0f}")
     for label, value in REFERENCES.items():
         print(f"{label:<28} {value:>10,}   (surreal / ref = {final / value:.2f})")
-    print(f"env steps {status['global_step']:,}, learner steps/s {status.get('charts/sps', 0):,.0f}"
-          + (f", wall {wall / 60:.1f} min" if wall else ""))
+    print(
+        f"env steps {status['global_step']:,}, learner steps/s {status.get('charts/sps', 0):,.0f}"
+        + (f", wall {wall / 60:.1f} min" if wall else "")
+    )
     import matplotlib
 
     matplotlib.use("Agg")

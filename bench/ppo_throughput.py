@@ -50,8 +50,12 @@ def single_process(seconds: float) -> dict[str, float]:
         sample_s += t1 - t0
         steps += BATCH
     total = time.perf_counter() - start
-    return {"sps": steps / total, "sample_frac": sample_s / total, "learn_frac": learn_s / total,
-            "passes": steps * EPOCHS / total}
+    return {
+        "sps": steps / total,
+        "sample_frac": sample_s / total,
+        "learn_frac": learn_s / total,
+        "passes": steps * EPOCHS / total,
+    }
 
 
 def surreal(seconds: float, actors: int, warmup: float = 20.0) -> dict[str, float]:
@@ -59,12 +63,38 @@ def surreal(seconds: float, actors: int, warmup: float = 20.0) -> dict[str, floa
     rollout = BATCH // (actors * 8)
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "runs" / "bench" / "t1"
-        cmd = [sys.executable, "-m", "surreal", "launch", "ppo", "--env", ENV,
-               "--actors", str(actors), "--steps", str(10**9), "--folder", f"{tmp}/runs",
-               "--name", "bench", "--trial", "t1", "--quiet",
-               "--set", "env.num_envs=8", "--set", f"actor.rollout_length={rollout}",
-               "--set", f"algo.update_epochs={EPOCHS}", "--set", f"algo.num_minibatches={MINIBATCHES}",
-               "--set", "env.normalize_reward=true", "--set", "eval.every_s=0"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "surreal",
+            "launch",
+            "ppo",
+            "--env",
+            ENV,
+            "--actors",
+            str(actors),
+            "--steps",
+            str(10**9),
+            "--folder",
+            f"{tmp}/runs",
+            "--name",
+            "bench",
+            "--trial",
+            "t1",
+            "--quiet",
+            "--set",
+            "env.num_envs=8",
+            "--set",
+            f"actor.rollout_length={rollout}",
+            "--set",
+            f"algo.update_epochs={EPOCHS}",
+            "--set",
+            f"algo.num_minibatches={MINIBATCHES}",
+            "--set",
+            "env.normalize_reward=true",
+            "--set",
+            "eval.every_s=0",
+        ]
         env = dict(os.environ, SYMPHONY_HOME=f"{tmp}/home")
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -84,9 +114,13 @@ def surreal(seconds: float, actors: int, warmup: float = 20.0) -> dict[str, floa
             os.killpg(proc.pid, signal.SIGINT)
             proc.wait(timeout=60)
     wall = t1 - t0
-    return {"sps": (s1 - s0) / wall, "actor_sps": (a1 - a0) / wall,
-            "learn_frac": (learn1 - learn0) / wall, "lag": status.get("charts/policy_lag", 0.0),
-            "passes": (s1 - s0) * EPOCHS / wall}
+    return {
+        "sps": (s1 - s0) / wall,
+        "actor_sps": (a1 - a0) / wall,
+        "learn_frac": (learn1 - learn0) / wall,
+        "lag": status.get("charts/policy_lag", 0.0),
+        "passes": (s1 - s0) * EPOCHS / wall,
+    }
 
 
 def _status(run: Path) -> dict:
@@ -112,14 +146,22 @@ def main() -> None:
     args = parser.parse_args()
     base = single_process(args.seconds)
     ours = surreal(args.seconds, args.actors)
-    print(f"\nPPO HalfCheetah-v5, {os.cpu_count()} cores, batch {BATCH}, {EPOCHS} epochs x "
-          f"{MINIBATCHES} minibatches, {args.seconds:.0f} s windows")
-    print(f"{'setup':<34} {'train steps/s':>13} {'sample-passes/s':>16} {'ratio':>6}  where the time goes")
-    print(f"{'single process (CleanRL-style)':<34} {base['sps']:>13,.0f} {base['passes']:>16,.0f} "
-          f"{1.0:>5.2f}x  sampling {base['sample_frac']:.0%}, learning {base['learn_frac']:.0%}")
-    print(f"{f'surreal launch, {args.actors} actors x 8 envs':<34} {ours['sps']:>13,.0f} "
-          f"{ours['passes']:>16,.0f} {ours['sps'] / base['sps']:>5.2f}x  learner busy "
-          f"{ours['learn_frac']:.0%}, actors sampled {ours['actor_sps']:,.0f}/s, lag {ours['lag']:.2f}")
+    print(
+        f"\nPPO HalfCheetah-v5, {os.cpu_count()} cores, batch {BATCH}, {EPOCHS} epochs x "
+        f"{MINIBATCHES} minibatches, {args.seconds:.0f} s windows"
+    )
+    print(
+        f"{'setup':<34} {'train steps/s':>13} {'sample-passes/s':>16} {'ratio':>6}  where the time goes"
+    )
+    print(
+        f"{'single process (CleanRL-style)':<34} {base['sps']:>13,.0f} {base['passes']:>16,.0f} "
+        f"{1.0:>5.2f}x  sampling {base['sample_frac']:.0%}, learning {base['learn_frac']:.0%}"
+    )
+    print(
+        f"{f'surreal launch, {args.actors} actors x 8 envs':<34} {ours['sps']:>13,.0f} "
+        f"{ours['passes']:>16,.0f} {ours['sps'] / base['sps']:>5.2f}x  learner busy "
+        f"{ours['learn_frac']:.0%}, actors sampled {ours['actor_sps']:,.0f}/s, lag {ours['lag']:.2f}"
+    )
     _plot(base, ours)
 
 

@@ -27,11 +27,13 @@ OBS, ACT, CHUNK = 17, 6, 32  # HalfCheetah-v5 observation and action sizes; tran
 
 def _chunk(seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
-    return {"obs": rng.normal(size=(CHUNK, OBS)).astype(np.float32),
-            "next_obs": rng.normal(size=(CHUNK, OBS)).astype(np.float32),
-            "act": rng.uniform(-1, 1, (CHUNK, ACT)).astype(np.float32),
-            "rew": rng.normal(size=CHUNK).astype(np.float32),
-            "discount": np.full(CHUNK, 0.97, np.float32)}
+    return {
+        "obs": rng.normal(size=(CHUNK, OBS)).astype(np.float32),
+        "next_obs": rng.normal(size=(CHUNK, OBS)).astype(np.float32),
+        "act": rng.uniform(-1, 1, (CHUNK, ACT)).astype(np.float32),
+        "rew": rng.normal(size=CHUNK).astype(np.float32),
+        "discount": np.full(CHUNK, 0.97, np.float32),
+    }
 
 
 def actor(address: str, seed: int, stop) -> None:
@@ -73,8 +75,9 @@ def proxies(addrs: dict[str, str], stop) -> None:
     """The replay proxies in their own process, as in a launched experiment."""
     from surreal.components.sharding import start_replay_proxies
 
-    with start_replay_proxies(addrs["push"], addrs["push_back"], addrs["sample"], addrs["sample_back"],
-                              hwm=16):
+    with start_replay_proxies(
+        addrs["push"], addrs["push_back"], addrs["sample"], addrs["sample_back"], hwm=16
+    ):
         stop.wait()
 
 
@@ -112,17 +115,33 @@ def run(actors: int, shards: int, seconds: float, direct: bool = False):
 
     ctx = mp.get_context("spawn")
     stop = ctx.Event()
-    port = {k: f"tcp://127.0.0.1:{free_port()}" for k in ("push", "push_back", "sample", "sample_back")}
+    port = {
+        k: f"tcp://127.0.0.1:{free_port()}" for k in ("push", "push_back", "sample", "sample_back")
+    }
     procs: list[tuple[str, mp.Process]] = []
     if direct:
-        procs.append(("replay", ctx.Process(target=shard, args=(port["push"], port["sample"], 0, True, stop))))
+        procs.append(
+            (
+                "replay",
+                ctx.Process(target=shard, args=(port["push"], port["sample"], 0, True, stop)),
+            )
+        )
     else:
         procs.append(("proxy", ctx.Process(target=proxies, args=(port, stop))))
-        procs += [("replay", ctx.Process(target=shard, args=(port["push_back"], port["sample_back"], k,
-                                                              False, stop))) for k in range(shards)]
+        procs += [
+            (
+                "replay",
+                ctx.Process(
+                    target=shard, args=(port["push_back"], port["sample_back"], k, False, stop)
+                ),
+            )
+            for k in range(shards)
+        ]
     counter = ctx.Value("q", 0)
     procs.append(("learner", ctx.Process(target=sampler, args=(port["sample"], counter, stop))))
-    procs += [("actors", ctx.Process(target=actor, args=(port["push"], i, stop))) for i in range(actors)]
+    procs += [
+        ("actors", ctx.Process(target=actor, args=(port["push"], i, stop))) for i in range(actors)
+    ]
     for _, p in procs:
         p.start()
     try:
@@ -170,15 +189,21 @@ def main() -> None:
     for a in (int(x) for x in args.actors.split(",")):
         rows.append((a, "direct", *run(a, 1, args.seconds, direct=True)))
         rows += [(a, str(k), *run(a, k, args.seconds)) for k in shard_counts]
-    print(f"\nreplay sharding: fast actors push chunks of {CHUNK} transitions (obs {OBS}, act {ACT}); "
-          f"one learner samples batches of 256; {os.cpu_count()} cores")
-    print(f"{'actors':>6} {'shards':>7} {'transitions/s':>14} {'vs direct':>10} {'batches/s':>10}"
-          f"   cores used: {'actors':>6} {'proxy':>6} {'replay':>6} {'learner':>7}")
+    print(
+        f"\nreplay sharding: fast actors push chunks of {CHUNK} transitions (obs {OBS}, act {ACT}); "
+        f"one learner samples batches of 256; {os.cpu_count()} cores"
+    )
+    print(
+        f"{'actors':>6} {'shards':>7} {'transitions/s':>14} {'vs direct':>10} {'batches/s':>10}"
+        f"   cores used: {'actors':>6} {'proxy':>6} {'replay':>6} {'learner':>7}"
+    )
     for a, name, rate, batches, cores in rows:
         base = next(r[2] for r in rows if r[0] == a and r[1] == "direct")
-        print(f"{a:>6} {name:>7} {rate:>14,.0f} {rate / base:>10.2f} {batches:>10.1f}"
-              f"               {cores.get('actors', 0):>6.2f} {cores.get('proxy', 0):>6.2f} "
-              f"{cores.get('replay', 0):>6.2f} {cores.get('learner', 0):>7.2f}")
+        print(
+            f"{a:>6} {name:>7} {rate:>14,.0f} {rate / base:>10.2f} {batches:>10.1f}"
+            f"               {cores.get('actors', 0):>6.2f} {cores.get('proxy', 0):>6.2f} "
+            f"{cores.get('replay', 0):>6.2f} {cores.get('learner', 0):>7.2f}"
+        )
     _plot(rows, args)
 
 

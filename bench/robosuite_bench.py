@@ -31,17 +31,29 @@ def _stepper(mode: str, steps: int, queue: mp.Queue) -> None:
     from surreal.envs.robosuite import _suite
 
     if mode == "camera, robosuite defaults":  # 4x multisampling, reflections, 640x480 buffer
-        env = _suite().make("Lift", robots="Panda", has_renderer=False, use_camera_obs=True,
-                            has_offscreen_renderer=True, camera_names="agentview",
-                            camera_heights=84, camera_widths=84, reward_shaping=True,
-                            hard_reset=False, horizon=HORIZON)
+        env = _suite().make(
+            "Lift",
+            robots="Panda",
+            has_renderer=False,
+            use_camera_obs=True,
+            has_offscreen_renderer=True,
+            camera_names="agentview",
+            camera_heights=84,
+            camera_widths=84,
+            reward_shaping=True,
+            hard_reset=False,
+            horizon=HORIZON,
+        )
         env.reset()
         low, high = env.action_spec
         step = lambda: env.step(np.random.uniform(low, high))  # noqa: E731
     else:
         keys = CAMERA if mode.startswith("camera") else None
-        env = make_env("robosuite:Lift", EnvConfig(id="robosuite:Lift", obs_keys=keys,
-                                                   max_episode_steps=HORIZON), seed=0)
+        env = make_env(
+            "robosuite:Lift",
+            EnvConfig(id="robosuite:Lift", obs_keys=keys, max_episode_steps=HORIZON),
+            seed=0,
+        )
         env.reset(seed=0)
         step = lambda: env.step(env.action_space.sample())  # noqa: E731
     step()
@@ -69,8 +81,9 @@ def random_return(episodes: int = 3) -> float:
     from surreal.config import EnvConfig
     from surreal.envs import make_env
 
-    env = make_env("robosuite:Lift", EnvConfig(id="robosuite:Lift", max_episode_steps=HORIZON),
-                   seed=7)
+    env = make_env(
+        "robosuite:Lift", EnvConfig(id="robosuite:Lift", max_episode_steps=HORIZON), seed=7
+    )
     returns = []
     for _ in range(episodes):
         env.reset()
@@ -85,13 +98,40 @@ def random_return(episodes: int = 3) -> float:
 
 def learning_curve(steps: int, actors: int, folder: Path) -> list[dict]:
     """`surreal launch ppo --env robosuite:Lift` from state; returns metrics.jsonl records."""
-    cmd = [sys.executable, "-m", "surreal", "launch", "ppo", "--env", "robosuite:Lift",
-           "--actors", str(actors), "--steps", str(steps), "--folder", str(folder),
-           "--name", "lift", "--trial", "bench", "--quiet",
-           "--set", "env.num_envs=2", "--set", f"env.max_episode_steps={HORIZON}",
-           "--set", "env.normalize_reward=true", "--set", "actor.rollout_length=128",
-           "--set", "algo.update_epochs=10", "--set", "algo.num_minibatches=8",
-           "--set", "eval.every_s=0"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "surreal",
+        "launch",
+        "ppo",
+        "--env",
+        "robosuite:Lift",
+        "--actors",
+        str(actors),
+        "--steps",
+        str(steps),
+        "--folder",
+        str(folder),
+        "--name",
+        "lift",
+        "--trial",
+        "bench",
+        "--quiet",
+        "--set",
+        "env.num_envs=2",
+        "--set",
+        f"env.max_episode_steps={HORIZON}",
+        "--set",
+        "env.normalize_reward=true",
+        "--set",
+        "actor.rollout_length=128",
+        "--set",
+        "algo.update_epochs=10",
+        "--set",
+        "algo.num_minibatches=8",
+        "--set",
+        "eval.every_s=0",
+    ]
     env = dict(os.environ, SYMPHONY_HOME=str(folder / "home"))
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
     lines = (folder / "lift" / "bench" / "metrics.jsonl").read_text().splitlines()
@@ -102,8 +142,11 @@ def curve(records: list[dict], name: str) -> tuple[np.ndarray, np.ndarray, np.nd
     """(env steps, seconds since the first record, value) of one metric."""
     rows = [r for r in records if r["name"] == name]
     t0 = min(r["time"] for r in records)
-    return (np.array([r["step"] for r in rows]), np.array([r["time"] - t0 for r in rows]),
-            np.array([r["value"] for r in rows]))
+    return (
+        np.array([r["step"] for r in rows]),
+        np.array([r["time"] - t0 for r in rows]),
+        np.array([r["value"] for r in rows]),
+    )
 
 
 def main() -> None:
@@ -119,16 +162,29 @@ def main() -> None:
     for procs in sorted({1, args.actors}):
         for mode in modes:
             rates = steps_per_second(mode, procs, args.render_steps)
-            rows.append({"mode": mode, "procs": procs, "per_proc": float(np.mean(rates)),
-                         "total": float(np.sum(rates))})
-    print(f"\nLift, random actions, {args.render_steps} steps per process "
-          f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})")
+            rows.append(
+                {
+                    "mode": mode,
+                    "procs": procs,
+                    "per_proc": float(np.mean(rates)),
+                    "total": float(np.sum(rates)),
+                }
+            )
+    print(
+        f"\nLift, random actions, {args.render_steps} steps per process "
+        f"({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f})"
+    )
     print(f"{'mode':<28}{'procs':>6}{'steps/s/proc':>14}{'total':>9}{'vs defaults':>13}")
     for row in rows:
-        base = next(r for r in rows if r["procs"] == row["procs"]
-                    and r["mode"] == "camera, robosuite defaults")
-        print(f"{row['mode']:<28}{row['procs']:>6}{row['per_proc']:>14.1f}{row['total']:>9.1f}"
-              f"{row['per_proc'] / base['per_proc']:>12.2f}x")
+        base = next(
+            r
+            for r in rows
+            if r["procs"] == row["procs"] and r["mode"] == "camera, robosuite defaults"
+        )
+        print(
+            f"{row['mode']:<28}{row['procs']:>6}{row['per_proc']:>14.1f}{row['total']:>9.1f}"
+            f"{row['per_proc'] / base['per_proc']:>12.2f}x"
+        )
     result = {"render": rows, "cores": os.cpu_count()}
     if not args.skip_learning:
         baseline = random_return()
@@ -138,15 +194,28 @@ def main() -> None:
         wall = time.monotonic() - started
         steps, seconds, returns = curve(records, "charts/episodic_return")
         first, last = float(np.mean(returns[:10])), float(np.mean(returns[-10:]))
-        print(f"\nPPO on robosuite:Lift from state, {args.actors} actors x 2 envs, "
-              f"{args.steps} steps in {wall:.0f} s ({args.steps / wall:.0f} steps/s)")
+        print(
+            f"\nPPO on robosuite:Lift from state, {args.actors} actors x 2 envs, "
+            f"{args.steps} steps in {wall:.0f} s ({args.steps / wall:.0f} steps/s)"
+        )
         print(f"{'policy':<26}{'return (' + str(HORIZON) + ' steps)':>22}{'vs random':>11}")
-        for label, value in (("random actions", baseline), ("PPO, first 10 episodes", first),
-                             ("PPO, last 10 episodes", last)):
+        for label, value in (
+            ("random actions", baseline),
+            ("PPO, first 10 episodes", first),
+            ("PPO, last 10 episodes", last),
+        ):
             print(f"{label:<26}{value:>22.1f}{value / baseline:>10.2f}x")
-        result.update(random_return=baseline, first=first, last=last, wall_s=wall,
-                      curve={"steps": steps.tolist(), "seconds": seconds.tolist(),
-                             "returns": returns.tolist()})
+        result.update(
+            random_return=baseline,
+            first=first,
+            last=last,
+            wall_s=wall,
+            curve={
+                "steps": steps.tolist(),
+                "seconds": seconds.tolist(),
+                "returns": returns.tolist(),
+            },
+        )
     (OUT / "robosuite_bench.json").write_text(json.dumps(result, indent=1))
     plot(result)
 
@@ -166,7 +235,10 @@ def plot(result: dict) -> None:
     axes[0].tick_params(axis="y", labelsize=7)
     if "curve" in result:
         c = result["curve"]
-        for ax, key, label in ((axes[1], "steps", "env steps"), (axes[2], "seconds", "wall time (s)")):
+        for ax, key, label in (
+            (axes[1], "steps", "env steps"),
+            (axes[2], "seconds", "wall time (s)"),
+        ):
             ax.plot(c[key], c["returns"], ".", alpha=0.4, label="PPO episodes")
             ax.axhline(result["random_return"], color="gray", ls="--", label="random actions")
             ax.set_xlabel(label)

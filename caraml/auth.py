@@ -38,7 +38,9 @@ class CurveServer:
 
     def __init__(self, keys: CurveKeys, allowed_clients: Iterable[bytes] = ()) -> None:
         object.__setattr__(self, "keys", keys)
-        object.__setattr__(self, "allowed_clients", frozenset(_as_bytes(k) for k in allowed_clients))
+        object.__setattr__(
+            self, "allowed_clients", frozenset(_as_bytes(k) for k in allowed_clients)
+        )
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,9 @@ class CurveGuard:
         self.context = zmq.Context()
         self.auth = ThreadAuthenticator(self.context)
         self.auth.start()
-        self.auth.configure_curve_callback(domain=ZAP_DOMAIN, credentials_provider=_AllowList(
-            config.allowed_clients))
+        self.auth.configure_curve_callback(
+            domain=ZAP_DOMAIN, credentials_provider=_AllowList(config.allowed_clients)
+        )
 
     def close(self) -> None:
         """Stop the authenticator and terminate the private context (sockets must be closed)."""

@@ -74,13 +74,23 @@ class DataFetcher:
             survive a fork).
     """
 
-    def __init__(self, addresses: str | Sequence[str], requests: Iterable[Any],
-                 process: Process | None = None, *, slot_bytes: int, n_slots: int = 4,
-                 n_workers: int = 1, timeout: float = 10.0, retries: int = 3,
-                 start_method: str = "spawn") -> None:
+    def __init__(
+        self,
+        addresses: str | Sequence[str],
+        requests: Iterable[Any],
+        process: Process | None = None,
+        *,
+        slot_bytes: int,
+        n_slots: int = 4,
+        n_workers: int = 1,
+        timeout: float = 10.0,
+        retries: int = 3,
+        start_method: str = "spawn",
+    ) -> None:
         if start_method == "fork":
-            raise CaramlError("DataFetcher cannot fork (ZeroMQ contexts break); use 'spawn' or "
-                              "'forkserver'")
+            raise CaramlError(
+                "DataFetcher cannot fork (ZeroMQ contexts break); use 'spawn' or 'forkserver'"
+            )
         addresses = [addresses] if isinstance(addresses, str) else list(addresses)
         ctx = mp.get_context(start_method)
         self.pool = SlotPool(n_slots, slot_bytes)
@@ -101,11 +111,25 @@ class DataFetcher:
         try:
             for index in range(n_workers):
                 reader, writer = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_worker_main, name=f"caraml-fetcher-{index}",
-                                   daemon=True, args=(index, n_workers, addresses, requests,
-                                                      process, self.pool.name, n_slots,
-                                                      slot_bytes, timeout, retries,
-                                                      self._free_read, writer))
+                proc = ctx.Process(
+                    target=_worker_main,
+                    name=f"caraml-fetcher-{index}",
+                    daemon=True,
+                    args=(
+                        index,
+                        n_workers,
+                        addresses,
+                        requests,
+                        process,
+                        self.pool.name,
+                        n_slots,
+                        slot_bytes,
+                        timeout,
+                        retries,
+                        self._free_read,
+                        writer,
+                    ),
+                )
                 self._workers.append(proc)
                 self._by_fd[reader.fileno()] = (reader, index)
                 self._poller.register(reader.fileno(), select.POLLIN)
@@ -113,9 +137,11 @@ class DataFetcher:
                 writer.close()  # the worker holds the only write end: its death reads as EOF
         except Exception as exc:
             self.close()
-            raise CaramlError(f"cannot start DataFetcher workers: {exc}; requests and process "
-                              "must be picklable (a list or itertools.repeat, a top-level "
-                              "function; not a generator or lambda)") from exc
+            raise CaramlError(
+                f"cannot start DataFetcher workers: {exc}; requests and process "
+                "must be picklable (a list or itertools.repeat, a top-level "
+                "function; not a generator or lambda)"
+            ) from exc
 
     def get(self, timeout: float | None = None) -> Handle:
         """Return the next filled slot.
@@ -154,7 +180,7 @@ class DataFetcher:
             size = _LEN.unpack_from(buf, pos)[0]
             if len(buf) - pos - _LEN.size < size:
                 break
-            self._inbox.append((index, buf[pos + _LEN.size:pos + _LEN.size + size]))
+            self._inbox.append((index, buf[pos + _LEN.size : pos + _LEN.size + size]))
             pos += _LEN.size + size
         if pos < len(buf):
             self._partial[fd] = buf[pos:]
@@ -165,14 +191,16 @@ class DataFetcher:
                 return None
             proc = self._workers[index]
             proc.join(5)
-            raise WorkerDied(f"DataFetcher worker {index} (pid {proc.pid}) exited with code "
-                             f"{proc.exitcode} without finishing; see its stderr, and check "
-                             "memory limits (a negative code is the signal that killed it)")
+            raise WorkerDied(
+                f"DataFetcher worker {index} (pid {proc.pid}) exited with code "
+                f"{proc.exitcode} without finishing; see its stderr, and check "
+                "memory limits (a negative code is the signal that killed it)"
+            )
         kind = message[:1]
         if kind == b"B":
             slot = _SLOT.unpack_from(message, 1)[0]
             self._held.add(slot)
-            return Handle(slot, self._views(slot, message[1 + _SLOT.size:]), index, self)
+            return Handle(slot, self._views(slot, message[1 + _SLOT.size :]), index, self)
         self._finished.add(index)
         if kind == b"D":
             return None
@@ -186,8 +214,10 @@ class DataFetcher:
         # handed out again (as a new dict) each time that slot comes back with that layout.
         views = self._view_cache.get((slot, layout_json))
         if views is None:
-            layout = [(name, dtype_from_json(dt), tuple(shape), off)
-                      for name, dt, shape, off in json.loads(layout_json)]
+            layout = [
+                (name, dtype_from_json(dt), tuple(shape), off)
+                for name, dt, shape, off in json.loads(layout_json)
+            ]
             if len(self._view_cache) > 256:
                 self._view_cache.clear()
             views = self._view_cache[(slot, layout_json)] = self.pool.view(slot, layout)
@@ -255,13 +285,26 @@ _LEN = struct.Struct("<I")
 def _send(out: Connection, message: bytes) -> None:
     data = memoryview(_LEN.pack(len(message)) + message)
     while data:
-        data = data[os.write(out.fileno(), data):]
+        data = data[os.write(out.fileno(), data) :]
+
+
 _STOP = -1
 
 
-def _worker_main(index: int, n_workers: int, addresses: list[str], requests: Iterable[Any],
-                 process: Process | None, shm_name: str, n_slots: int, slot_bytes: int,
-                 timeout: float, retries: int, free: Any, out: Connection) -> None:
+def _worker_main(
+    index: int,
+    n_workers: int,
+    addresses: list[str],
+    requests: Iterable[Any],
+    process: Process | None,
+    shm_name: str,
+    n_slots: int,
+    slot_bytes: int,
+    timeout: float,
+    retries: int,
+    free: Any,
+    out: Connection,
+) -> None:
     """Worker process body: request, process, wait for a slot, write, announce."""
     from caraml.req_rep import Client
 

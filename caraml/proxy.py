@@ -29,8 +29,9 @@ _ids = itertools.count()
 class Proxy:
     """Binds ``frontend`` and ``backend`` and forwards between them in a thread until stopped."""
 
-    def __init__(self, frontend: str, backend: str, kind: str = "router-dealer", *,
-                 hwm: int | None = None) -> None:
+    def __init__(
+        self, frontend: str, backend: str, kind: str = "router-dealer", *, hwm: int | None = None
+    ) -> None:
         if kind not in KINDS:
             raise CaramlError(f"unknown proxy kind {kind!r}; use one of {sorted(KINDS)}")
         self.kind = kind
@@ -54,8 +55,9 @@ class Proxy:
     def start(self) -> Proxy:
         """Start forwarding in a daemon thread; returns self."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, daemon=True,
-                                            name=f"caraml-proxy {self.frontend}")
+            self._thread = threading.Thread(
+                target=self._run, daemon=True, name=f"caraml-proxy {self.frontend}"
+            )
             self._thread.start()
         return self
 

@@ -31,12 +31,23 @@ class ProxyProcess:
     resolved addresses). ``stop()`` ends the process; it also ends by itself if its parent dies.
     """
 
-    def __init__(self, frontend: str, backend: str, kind: str = "router-dealer", *,
-                 hwm: int | None = None, start_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        frontend: str,
+        backend: str,
+        kind: str = "router-dealer",
+        *,
+        hwm: int | None = None,
+        start_timeout: float = 60.0,
+    ) -> None:
         ctx = mp.get_context("spawn")
         self._conn, child = ctx.Pipe()
-        self._proc = ctx.Process(target=_run, args=(frontend, backend, kind, hwm, child),
-                                 name=f"caraml-proxy {frontend}", daemon=True)
+        self._proc = ctx.Process(
+            target=_run,
+            args=(frontend, backend, kind, hwm, child),
+            name=f"caraml-proxy {frontend}",
+            daemon=True,
+        )
         self._proc.start()
         child.close()
         if not self._conn.poll(start_timeout):

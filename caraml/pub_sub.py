@@ -30,8 +30,15 @@ def _topic_frame(topic: str) -> bytes:
 class Publisher(Endpoint):
     """Broadcasts objects under a topic (``bind=True``: subscribers connect to it)."""
 
-    def __init__(self, address: str, bind: bool = True, *, hwm: int | None = None,
-                 max_size: int | None = None, curve: Curve | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        bind: bool = True,
+        *,
+        hwm: int | None = None,
+        max_size: int | None = None,
+        curve: Curve | None = None,
+    ) -> None:
         super().__init__(zmq.PUB, address, bind, max_size=max_size, curve=curve, hwm=hwm)
 
     def publish(self, topic: str, obj: Any) -> None:
@@ -42,9 +49,16 @@ class Publisher(Endpoint):
 class Subscriber(Endpoint):
     """Receives ``(topic, obj)`` for the subscribed topics (``bind=False``: connects)."""
 
-    def __init__(self, address: str, topics: Iterable[str] | None = None, bind: bool = False, *,
-                 hwm: int | None = None, max_size: int | None = None,
-                 curve: Curve | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        topics: Iterable[str] | None = None,
+        bind: bool = False,
+        *,
+        hwm: int | None = None,
+        max_size: int | None = None,
+        curve: Curve | None = None,
+    ) -> None:
         super().__init__(zmq.SUB, address, bind, max_size=max_size, curve=curve, hwm=hwm)
         self.topics = None if topics is None else list(topics)
         if self.topics is None:
@@ -64,8 +78,9 @@ class Subscriber(Endpoint):
         try:
             topic = frames[0]
             if len(frames) < 2 or not topic.endswith(_END):
-                raise MalformedMessage("not a caraml publication (no topic frame); publish with "
-                                       "caraml.Publisher")
+                raise MalformedMessage(
+                    "not a caraml publication (no topic frame); publish with caraml.Publisher"
+                )
             return topic[:-1].decode(errors="replace"), deserialize(frames[1:], self.max_size)
         except MalformedMessage as exc:
             self._count_malformed(exc)

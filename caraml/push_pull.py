@@ -24,8 +24,15 @@ from caraml.wire import INLINE_MAX, serialize, small_frame
 class Pusher(Endpoint):
     """Sends objects to pullers (``bind=False``: connects to a binding Puller)."""
 
-    def __init__(self, address: str, bind: bool = False, *, hwm: int | None = None,
-                 max_size: int | None = None, curve: Curve | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        bind: bool = False,
+        *,
+        hwm: int | None = None,
+        max_size: int | None = None,
+        curve: Curve | None = None,
+    ) -> None:
         super().__init__(zmq.PUSH, address, bind, max_size=max_size, curve=curve, hwm=hwm)
 
     def push(self, obj: Any, timeout: float | None = None) -> None:
@@ -41,8 +48,10 @@ class Pusher(Endpoint):
             RequestTimeout: the message could not be queued within ``timeout``.
         """
         if timeout is not None and not self._sock.poll(int(timeout * 1000), zmq.POLLOUT):
-            raise RequestTimeout(f"could not push to {self.address} within {timeout} s: no "
-                                 "puller is connected or all queues are full")
+            raise RequestTimeout(
+                f"could not push to {self.address} within {timeout} s: no "
+                "puller is connected or all queues are full"
+            )
         if type(obj) is np.ndarray and obj.nbytes <= INLINE_MAX:
             self._sock.send(small_frame(obj))  # one frame, no send_multipart overhead
             return
@@ -52,8 +61,15 @@ class Pusher(Endpoint):
 class Puller(Endpoint):
     """Receives objects from pushers (``bind=True``: pushers connect to it)."""
 
-    def __init__(self, address: str, bind: bool = True, *, hwm: int | None = None,
-                 max_size: int | None = None, curve: Curve | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        bind: bool = True,
+        *,
+        hwm: int | None = None,
+        max_size: int | None = None,
+        curve: Curve | None = None,
+    ) -> None:
         super().__init__(zmq.PULL, address, bind, max_size=max_size, curve=curve, hwm=hwm)
 
     def pull(self, timeout: float | None = None) -> Any:

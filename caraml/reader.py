@@ -64,18 +64,24 @@ def decode(frames: Sequence[Any], max_size: int | None = None) -> tuple[int, Any
         raise MalformedMessage("empty message (no frames)")
     total = sum(b.nbytes for b in bufs)
     if total > limit:
-        raise MessageTooLarge(f"message of {total} bytes exceeds max_size={limit}; raise "
-                              "max_size on the receiver or send smaller messages")
+        raise MessageTooLarge(
+            f"message of {total} bytes exceeds max_size={limit}; raise "
+            "max_size on the receiver or send smaller messages"
+        )
     head = bufs[0]
     if head.nbytes < PREFIX_LEN or head[:3] != MAGIC:
         raise MalformedMessage("not a caraml message (bad magic); is the peer using caraml?")
     _, version, kind, nframes, jlen = PREFIX.unpack_from(head)
     if version != VERSION:
-        raise MalformedMessage(f"caraml wire version {version} is not {VERSION}; upgrade the "
-                               "older side so both speak the same version")
+        raise MalformedMessage(
+            f"caraml wire version {version} is not {VERSION}; upgrade the "
+            "older side so both speak the same version"
+        )
     if nframes != len(bufs) - 1:
-        raise MalformedMessage(f"message truncated or padded: header announces {nframes} buffer "
-                               f"frames, {len(bufs) - 1} arrived")
+        raise MalformedMessage(
+            f"message truncated or padded: header announces {nframes} buffer "
+            f"frames, {len(bufs) - 1} arrived"
+        )
     try:
         return kind, _rebuild(head, bufs, jlen)
     except MalformedMessage:
@@ -130,8 +136,13 @@ def _remember_plan(head: memoryview, key: bytes, tree: Any, layout: list) -> Non
             if len(_PLANS) > CACHE_MAX:
                 _PLANS.clear()
             end = PREFIX_LEN + len(key)
-            _PLANS[key] = (head[:end].tobytes(), tuple(spec[2]), dtype_from_json(spec[1]),
-                           end + layout[0], end)
+            _PLANS[key] = (
+                head[:end].tobytes(),
+                tuple(spec[2]),
+                dtype_from_json(spec[1]),
+                end + layout[0],
+                end,
+            )
 
 
 def _rebuild(head: memoryview, bufs: list[memoryview], jlen: int) -> Any:
@@ -167,12 +178,13 @@ def _buffers(head: memoryview, offset: int, bufs: list[memoryview], layout: list
         if size >= 0:
             if offset + size > head.nbytes:
                 raise MalformedMessage("inline buffer runs past the end of the header frame")
-            out.append(head[offset:offset + size])
+            out.append(head[offset : offset + size])
             offset += size
         else:
             if next_frame >= len(bufs):
-                raise MalformedMessage(f"message truncated: header names more than "
-                                       f"{len(bufs) - 1} buffer frames")
+                raise MalformedMessage(
+                    f"message truncated: header names more than {len(bufs) - 1} buffer frames"
+                )
             out.append(bufs[next_frame])
             next_frame += 1
     if next_frame != len(bufs) or offset != head.nbytes:
@@ -194,7 +206,7 @@ class _Decoder:
             return node
         if len(node) != 1:
             raise MalformedMessage("tag objects have exactly one key")
-        (tag, val), = node.items()
+        ((tag, val),) = node.items()
         if tag == "n":
             return self.array(*val)
         if tag == "d":
@@ -219,8 +231,10 @@ class _Decoder:
         for n in shape:
             count *= n
         if count * dt.itemsize != buf.nbytes or any(n < 0 for n in shape):
-            raise MalformedMessage(f"array of shape {shape} and dtype {dt} needs "
-                                   f"{count * dt.itemsize} bytes, frame has {buf.nbytes}")
+            raise MalformedMessage(
+                f"array of shape {shape} and dtype {dt} needs "
+                f"{count * dt.itemsize} bytes, frame has {buf.nbytes}"
+            )
         if dt.itemsize == 0 or count == 0:
             return np.empty(shape, dtype=dt)
         arr = np.frombuffer(buf, dtype=dt).reshape(shape)

@@ -31,8 +31,15 @@ _ids = itertools.count()
 class Client(Endpoint):
     """Sends requests to a Server (or a router-dealer Proxy) and returns the replies."""
 
-    def __init__(self, address: str, timeout: float = 5.0, retries: int = 3, *,
-                 max_size: int | None = None, curve: Curve | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        timeout: float = 5.0,
+        retries: int = 3,
+        *,
+        max_size: int | None = None,
+        curve: Curve | None = None,
+    ) -> None:
         self._target, self._curve = address, curve
         self.timeout, self.retries = timeout, retries
         super().__init__(zmq.REQ, address, False, max_size=max_size, curve=curve)
@@ -66,7 +73,8 @@ class Client(Endpoint):
             self._reset()
         raise RequestTimeout(
             f"no reply from {self._target} after {1 + self.retries} attempts of {wait_ms / 1000} s;"
-            " check that the server runs and listens there, or raise timeout/retries")
+            " check that the server runs and listens there, or raise timeout/retries"
+        )
 
     def _reset(self) -> None:
         """Lazy pirate: a REQ socket that missed a reply is stuck, so replace it."""
@@ -83,8 +91,15 @@ class Server(Endpoint):
     ``bind=False`` connects to a router-dealer Proxy's backend instead of binding.
     """
 
-    def __init__(self, address: str, handler: Callable[[Any], Any], bind: bool = True, *,
-                 max_size: int | None = None, curve: Curve | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        handler: Callable[[Any], Any],
+        bind: bool = True,
+        *,
+        max_size: int | None = None,
+        curve: Curve | None = None,
+    ) -> None:
         super().__init__(zmq.REP, address, bind, max_size=max_size, curve=curve)
         self.handler = handler
         self.served = 0
@@ -103,8 +118,9 @@ class Server(Endpoint):
         """Serve in a daemon thread; returns self. The socket is already bound, so clients may
         connect and send as soon as the constructor returned."""
         if self._thread is None:
-            self._thread = threading.Thread(target=self.serve_forever, daemon=True,
-                                            name=f"caraml-server {self.address}")
+            self._thread = threading.Thread(
+                target=self.serve_forever, daemon=True, name=f"caraml-server {self.address}"
+            )
             self._thread.start()
             self._serving.wait()
         return self

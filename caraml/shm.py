@@ -37,14 +37,17 @@ class SlotPool:
 
     def __init__(self, n_slots: int, slot_bytes: int, name: str | None = None) -> None:
         if n_slots < 1 or slot_bytes < 1:
-            raise CaramlError(f"a slot pool needs n_slots >= 1 and slot_bytes >= 1, got "
-                              f"{n_slots} and {slot_bytes}")
+            raise CaramlError(
+                f"a slot pool needs n_slots >= 1 and slot_bytes >= 1, got "
+                f"{n_slots} and {slot_bytes}"
+            )
         self.n_slots, self.slot_bytes = n_slots, slot_bytes
         self.owner = name is None
         if self.owner:
             name = f"{SEGMENT_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:12]}"
-            self._shm = shared_memory.SharedMemory(name=name, create=True,
-                                                   size=n_slots * slot_bytes)
+            self._shm = shared_memory.SharedMemory(
+                name=name, create=True, size=n_slots * slot_bytes
+            )
         else:
             self._shm = _attach_untracked(name)
         self.name = self._shm.name
@@ -61,8 +64,10 @@ class SlotPool:
         """
         self._check_slot(slot)
         if not isinstance(arrays, dict):
-            raise CaramlError(f"a batch must be a dict of name -> numpy array, got "
-                              f"{type(arrays).__name__}; return one from the process function")
+            raise CaramlError(
+                f"a batch must be a dict of name -> numpy array, got "
+                f"{type(arrays).__name__}; return one from the process function"
+            )
         layout: Layout = []
         offset = 0
         placed = []
@@ -76,8 +81,10 @@ class SlotPool:
             offset += arr.nbytes
         if offset > self.slot_bytes:
             sizes = ", ".join(f"{k}={np.asarray(v).nbytes}" for k, v in arrays.items())
-            raise SlotTooSmall(f"batch needs {offset} bytes ({sizes}) but a slot holds "
-                               f"{self.slot_bytes}; raise slot_bytes to at least {offset}")
+            raise SlotTooSmall(
+                f"batch needs {offset} bytes ({sizes}) but a slot holds "
+                f"{self.slot_bytes}; raise slot_bytes to at least {offset}"
+            )
         base = slot * self.slot_bytes
         for (arr, off), (_, _, shape, _) in zip(placed, layout, strict=True):
             dst = np.ndarray(shape, dtype=arr.dtype, buffer=self._shm.buf, offset=base + off)
@@ -89,9 +96,15 @@ class SlotPool:
         self._check_slot(slot)
         base = slot * self.slot_bytes
         buf = self._shm.buf
-        return {name: np.ndarray(shape, dtype if isinstance(dtype, np.dtype)
-                                 else dtype_from_json(dtype), buf, base + off)
-                for name, dtype, shape, off in layout}
+        return {
+            name: np.ndarray(
+                shape,
+                dtype if isinstance(dtype, np.dtype) else dtype_from_json(dtype),
+                buf,
+                base + off,
+            )
+            for name, dtype, shape, off in layout
+        }
 
     def close(self) -> None:
         """Unmap the segment, and unlink it when this pool created it."""

@@ -29,8 +29,14 @@ def open_sockets() -> list[zmq.Socket]:
         return [s for s in list(_OPEN) if not s.closed]
 
 
-def make_socket(kind: int, *, ctx: zmq.Context | None = None, max_size: int | None = None,
-                curve: Curve | None = None, hwm: int | None = None) -> zmq.Socket:
+def make_socket(
+    kind: int,
+    *,
+    ctx: zmq.Context | None = None,
+    max_size: int | None = None,
+    curve: Curve | None = None,
+    hwm: int | None = None,
+) -> zmq.Socket:
     """Create a socket with LINGER=0, MAXMSGSIZE and optional Curve settings applied.
 
     Args:
@@ -64,10 +70,18 @@ def attach(sock: zmq.Socket, address: str, bind: bool) -> str:
     except zmq.ZMQError as exc:
         sock.close(linger=0)
         verb = "bind" if bind else "connect"
-        hint = (" (is another process using the port? pick a free one with "
-                "caraml.testing.free_port() or bind to port 0)") if exc.errno == zmq.EADDRINUSE else ""
-        raise CaramlError(f"cannot {verb} {address!r}: {exc}{hint}; addresses look like "
-                          "'tcp://127.0.0.1:5555', 'tcp://*:5555' or 'ipc:///tmp/name'") from None
+        hint = (
+            (
+                " (is another process using the port? pick a free one with "
+                "caraml.testing.free_port() or bind to port 0)"
+            )
+            if exc.errno == zmq.EADDRINUSE
+            else ""
+        )
+        raise CaramlError(
+            f"cannot {verb} {address!r}: {exc}{hint}; addresses look like "
+            "'tcp://127.0.0.1:5555', 'tcp://*:5555' or 'ipc:///tmp/name'"
+        ) from None
 
 
 def send_frames(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
@@ -104,8 +118,16 @@ def recv_rest(sock: zmq.Socket, head: bytes, strict: bool = False) -> list:
 class Endpoint:
     """Base of every caraml socket owner: one socket, closed with LINGER=0, usable with ``with``."""
 
-    def __init__(self, kind: int, address: str, bind: bool, *, max_size: int | None = None,
-                 curve: Curve | None = None, hwm: int | None = None) -> None:
+    def __init__(
+        self,
+        kind: int,
+        address: str,
+        bind: bool,
+        *,
+        max_size: int | None = None,
+        curve: Curve | None = None,
+        hwm: int | None = None,
+    ) -> None:
         self._guard = CurveGuard(curve) if isinstance(curve, CurveServer) else None
         ctx = self._guard.context if self._guard else None
         self.max_size = DEFAULT_MAX_SIZE if max_size is None else max_size
@@ -135,14 +157,17 @@ class Endpoint:
 
     def _poll(self, timeout: float | None) -> None:
         if timeout is not None and not self._sock.poll(int(timeout * 1000), zmq.POLLIN):
-            raise RequestTimeout(f"nothing arrived on {self.address} within {timeout} s; is the "
-                                 "peer running and connected to this address?")
+            raise RequestTimeout(
+                f"nothing arrived on {self.address} within {timeout} s; is the "
+                "peer running and connected to this address?"
+            )
 
     def _count_malformed(self, exc: MalformedMessage) -> None:
         self.malformed += 1
         if self.malformed <= 10 or self.malformed % 1000 == 0:
-            log.warning("%s rejected malformed message #%d: %s", type(self).__name__,
-                        self.malformed, exc)
+            log.warning(
+                "%s rejected malformed message #%d: %s", type(self).__name__, self.malformed, exc
+            )
 
     def __enter__(self) -> Endpoint:
         return self

@@ -61,9 +61,12 @@ class Snapshot:
     @classmethod
     def take(cls) -> Snapshot:
         """Record the current state."""
-        return cls(threads={t.ident for t in threading.enumerate() if t.ident is not None},
-                   sockets=len(open_sockets()), segments=caraml_segments(),
-                   children={p.pid for p in multiprocessing.active_children()})
+        return cls(
+            threads={t.ident for t in threading.enumerate() if t.ident is not None},
+            sockets=len(open_sockets()),
+            segments=caraml_segments(),
+            children={p.pid for p in multiprocessing.active_children()},
+        )
 
 
 class LeakChecker:
@@ -83,8 +86,11 @@ class LeakChecker:
         """Describe what exists now that did not exist at construction."""
         now = Snapshot.take()
         out = []
-        threads = [t.name for t in threading.enumerate()
-                   if t.ident not in self.before.threads and not _is_zmq_gc(t)]
+        threads = [
+            t.name
+            for t in threading.enumerate()
+            if t.ident not in self.before.threads and not _is_zmq_gc(t)
+        ]
         if threads:
             out.append(f"threads still running: {threads}")
         if now.sockets > self.before.sockets:
@@ -104,8 +110,11 @@ class LeakChecker:
                 break
             time.sleep(0.02)  # polling with a deadline, not synchronization
         if leaks:
-            raise AssertionError("caraml leak check failed: " + "; ".join(leaks)
-                                 + " (close every endpoint, proxy and DataFetcher)")
+            raise AssertionError(
+                "caraml leak check failed: "
+                + "; ".join(leaks)
+                + " (close every endpoint, proxy and DataFetcher)"
+            )
 
     def __enter__(self) -> LeakChecker:
         return self
@@ -117,8 +126,12 @@ class LeakChecker:
 
 def _valid_samples() -> list[list[bytes]]:
     big = np.arange(1024, dtype=np.float64)
-    objs = [{"obs": np.zeros((2, 3), np.float32), "r": 1.5}, [1, "a", b"xy", None], big,
-            (big, {"k": b"v" * 4000})]
+    objs = [
+        {"obs": np.zeros((2, 3), np.float32), "r": 1.5},
+        [1, "a", b"xy", None],
+        big,
+        (big, {"k": b"v" * 4000}),
+    ]
     return [[bytes(memoryview(f)) for f in serialize(o)] for o in objs]
 
 
@@ -143,7 +156,7 @@ def _mutate(rng: random.Random, frames: list[bytes]) -> list[bytes]:
         return [*frames, rng.randbytes(rng.randrange(16))]
     head = bytearray(frames[0])  # a random run of garbage written into the header
     start = rng.randrange(len(head))
-    head[start:start + 8] = rng.randbytes(8)
+    head[start : start + 8] = rng.randbytes(8)
     return [bytes(head), *frames[1:]]
 
 

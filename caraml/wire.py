@@ -115,8 +115,10 @@ class _Encoder:
         elif isinstance(obj, pa.Array):
             kind, table = "a", pa.table({"a": obj})
         else:
-            raise CaramlError(f"caraml cannot serialize Arrow {type(obj).__name__}; send a Table, "
-                              "RecordBatch, Array or ChunkedArray")
+            raise CaramlError(
+                f"caraml cannot serialize Arrow {type(obj).__name__}; send a Table, "
+                "RecordBatch, Array or ChunkedArray"
+            )
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as writer:
             writer.write_table(table)
@@ -141,8 +143,10 @@ def _base_container(obj: Any) -> Any:
 def check_dtype(dtype: np.dtype) -> None:
     """Refuse object dtypes: their items are Python objects that only pickle could send."""
     if dtype.hasobject:
-        raise CaramlError(f"caraml cannot send arrays of dtype {dtype} (Python objects need "
-                          "pickle); convert to a numeric, bytes ('S') or unicode ('U') dtype")
+        raise CaramlError(
+            f"caraml cannot send arrays of dtype {dtype} (Python objects need "
+            "pickle); convert to a numeric, bytes ('S') or unicode ('U') dtype"
+        )
 
 
 def dtype_to_json(dtype: np.dtype) -> Any:
@@ -170,8 +174,10 @@ def _tuple_shapes(field: list) -> list:
 
 def _header(kind: int, tree_json: bytes, nframes: int) -> bytes:
     if nframes > 0xFFFF:
-        raise CaramlError(f"a message holds at most 65535 large buffers, this one has {nframes};"
-                          " concatenate arrays or send them in several messages")
+        raise CaramlError(
+            f"a message holds at most 65535 large buffers, this one has {nframes};"
+            " concatenate arrays or send them in several messages"
+        )
     return PREFIX.pack(MAGIC, VERSION, kind, nframes, len(tree_json)) + tree_json
 
 

@@ -83,7 +83,9 @@ class Catalog:
                 f"{', '.join(self.regions)} or add it to cloudwise/catalogs/{self.provider}.yaml"
             )
         if zone is not None and zone not in self.zones(region):
-            raise SpecError(f"zone {zone!r} is not in region {region}; zones: {', '.join(self.zones(region))}")
+            raise SpecError(
+                f"zone {zone!r} is not in region {region}; zones: {', '.join(self.zones(region))}"
+            )
 
     def zones(self, region: str) -> list[str]:
         """The zones cloudwise uses in a region."""
@@ -110,8 +112,13 @@ class Catalog:
         for machine in self.machines.values():
             if not self.offered(machine, region, zone):
                 continue
-            yield Choice(machine, machine.gpu_type, machine.gpu, self._accelerator(machine.gpu_type),
-                         hourly_usd=machine.hourly_usd)
+            yield Choice(
+                machine,
+                machine.gpu_type,
+                machine.gpu,
+                self._accelerator(machine.gpu_type),
+                hourly_usd=machine.hourly_usd,
+            )
             yield from self._attached(machine, region, zone)
 
     def _attached(self, machine: MachineType, region: str, zone: str | None) -> Iterator[Choice]:
@@ -145,7 +152,9 @@ class Catalog:
         fits = [c for c in options if fits_request(c, pool)]
         if not fits:
             raise NoMachineFits(self._no_fit_message(pool, options, region))
-        return min(fits, key=lambda c: (_price(c), c.machine.cpu, c.machine.memory_gb, c.gpu, c.name))
+        return min(
+            fits, key=lambda c: (_price(c), c.machine.cpu, c.machine.memory_gb, c.gpu, c.name)
+        )
 
     def _check_gpu(self, pool: NodePoolSpec, region: str, zone: str | None) -> None:
         if not pool.gpu:
@@ -166,8 +175,13 @@ class Catalog:
                 )
         elif not zones or (zone and zone not in zones):
             where = f"zone {zone}" if zone else f"region {region}"
-            hint = f"zones of {region} that do: {', '.join(zones)}" if zones else (
-                "regions that do: " + ", ".join(r for r in self.regions if self.gpu_zones(r, pool.gpu_type))
+            hint = (
+                f"zones of {region} that do: {', '.join(zones)}"
+                if zones
+                else (
+                    "regions that do: "
+                    + ", ".join(r for r in self.regions if self.gpu_zones(r, pool.gpu_type))
+                )
             )
             raise SpecError(f"pool {pool.name!r}: {where} offers no {pool.gpu_type} GPUs; {hint}")
 
@@ -180,7 +194,9 @@ class Catalog:
             )
         mine = [c for c in options if c.name == name]
         if not mine:
-            raise SpecError(f"pool {pool.name!r}: {name} is not offered in this region; see `cloudwise machine-type`")
+            raise SpecError(
+                f"pool {pool.name!r}: {name} is not offered in this region; see `cloudwise machine-type`"
+            )
         machine = self.machines[name]
         if pool.gpu and not machine.gpu and not any(c.attached for c in mine):
             takers = sorted({f for g in self.gpus.values() for f in g.get("attach", {})})

@@ -24,8 +24,14 @@ class Group(click.Group):
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="surreal-stack")
-@click.option("-C", "--directory", type=click.Path(file_okay=False, path_type=Path), default=".",
-              show_default=True, help="Folder holding cloudwise.yaml and its terraform.")
+@click.option(
+    "-C",
+    "--directory",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="Folder holding cloudwise.yaml and its terraform.",
+)
 @click.pass_context
 def main(ctx: click.Context, directory: Path) -> None:
     """cloudwise: make a cloud account Kubernetes-ready for distributed RL.
@@ -43,15 +49,27 @@ def main(ctx: click.Context, directory: Path) -> None:
 @click.option("--zone", help="gcp only: zone of a zonal cluster, or 'regional'.")
 @click.option("--name", help="Cluster name.")
 @click.option("--kubernetes-version", help="Kubernetes version of the control plane.")
-@click.option("--preset", type=click.Choice(["surreal", "minimal", "custom"]),
-              help="Starting pools: surreal = the paper's cluster (CPU actors 8/32 cores, V100 learners 1/4 GPUs).")
-@click.option("--pool", "pools", multiple=True, metavar="SPEC",
-              help="Extra pool, e.g. 'name=eval,cpu=4,gpu_type=t4,gpu=1,max_nodes=2' (repeatable).")
-@click.option("--no-input", is_flag=True, help="Never prompt: use defaults, fail on missing required values.")
+@click.option(
+    "--preset",
+    type=click.Choice(["surreal", "minimal", "custom"]),
+    help="Starting pools: surreal = the paper's cluster (CPU actors 8/32 cores, V100 learners 1/4 GPUs).",
+)
+@click.option(
+    "--pool",
+    "pools",
+    multiple=True,
+    metavar="SPEC",
+    help="Extra pool, e.g. 'name=eval,cpu=4,gpu_type=t4,gpu=1,max_nodes=2' (repeatable).",
+)
+@click.option(
+    "--no-input", is_flag=True, help="Never prompt: use defaults, fail on missing required values."
+)
 @click.option("--force", is_flag=True, help="Overwrite an existing cloudwise.yaml.")
 @click.option("--dry-run", is_flag=True, help="Ask, check and show the cluster; write nothing.")
 @click.pass_obj
-def init(directory: Path, no_input: bool, force: bool, dry_run: bool, pools: tuple[str, ...], **answers) -> None:
+def init(
+    directory: Path, no_input: bool, force: bool, dry_run: bool, pools: tuple[str, ...], **answers
+) -> None:
     """Create cloudwise.yaml and its terraform with a short wizard.
 
     Every prompt is also a flag, so `cloudwise init --provider aws --region us-west-2 --preset
@@ -77,8 +95,15 @@ def init(directory: Path, no_input: bool, force: bool, dry_run: bool, pools: tup
 @click.option("--memory-gb", type=float, help="Memory needed, GB.")
 @click.option("--gpu-type", help="GPU model: k80, p100, v100, t4, a100, l4, a10g.")
 @click.option("--gpu", type=int, default=0, help="GPUs needed.")
-def machine_type(provider: str, region: str | None, zone: str | None, cpu: int | None,
-                 memory_gb: float | None, gpu_type: str | None, gpu: int) -> None:
+def machine_type(
+    provider: str,
+    region: str | None,
+    zone: str | None,
+    cpu: int | None,
+    memory_gb: float | None,
+    gpu_type: str | None,
+    gpu: int,
+) -> None:
     """Print the machine type cloudwise would choose for a request, and why."""
     from cloudwise.catalog import Catalog, describe_request, fits_request
     from cloudwise.presets import DEFAULT_REGION
@@ -86,22 +111,30 @@ def machine_type(provider: str, region: str | None, zone: str | None, cpu: int |
     region = region or DEFAULT_REGION[provider]
     if gpu_type and not gpu:
         gpu = 1
-    pool = NodePoolSpec("request", cpu=cpu, memory_gb=memory_gb, gpu_type=gpu_type and gpu_type.lower(), gpu=gpu)
+    pool = NodePoolSpec(
+        "request", cpu=cpu, memory_gb=memory_gb, gpu_type=gpu_type and gpu_type.lower(), gpu=gpu
+    )
     pool.validate()
     catalog = Catalog.load(provider)
     choice = catalog.choose(pool, region, zone)
-    fits = sorted((c for c in catalog.options(region, zone) if fits_request(c, pool)),
-                  key=lambda c: c.hourly_usd if c.hourly_usd is not None else float("inf"))
+    fits = sorted(
+        (c for c in catalog.options(region, zone) if fits_request(c, pool)),
+        key=lambda c: c.hourly_usd if c.hourly_usd is not None else float("inf"),
+    )
     click.echo(choice.describe())
-    click.echo(f"  why: the cheapest of {len(fits)} {provider} options in {zone or region} "
-               f"with at least {describe_request(pool)} (on-demand list prices).")
+    click.echo(
+        f"  why: the cheapest of {len(fits)} {provider} options in {zone or region} "
+        f"with at least {describe_request(pool)} (on-demand list prices)."
+    )
     runners_up = [c for c in fits if c != choice][:3]
     if runners_up:
         click.echo("  next cheapest: " + "; ".join(c.describe() for c in runners_up))
 
 
 @main.command()
-@click.option("--check", is_flag=True, help="Change nothing; exit 1 when the terraform is out of date.")
+@click.option(
+    "--check", is_flag=True, help="Change nothing; exit 1 when the terraform is out of date."
+)
 @click.pass_obj
 def render(directory: Path, check: bool) -> None:
     """Re-write the terraform from cloudwise.yaml (plan and apply do this first)."""
@@ -110,8 +143,11 @@ def render(directory: Path, check: bool) -> None:
 
     spec = ClusterSpec.load(directory)
     if check:
-        stale = [n for n, t in render_files(spec).items()
-                 if not (directory / n).exists() or (directory / n).read_text() != t]
+        stale = [
+            n
+            for n, t in render_files(spec).items()
+            if not (directory / n).exists() or (directory / n).read_text() != t
+        ]
         if stale:
             raise click.ClickException(f"out of date: {', '.join(stale)}; run `cloudwise render`")
         click.echo("terraform is up to date with cloudwise.yaml")
@@ -146,7 +182,9 @@ def apply(directory: Path, yes: bool) -> None:
     """Re-render, then create or update the cluster (terraform apply). This costs money."""
     spec = ClusterSpec.load(directory)
     if not yes:
-        click.confirm(f"Create/update {spec.provider} cluster {spec.name!r} in {spec.region}?", abort=True)
+        click.confirm(
+            f"Create/update {spec.provider} cluster {spec.name!r} in {spec.region}?", abort=True
+        )
     runner = _runner(directory)
     runner.apply()
     command = runner.output().get("kubeconfig_command")
@@ -161,7 +199,9 @@ def destroy(directory: Path, yes: bool) -> None:
     """Delete the cluster and everything cloudwise created for it (terraform destroy)."""
     spec = ClusterSpec.load(directory)
     if not yes:
-        click.confirm(f"Destroy {spec.provider} cluster {spec.name!r} and all its node pools?", abort=True)
+        click.confirm(
+            f"Destroy {spec.provider} cluster {spec.name!r} and all its node pools?", abort=True
+        )
     _runner(directory).destroy()
 
 
@@ -176,7 +216,9 @@ def output(directory: Path, as_json: bool, name: str | None) -> None:
     values = TerraformRunner(directory).output()
     if name:
         if name not in values:
-            raise click.ClickException(f"no output {name!r}; outputs: {', '.join(values) or 'none (apply first)'}")
+            raise click.ClickException(
+                f"no output {name!r}; outputs: {', '.join(values) or 'none (apply first)'}"
+            )
         click.echo(values[name] if not as_json else json.dumps(values[name]))
     elif as_json:
         click.echo(json.dumps(values, indent=2, sort_keys=True))

@@ -18,13 +18,25 @@ def _pool_options(func):
         click.option("--memory-gb", type=float, help="Memory per node, GB (at least)."),
         click.option("--gpu-type", help="GPU model: k80, p100, v100, t4, a100, l4, a10g."),
         click.option("--gpu", type=int, help="GPUs per node."),
-        click.option("--machine-type", help="Explicit machine type ('auto' lets cloudwise choose)."),
-        click.option("--spot/--on-demand", default=None, help="Spot/preemptible or on-demand nodes."),
+        click.option(
+            "--machine-type", help="Explicit machine type ('auto' lets cloudwise choose)."
+        ),
+        click.option(
+            "--spot/--on-demand", default=None, help="Spot/preemptible or on-demand nodes."
+        ),
         click.option("--min-nodes", type=int, help="Autoscaling floor (0 = scale to zero)."),
         click.option("--max-nodes", type=int, help="Autoscaling ceiling."),
         click.option("--disk-gb", type=int, help="Boot disk per node, GB."),
-        click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Node label (repeatable)."),
-        click.option("--taint", "taints", multiple=True, metavar="KEY=VALUE:EFFECT", help="Node taint (repeatable)."),
+        click.option(
+            "--label", "labels", multiple=True, metavar="KEY=VALUE", help="Node label (repeatable)."
+        ),
+        click.option(
+            "--taint",
+            "taints",
+            multiple=True,
+            metavar="KEY=VALUE:EFFECT",
+            help="Node taint (repeatable).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -51,7 +63,9 @@ def _changes(labels: tuple[str, ...], taints: tuple[str, ...], **fields) -> dict
 DRY_RUN = click.option("--dry-run", is_flag=True, help="Check and show the change; write nothing.")
 
 
-def _save(spec: ClusterSpec, directory: Path, message: str, dry_run: bool, pool: str | None = None) -> None:
+def _save(
+    spec: ClusterSpec, directory: Path, message: str, dry_run: bool, pool: str | None = None
+) -> None:
     """Check the whole cluster against the catalog, then save the spec and re-render the terraform."""
     from cloudwise.render import write
     from cloudwise.resolve import resolve
@@ -81,14 +95,18 @@ def list_pools(directory: Path) -> None:
     from cloudwise.resolve import resolve
 
     resolved = resolve(ClusterSpec.load(directory))
-    click.echo(f"{'POOL':<16}{'MACHINE':<30}{'CPU':>5}{'MEM GB':>8}{'GPU':>10}{'NODES':>8}  {'SPOT':<5}{'$/H':>8}")
+    click.echo(
+        f"{'POOL':<16}{'MACHINE':<30}{'CPU':>5}{'MEM GB':>8}{'GPU':>10}{'NODES':>8}  {'SPOT':<5}{'$/H':>8}"
+    )
     for p in resolved.pools:
         n, c = p.node, p.choice
         machine = c.name + (f"+{c.gpu}x{c.gpu_type}" if c.attached else "")
         gpus = f"{c.gpu}x{c.gpu_type}" if c.gpu else "-"
         price = f"{c.hourly_usd:.2f}" if c.hourly_usd is not None else "?"
-        click.echo(f"{p.name:<16}{machine:<30}{n.cpu:>5}{n.memory_gb:>8g}{gpus:>10}"
-                   f"{f'{n.min_nodes}-{n.max_nodes}':>8}  {('yes' if n.spot else 'no'):<5}{price:>8}")
+        click.echo(
+            f"{p.name:<16}{machine:<30}{n.cpu:>5}{n.memory_gb:>8g}{gpus:>10}"
+            f"{f'{n.min_nodes}-{n.max_nodes}':>8}  {('yes' if n.spot else 'no'):<5}{price:>8}"
+        )
 
 
 @pool.command()
@@ -117,7 +135,9 @@ def remove(directory: Path, name: str, dry_run: bool) -> None:
     spec = ClusterSpec.load(directory)
     spec.pool(name)
     if len(spec.pools) == 1:
-        raise SpecError(f"{name!r} is the only pool; add another first, or `cloudwise destroy` the cluster")
+        raise SpecError(
+            f"{name!r} is the only pool; add another first, or `cloudwise destroy` the cluster"
+        )
     spec.pools = [p for p in spec.pools if p.name != name]
     _save(spec, directory, f"Removed pool {name!r}.", dry_run)
 

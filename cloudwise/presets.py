@@ -18,8 +18,12 @@ def surreal() -> list[NodePoolSpec]:
         NodePoolSpec("system", cpu=2, memory_gb=7.5, min_nodes=1, max_nodes=3),
         NodePoolSpec("actors-8", cpu=8, memory_gb=30, spot=True, min_nodes=0, max_nodes=64),
         NodePoolSpec("actors-32", cpu=32, memory_gb=120, spot=True, min_nodes=0, max_nodes=32),
-        NodePoolSpec("learner-1gpu", cpu=8, memory_gb=30, gpu_type="v100", gpu=1, min_nodes=0, max_nodes=4),
-        NodePoolSpec("learner-4gpu", cpu=32, memory_gb=120, gpu_type="v100", gpu=4, min_nodes=0, max_nodes=2),
+        NodePoolSpec(
+            "learner-1gpu", cpu=8, memory_gb=30, gpu_type="v100", gpu=1, min_nodes=0, max_nodes=4
+        ),
+        NodePoolSpec(
+            "learner-4gpu", cpu=32, memory_gb=120, gpu_type="v100", gpu=4, min_nodes=0, max_nodes=2
+        ),
     ]
 
 
@@ -44,7 +48,7 @@ def parse_pool(text: str) -> NodePoolSpec:
         if not sep:
             raise SpecError(f"pool option {part!r} needs a value: write key=value (e.g. cpu=8)")
         if key.startswith("label."):
-            data["labels"][key[len("label."):]] = value
+            data["labels"][key[len("label.") :]] = value
         elif key == "taint":
             data["taints"].append(value)
         else:

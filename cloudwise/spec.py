@@ -71,7 +71,9 @@ class NodePoolSpec:
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            default = (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+            )
             if value != default or f.name in ("name", "min_nodes", "max_nodes"):
                 out[f.name] = value
         return out
@@ -98,26 +100,38 @@ class NodePoolSpec:
         if self.memory_gb is not None and not (
             isinstance(self.memory_gb, int | float) and self.memory_gb > 0
         ):
-            raise SpecError(f"{where}: memory_gb must be a positive number of GB, got {self.memory_gb!r}")
+            raise SpecError(
+                f"{where}: memory_gb must be a positive number of GB, got {self.memory_gb!r}"
+            )
         self._validate_gpu(where)
         if self.cpu is None and self.machine_type is None and not self.gpu:
-            raise SpecError(f"{where}: say what a node needs: set cpu (and memory_gb, gpu) or machine_type")
+            raise SpecError(
+                f"{where}: say what a node needs: set cpu (and memory_gb, gpu) or machine_type"
+            )
         self._validate_labels(where)
 
     def _validate_gpu(self, where: str) -> None:
         if self.gpu and not self.gpu_type:
-            raise SpecError(f"{where}: gpu is {self.gpu} but gpu_type is not set; set gpu_type (one of {', '.join(GPU_TYPES)})")
+            raise SpecError(
+                f"{where}: gpu is {self.gpu} but gpu_type is not set; set gpu_type (one of {', '.join(GPU_TYPES)})"
+            )
         if self.gpu_type and self.gpu_type not in GPU_TYPES:
             near = difflib.get_close_matches(self.gpu_type, GPU_TYPES, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
-            raise SpecError(f"{where}: unknown gpu_type {self.gpu_type!r}{hint}; known: {', '.join(GPU_TYPES)}")
+            raise SpecError(
+                f"{where}: unknown gpu_type {self.gpu_type!r}{hint}; known: {', '.join(GPU_TYPES)}"
+            )
         if self.gpu_type and not self.gpu:
-            raise SpecError(f"{where}: gpu_type is {self.gpu_type} but gpu is 0; set gpu: 1 or more, or drop gpu_type")
+            raise SpecError(
+                f"{where}: gpu_type is {self.gpu_type} but gpu is 0; set gpu: 1 or more, or drop gpu_type"
+            )
 
     def _validate_labels(self, where: str) -> None:
         for key, value in self.labels.items():
             if key.startswith(PREFIX):
-                raise SpecError(f"{where}: label {key!r} uses the reserved prefix {PREFIX}; pick another key")
+                raise SpecError(
+                    f"{where}: label {key!r} uses the reserved prefix {PREFIX}; pick another key"
+                )
             if not _LABEL_VALUE.match(value):
                 raise SpecError(
                     f"{where}: label {key}={value!r}: values are at most 63 letters, digits, '-', '_', '.'"
@@ -155,7 +169,9 @@ class ClusterSpec:
     def from_dict(cls, data: dict[str, Any]) -> ClusterSpec:
         """Build a cluster from its YAML mapping (pools as a list of mappings)."""
         if not isinstance(data, dict):
-            raise SpecError("a cloudwise spec is a YAML mapping with provider, name, region and pools")
+            raise SpecError(
+                "a cloudwise spec is a YAML mapping with provider, name, region and pools"
+            )
         _check_keys(data, cls, "cluster")
         data = dict(data)
         pools = data.pop("pools", None) or []
@@ -219,7 +235,9 @@ class ClusterSpec:
     def validate(self) -> None:
         """Check the cluster and each pool on their own (see `cloudwise.catalog.resolve` for the rest)."""
         if self.provider not in PROVIDERS:
-            raise SpecError(f"provider {self.provider!r} is not supported; use one of {', '.join(PROVIDERS)}")
+            raise SpecError(
+                f"provider {self.provider!r} is not supported; use one of {', '.join(PROVIDERS)}"
+            )
         if not isinstance(self.name, str) or not _NAME.match(self.name):
             raise SpecError(
                 f"cluster name {self.name!r}: use lowercase letters, digits and '-', starting with a letter"
@@ -229,9 +247,13 @@ class ClusterSpec:
         if self.provider == "gcp" and not self.project:
             raise SpecError("gcp clusters need a project id; set project: my-gcp-project")
         if self.zone and self.provider == "aws":
-            raise SpecError("zone applies to GKE only; EKS clusters span zones of the region: remove zone")
+            raise SpecError(
+                "zone applies to GKE only; EKS clusters span zones of the region: remove zone"
+            )
         if self.zone and not self.zone.startswith(self.region + "-"):
-            raise SpecError(f"zone {self.zone!r} is not in region {self.region!r}; pick a zone like {self.region}-b")
+            raise SpecError(
+                f"zone {self.zone!r} is not in region {self.region!r}; pick a zone like {self.region}-b"
+            )
         if not self.pools:
             raise SpecError("the cluster has no node pools; add one with `cloudwise pool add`")
         seen: set[str] = set()

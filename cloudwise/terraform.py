@@ -57,7 +57,9 @@ class TerraformRunner:
         if code not in (0, 2) or (code == 2 and what != "plan"):
             tail = (err or "").strip().splitlines()[-8:]
             detail = ("\n" + "\n".join(tail)) if tail else " (its error is printed above)"
-            raise TerraformError(f"terraform {what} failed in {self.directory} with exit code {code}{detail}")
+            raise TerraformError(
+                f"terraform {what} failed in {self.directory} with exit code {code}{detail}"
+            )
         return code, out or ""
 
     def init(self) -> None:

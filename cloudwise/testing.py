@@ -8,8 +8,12 @@ import socket
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-MIRROR_CANDIDATES = ("/opt/tf-plugins", "/usr/share/terraform/plugins", "~/.terraform.d/plugins",
-                     "~/.local/share/terraform/plugins")
+MIRROR_CANDIDATES = (
+    "/opt/tf-plugins",
+    "/usr/share/terraform/plugins",
+    "~/.terraform.d/plugins",
+    "~/.local/share/terraform/plugins",
+)
 AWS_PROVIDER = "registry.terraform.io/hashicorp/aws"
 EMULATED_SERVICES = ("ec2", "eks", "iam", "sts")
 OVERRIDE_FILE = "cloudwise_emulator_override.tf"
@@ -25,7 +29,9 @@ def find_provider_mirror(provider: str = AWS_PROVIDER) -> Path | None:
     return None
 
 
-def write_mirror_cli_config(path: str | Path, mirror: str | Path, cache_dir: str | Path | None = None) -> Path:
+def write_mirror_cli_config(
+    path: str | Path, mirror: str | Path, cache_dir: str | Path | None = None
+) -> Path:
     """A terraform CLI config that installs hashicorp providers from `mirror` only (no network).
 
     With `cache_dir`, terraform copies the (large) provider there once and links it into every
@@ -34,8 +40,7 @@ def write_mirror_cli_config(path: str | Path, mirror: str | Path, cache_dir: str
     path = Path(path)
     cache = f'plugin_cache_dir = "{cache_dir}"\n' if cache_dir else ""
     path.write_text(
-        cache
-        + "provider_installation {\n"
+        cache + "provider_installation {\n"
         "  filesystem_mirror {\n"
         f'    path    = "{mirror}"\n'
         '    include = ["registry.terraform.io/hashicorp/*"]\n'
@@ -48,8 +53,12 @@ def write_mirror_cli_config(path: str | Path, mirror: str | Path, cache_dir: str
     return path
 
 
-def write_aws_emulator_override(directory: str | Path, endpoint: str, node_groups: Iterable[str] = (),
-                                without_addons: Iterable[str] = ()) -> Path:
+def write_aws_emulator_override(
+    directory: str | Path,
+    endpoint: str,
+    node_groups: Iterable[str] = (),
+    without_addons: Iterable[str] = (),
+) -> Path:
     """Point the rendered `provider "aws"` at an emulator, with fake credentials.
 
     Written as a terraform override file next to the rendered ones, so the rendered files stay

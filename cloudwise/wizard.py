@@ -28,7 +28,9 @@ class Answers:
     pools: list[str] = field(default_factory=list)
 
 
-def _ask(answer: str | None, flag: str, text: str, interactive: bool, default: str | None = None, **kw):
+def _ask(
+    answer: str | None, flag: str, text: str, interactive: bool, default: str | None = None, **kw
+):
     if answer is not None:
         return answer
     if not interactive:
@@ -40,30 +42,62 @@ def _ask(answer: str | None, flag: str, text: str, interactive: bool, default: s
 
 def collect(a: Answers, interactive: bool) -> ClusterSpec:
     """Fill in missing answers (prompting when interactive) and build the cluster spec."""
-    provider = _ask(a.provider, "--provider", "Cloud provider", interactive,
-                    type=click.Choice(PROVIDERS))
+    provider = _ask(
+        a.provider, "--provider", "Cloud provider", interactive, type=click.Choice(PROVIDERS)
+    )
     if provider == "gcp":
         project = _ask(a.project, "--project", "GCP project id", interactive)
     else:
-        project = _ask(a.project, "--project", "AWS account id (optional, press Enter to skip)",
-                       interactive, default="") or None
+        project = (
+            _ask(
+                a.project,
+                "--project",
+                "AWS account id (optional, press Enter to skip)",
+                interactive,
+                default="",
+            )
+            or None
+        )
     region = _ask(a.region, "--region", "Region", interactive, default=DEFAULT_REGION[provider])
     zone = None
     if provider == "gcp":
         default_zone = DEFAULT_ZONE["gcp"] if region == DEFAULT_REGION["gcp"] else f"{region}-b"
-        zone = _ask(a.zone, "--zone", "Zone (Enter 'regional' for a regional cluster)",
-                    interactive, default=default_zone)
+        zone = _ask(
+            a.zone,
+            "--zone",
+            "Zone (Enter 'regional' for a regional cluster)",
+            interactive,
+            default=default_zone,
+        )
         zone = None if zone in ("", "regional") else zone
     elif a.zone:
         raise click.UsageError("--zone applies to gcp only; EKS spans the zones of the region")
     name = _ask(a.name, "--name", "Cluster name", interactive, default="surreal")
-    version = _ask(a.kubernetes_version, "--kubernetes-version", "Kubernetes version",
-                   interactive, default="1.31")
-    preset = _ask(a.preset, "--preset", "Node pools (surreal = the paper's cluster)", interactive,
-                  default="surreal" if not a.pools else "custom", type=click.Choice(list(PRESETS)))
+    version = _ask(
+        a.kubernetes_version,
+        "--kubernetes-version",
+        "Kubernetes version",
+        interactive,
+        default="1.31",
+    )
+    preset = _ask(
+        a.preset,
+        "--preset",
+        "Node pools (surreal = the paper's cluster)",
+        interactive,
+        default="surreal" if not a.pools else "custom",
+        type=click.Choice(list(PRESETS)),
+    )
     pools = PRESETS[preset]() + [parse_pool(text) for text in a.pools]
-    spec = ClusterSpec(provider=provider, name=name, region=region, project=project, zone=zone,
-                       kubernetes_version=version, pools=pools)
+    spec = ClusterSpec(
+        provider=provider,
+        name=name,
+        region=region,
+        project=project,
+        zone=zone,
+        kubernetes_version=version,
+        pools=pools,
+    )
     if preset == "custom" and interactive and not a.pools:
         _ask_pools(spec)
     return spec
@@ -83,7 +117,8 @@ def _ask_pools(spec: ClusterSpec) -> None:
         pool = NodePoolSpec(
             name=name,
             cpu=click.prompt("  vCPUs per node", default=8, type=int),
-            memory_gb=click.prompt("  Memory per node, GB (0 = any)", default=0.0, type=float) or None,
+            memory_gb=click.prompt("  Memory per node, GB (0 = any)", default=0.0, type=float)
+            or None,
             gpu=gpu,
             gpu_type=click.prompt("  GPU type", default="v100") if gpu else None,
             spot=click.confirm("  Spot/preemptible nodes?", default=False),
@@ -115,20 +150,29 @@ def write_cluster(spec: ClusterSpec, directory: Path, force: bool) -> ResolvedCl
 def summary(resolved: ResolvedCluster, directory: Path, dry_run: bool = False) -> str:
     """What was (or would be) written, the pools and their machines, and the next steps."""
     spec = resolved.spec
-    lines = [f"{'Would write' if dry_run else 'Wrote'} {directory / DEFAULT_FILENAME} and its terraform for {spec.provider} "
-             f"cluster {spec.name!r} in {resolved.location}.", "", "Node pools:"]
+    lines = [
+        f"{'Would write' if dry_run else 'Wrote'} {directory / DEFAULT_FILENAME} and its terraform for {spec.provider} "
+        f"cluster {spec.name!r} in {resolved.location}.",
+        "",
+        "Node pools:",
+    ]
     for pool in resolved.pools:
         n = pool.node
-        lines.append(f"  {pool.name:<14} {pool.choice.describe()}  nodes {n.min_nodes}-{n.max_nodes}"
-                     + ("  spot" if n.spot else ""))
+        lines.append(
+            f"  {pool.name:<14} {pool.choice.describe()}  nodes {n.min_nodes}-{n.max_nodes}"
+            + ("  spot" if n.spot else "")
+        )
     where = "" if str(directory) == "." else f" -C {directory}"
     if spec.provider == "gcp":
         flag = "--zone" if spec.zone else "--region"
         creds = f"gcloud container clusters get-credentials {spec.name} {flag} {resolved.location} --project {spec.project}"
     else:
         creds = f"aws eks update-kubeconfig --name {spec.name} --region {spec.region}"
-    lines += ["", "Next steps:",
-              f"  cloudwise{where} plan     # see what terraform will create",
-              f"  cloudwise{where} apply    # create the cluster",
-              f"  {creds}    # point kubectl at it"]
+    lines += [
+        "",
+        "Next steps:",
+        f"  cloudwise{where} plan     # see what terraform will create",
+        f"  cloudwise{where} apply    # create the cluster",
+        f"  {creds}    # point kubectl at it",
+    ]
     return "\n".join(lines)

@@ -15,8 +15,12 @@ def save(path: Path, learner: Learner, counters: dict[str, int]) -> None:
     import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    state = {"learner": learner.state_dict(), "params": learner.params(),
-             "counters": dict(counters), "time": time.time()}
+    state = {
+        "learner": learner.state_dict(),
+        "params": learner.params(),
+        "counters": dict(counters),
+        "time": time.time(),
+    }
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
@@ -27,6 +31,8 @@ def load(path: Path) -> dict[str, Any]:
     import torch
 
     if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}; a run writes one every "
-                                "run.checkpoint_every learner iterations and at exit")
+        raise FileNotFoundError(
+            f"no checkpoint at {path}; a run writes one every "
+            "run.checkpoint_every learner iterations and at exit"
+        )
     return torch.load(path, map_location="cpu", weights_only=False)

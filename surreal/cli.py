@@ -16,8 +16,13 @@ class _UserError(click.ClickException):
     exit_code = 2
 
 
-_EXTRAS = {"torch": "rl", "gymnasium": "rl", "tensorboardX": "rl", "robosuite": "robosuite",
-           "mujoco": "rl"}
+_EXTRAS = {
+    "torch": "rl",
+    "gymnasium": "rl",
+    "tensorboardX": "rl",
+    "robosuite": "robosuite",
+    "mujoco": "rl",
+}
 
 
 def _missing_extra(err: ModuleNotFoundError) -> Exception:
@@ -27,8 +32,10 @@ def _missing_extra(err: ModuleNotFoundError) -> Exception:
         return err
     extra = _EXTRAS[top]
     first = "pip install torch==2.13.0 (or your CUDA build), then " if top == "torch" else ""
-    return _UserError(f"{top} is not installed; training needs the [{extra}] extra: "
-                      f"{first}pip install 'surreal-stack[{extra}]'")
+    return _UserError(
+        f"{top} is not installed; training needs the [{extra}] extra: "
+        f"{first}pip install 'surreal-stack[{extra}]'"
+    )
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -45,19 +52,35 @@ def main() -> None:
 @click.argument("algo", required=False)
 @click.option("--env", "env_id", help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5.")
 @click.option("--actors", type=int, help="Actor processes (each steps env.num_envs environments).")
-@click.option("--backend", default="local", show_default=True,
-              help="symphony backend: local, tmux, compose, kube, slurm.")
+@click.option(
+    "--backend",
+    default="local",
+    show_default=True,
+    help="symphony backend: local, tmux, compose, kube, slurm.",
+)
 @click.option("--steps", type=int, help="Environment steps the learner consumes before it stops.")
 @click.option("--folder", default="runs", show_default=True, help="Where runs are written.")
 @click.option("--name", help="Experiment name (default: ALGO-ENV).")
 @click.option("--trial", help="Trial name inside the experiment (default: t1, t2, ...).")
-@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a config field, e.g. --set algo.lr=3e-4 (repeatable).")
-@click.option("--resume", type=click.Path(), help="Continue the run in this folder from its checkpoint.")
-@click.option("--dry-run", is_flag=True, help="Print the config and the processes; start nothing, write nothing.")
+@click.option(
+    "--set",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Override a config field, e.g. --set algo.lr=3e-4 (repeatable).",
+)
+@click.option(
+    "--resume", type=click.Path(), help="Continue the run in this folder from its checkpoint."
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Print the config and the processes; start nothing, write nothing.",
+)
 @click.option("--quiet", is_flag=True, help="No progress lines.")
-def launch(algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run,
-           quiet) -> None:
+def launch(
+    algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run, quiet
+) -> None:
     """Train ALGO (ppo, ddpg, es, or path/to/file.py:MyLearner) with actors, a buffer, a learner,
     a parameter server, an evaluator and a metrics sink, each its own process.
 
@@ -69,8 +92,17 @@ def launch(algo, env_id, actors, backend, steps, folder, name, trial, overrides,
     from surreal import launch as launching
 
     try:
-        plan = launching.plan(algo, env=env_id, actors=actors, steps=steps, overrides=overrides,
-                              folder=folder, name=name, trial=trial, resume=resume)
+        plan = launching.plan(
+            algo,
+            env=env_id,
+            actors=actors,
+            steps=steps,
+            overrides=overrides,
+            folder=folder,
+            name=name,
+            trial=trial,
+            resume=resume,
+        )
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
     except ModuleNotFoundError as err:
@@ -93,8 +125,10 @@ def _run(plan, backend: str, quiet: bool) -> int:
 
     launching.create_run(plan)
     out = None if quiet else sys.stdout
-    click.echo(f"run folder: {plan.run_dir.path}  (experiment {plan.experiment_name}, "
-               f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})")
+    click.echo(
+        f"run folder: {plan.run_dir.path}  (experiment {plan.experiment_name}, "
+        f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})"
+    )
     started = time.monotonic()
     try:
         handle = symphony.launch(launching.build_experiment(plan), backend)
@@ -103,16 +137,23 @@ def _run(plan, backend: str, quiet: bool) -> int:
     code = 130
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
     try:
-        code = monitor(handle, plan.run_dir, plan.config.run.stop_at_return, out=out,
-                       total=plan.config.run.steps)
+        code = monitor(
+            handle,
+            plan.run_dir,
+            plan.config.run.stop_at_return,
+            out=out,
+            total=plan.config.run.steps,
+        )
     except KeyboardInterrupt:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
         _stop_and_keep_logs(handle, plan.run_dir.path / "logs")
         status = read_json(plan.run_dir.status_file, {}) or {}
         click.echo(format_status(status, time.monotonic() - started, plan.config.run.steps))
-        click.echo(f"done: {plan.run_dir.path} (surreal eval {plan.run_dir.path}; "
-                   f"tensorboard --logdir {plan.run_dir.tensorboard})")
+        click.echo(
+            f"done: {plan.run_dir.path} (surreal eval {plan.run_dir.path}; "
+            f"tensorboard --logdir {plan.run_dir.tensorboard})"
+        )
     return code
 
 
@@ -153,9 +194,11 @@ def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
         result = evaluate_run(Path(run_dir), episodes, video)
     except (FileNotFoundError, LookupError, ValueError) as err:
         raise _UserError(str(err)) from err
-    click.echo(f"{result['episodes']} episodes at step {result['step']:,}: "
-               f"return {result['mean']:.1f} +- {result['std']:.1f} "
-               f"(min {result['min']:.1f}, max {result['max']:.1f})")
+    click.echo(
+        f"{result['episodes']} episodes at step {result['step']:,}: "
+        f"return {result['mean']:.1f} +- {result['std']:.1f} "
+        f"(min {result['min']:.1f}, max {result['max']:.1f})"
+    )
     if video:
         click.echo(f"video: {video}")
 

@@ -242,8 +242,11 @@ def _check(key: str, value: Any, hint: Any) -> Any:
         return origin(value)
     if inner is float and isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
-    if inner is Any or (isinstance(inner, type) and isinstance(value, inner)
-                        and not (inner is int and isinstance(value, bool))):
+    if inner is Any or (
+        isinstance(inner, type)
+        and isinstance(value, inner)
+        and not (inner is int and isinstance(value, bool))
+    ):
         return value
     raise ConfigError(f"{key} expects {_type_name(hint)}, got {value!r}")
 

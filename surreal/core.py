@@ -136,8 +136,15 @@ class Actor:
                 value = self.policy.value(info["final_obs"])
                 if value is not None:
                     final_value = np.where(truncated & ~terminated, value, 0.0).astype(np.float32)
-            step = {"obs": obs, "action": action, "reward": reward, "terminated": terminated,
-                    "truncated": truncated, "final_value": final_value, **extras}
+            step = {
+                "obs": obs,
+                "action": action,
+                "reward": reward,
+                "terminated": terminated,
+                "truncated": truncated,
+                "final_value": final_value,
+                **extras,
+            }
             for key, value in step.items():
                 steps.setdefault(key, []).append(np.asarray(value))
             self.policy.reset(terminated | truncated)
@@ -183,7 +190,9 @@ class ParameterClient:
         self.step = int(reply.get("step", 0))
         return reply["params"]
 
-    def wait_for(self, min_version: int, deadline_s: float = 600.0, poll_s: float = 0.02) -> Params | None:
+    def wait_for(
+        self, min_version: int, deadline_s: float = 600.0, poll_s: float = 0.02
+    ) -> Params | None:
         """Poll until the server holds at least `min_version`; returns new params or None.
 
         Raises:
@@ -199,7 +208,8 @@ class ParameterClient:
             if time.monotonic() > deadline:
                 raise TimeoutError(
                     f"no parameters of version >= {min_version} after {deadline_s:.0f} s; "
-                    "check that the learner is running (`surreal status RUN_DIR`)")
+                    "check that the learner is running (`surreal status RUN_DIR`)"
+                )
             self._client_wait(poll_s)
 
     @staticmethod

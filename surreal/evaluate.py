@@ -32,9 +32,15 @@ def evaluate_run(path: Path, episodes: int = 10, video: str | None = None) -> di
         env.close()
     if video:
         record_video(policy, config, video)
-    return {"episodes": episodes, "step": int(state["counters"]["global_step"]),
-            "mean": float(np.mean(returns)), "std": float(np.std(returns)),
-            "min": float(np.min(returns)), "max": float(np.max(returns)), "returns": returns}
+    return {
+        "episodes": episodes,
+        "step": int(state["counters"]["global_step"]),
+        "mean": float(np.mean(returns)),
+        "std": float(np.std(returns)),
+        "min": float(np.min(returns)),
+        "max": float(np.max(returns)),
+        "returns": returns,
+    }
 
 
 def record_video(policy: Any, config: Any, path: str, max_frames: int = 2000) -> None:
@@ -42,8 +48,10 @@ def record_video(policy: Any, config: Any, path: str, max_frames: int = 2000) ->
     try:
         import imageio.v2 as imageio
     except ModuleNotFoundError as err:
-        raise ValueError("--video needs imageio: pip install imageio (and imageio-ffmpeg for "
-                         ".mp4); or write a .gif") from err
+        raise ValueError(
+            "--video needs imageio: pip install imageio (and imageio-ffmpeg for "
+            ".mp4); or write a .gif"
+        ) from err
     from surreal.envs import make_env
 
     env = make_env(config.env.id, config.env, seed=config.run.seed, render=True)
@@ -68,10 +76,16 @@ def run_status(path: Path) -> str:
     run = resolve_run(path)
     info, status = run.info(), read_json(run.status_file, {}) or {}
     lines = [f"run {run.path}: {info.get('algo')} on {run.load_config().env.id}"]
-    lines.append(f"  steps      {status.get('global_step', 0):,} / {status.get('total_steps', 0):,}"
-                 f"  (actors generated {status.get('actor_steps', 0):,})")
-    for label, key in (("return", "episodic_return"), ("eval", "charts/eval_return"),
-                       ("best eval", "best_eval_return"), ("steps/s", "charts/sps")):
+    lines.append(
+        f"  steps      {status.get('global_step', 0):,} / {status.get('total_steps', 0):,}"
+        f"  (actors generated {status.get('actor_steps', 0):,})"
+    )
+    for label, key in (
+        ("return", "episodic_return"),
+        ("eval", "charts/eval_return"),
+        ("best eval", "best_eval_return"),
+        ("steps/s", "charts/sps"),
+    ):
         if status.get(key) is not None:
             lines.append(f"  {label:<10} {status[key]:.1f}")
     if run.checkpoint.is_file():
@@ -90,5 +104,7 @@ def _processes(experiment: str | None) -> str:
         status = get_backend(record.backend).describe(record)
     except Exception:  # no record: the run is not running (or its backend is gone)
         return "not running"
-    return ", ".join(f"{p.name}={p.state}" + (f" (restarts {p.restarts})" if p.restarts else "")
-                     for p in status.processes)
+    return ", ".join(
+        f"{p.name}={p.state}" + (f" (restarts {p.restarts})" if p.restarts else "")
+        for p in status.processes
+    )

@@ -26,10 +26,18 @@ class LaunchPlan:
     resume: bool = False
 
 
-def plan(algo: str | None, *, env: str | None = None, actors: int | None = None,
-         steps: int | None = None, overrides: tuple[str, ...] = (), folder: str = "runs",
-         name: str | None = None, trial: str | None = None, resume: str | None = None
-         ) -> LaunchPlan:
+def plan(
+    algo: str | None,
+    *,
+    env: str | None = None,
+    actors: int | None = None,
+    steps: int | None = None,
+    overrides: tuple[str, ...] = (),
+    folder: str = "runs",
+    name: str | None = None,
+    trial: str | None = None,
+    resume: str | None = None,
+) -> LaunchPlan:
     """Resolve the algorithm, build and check the config and the environment, pick the run folder.
 
     Raises:
@@ -42,7 +50,9 @@ def plan(algo: str | None, *, env: str | None = None, actors: int | None = None,
     if resume:
         run_dir = RunDir(Path(resume))
         if not run_dir.exists():
-            raise FileNotFoundError(f"--resume {resume}: not a run folder (no config.json/run.json)")
+            raise FileNotFoundError(
+                f"--resume {resume}: not a run folder (no config.json/run.json)"
+            )
         algo_ref = run_dir.info()["algo"]
         if algo and algo != algo_ref and resolve(algo) is not resolve(algo_ref):
             raise ConfigError(f"--resume {resume} trains {algo_ref!r}, not {algo!r}; drop ALGO")
@@ -50,7 +60,9 @@ def plan(algo: str | None, *, env: str | None = None, actors: int | None = None,
         config = run_dir.load_config()
     else:
         if not algo:
-            raise ConfigError("name an algorithm (e.g. `surreal launch ppo`) or pass --resume RUN_DIR")
+            raise ConfigError(
+                "name an algorithm (e.g. `surreal launch ppo`) or pass --resume RUN_DIR"
+            )
         algo_class = resolve(algo)
         algo_ref = algo if ":" not in algo else _absolute_ref(algo)
         config = Config(algo=algo_class.config_class())
@@ -67,11 +79,15 @@ def plan(algo: str | None, *, env: str | None = None, actors: int | None = None,
     if hasattr(algo_class, "check_config"):
         algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     if not resume:
-        base = Path(folder) / slug(name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}")
+        base = Path(folder) / slug(
+            name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
+        )
         run_dir = RunDir(base / (trial or _next_trial(base)))
         if run_dir.path.exists():
-            raise FileExistsError(f"{run_dir.path} exists; pick another --trial or continue it with "
-                                  f"--resume {run_dir.path}")
+            raise FileExistsError(
+                f"{run_dir.path} exists; pick another --trial or continue it with "
+                f"--resume {run_dir.path}"
+            )
     exp_name = slug(f"{run_dir.path.parent.name}-{run_dir.path.name}")[:63].strip("-")
     return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume))
 
@@ -90,10 +106,14 @@ def _next_trial(base: Path) -> str:
 
 def _check(config: Config) -> None:
     """Values the types alone do not rule out."""
-    positive = {"run.actors": config.run.actors, "run.steps": config.run.steps,
-                "env.num_envs": config.env.num_envs, "actor.rollout_length": config.actor.rollout_length,
-                "run.checkpoint_every": config.run.checkpoint_every,
-                "actor.group_size": config.actor.group_size}
+    positive = {
+        "run.actors": config.run.actors,
+        "run.steps": config.run.steps,
+        "env.num_envs": config.env.num_envs,
+        "actor.rollout_length": config.actor.rollout_length,
+        "run.checkpoint_every": config.run.checkpoint_every,
+        "actor.group_size": config.actor.group_size,
+    }
     for key, value in positive.items():
         if value < 1:
             flag = {"run.actors": "--actors", "run.steps": "--steps"}.get(key, f"--set {key}")
@@ -106,8 +126,16 @@ PROCESS_ENV = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS
 
 
 def _command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:
-    return [sys.executable, "-m", "surreal", "component", role, str(run_dir.path.resolve()),
-            "--index", str(index)]
+    return [
+        sys.executable,
+        "-m",
+        "surreal",
+        "component",
+        role,
+        str(run_dir.path.resolve()),
+        "--index",
+        str(index),
+    ]
 
 
 def module_command(module: str, run_dir: RunDir, role: str, index: int = 0) -> list[str]:
@@ -127,10 +155,22 @@ def new_experiment(p: LaunchPlan) -> Any:
     runtime's metrics sink (every topology starts from this)."""
     from symphony import Experiment, Process
 
-    exp = Experiment(p.experiment_name, metadata={"algo": p.algo_ref, "env": p.config.env.id,
-                                                  "run_dir": str(p.run_dir.path.resolve())})
-    exp.add(Process("metrics", _command(p.run_dir, "metrics"), env=dict(PROCESS_ENV),
-                    restart=restart_policy()).binds("metrics"))
+    exp = Experiment(
+        p.experiment_name,
+        metadata={
+            "algo": p.algo_ref,
+            "env": p.config.env.id,
+            "run_dir": str(p.run_dir.path.resolve()),
+        },
+    )
+    exp.add(
+        Process(
+            "metrics",
+            _command(p.run_dir, "metrics"),
+            env=dict(PROCESS_ENV),
+            restart=restart_policy(),
+        ).binds("metrics")
+    )
     return exp
 
 
@@ -140,8 +180,12 @@ def learner_process(p: LaunchPlan, command: list[str]) -> Any:
     from symphony import Process, Resources
 
     threads = p.config.run.torch_threads
-    return Process("learner", command, env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads)),
-                   resources=Resources(cpu=max(1, threads)))
+    return Process(
+        "learner",
+        command,
+        env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads)),
+        resources=Resources(cpu=max(1, threads)),
+    )
 
 
 def add_evaluator(exp: Any, p: LaunchPlan) -> None:
@@ -149,8 +193,14 @@ def add_evaluator(exp: Any, p: LaunchPlan) -> None:
     from symphony import Process
 
     if p.config.eval.every_s > 0:
-        exp.add(Process("evaluator", _command(p.run_dir, "evaluator"), env=dict(PROCESS_ENV),
-                        restart=restart_policy()).connects("params", "metrics"))
+        exp.add(
+            Process(
+                "evaluator",
+                _command(p.run_dir, "evaluator"),
+                env=dict(PROCESS_ENV),
+                restart=restart_policy(),
+            ).connects("params", "metrics")
+        )
 
 
 def build_experiment(p: LaunchPlan) -> Any:
@@ -170,16 +220,22 @@ def build_experiment(p: LaunchPlan) -> Any:
 
     exp = new_experiment(p)
     exp.add(proc("buffer", restart=again).binds("experience", "batches").connects("metrics"))
-    exp.add(learner_process(p, _command(p.run_dir, "learner"))
-            .binds("params-pub").connects("batches", "metrics"))
+    exp.add(
+        learner_process(p, _command(p.run_dir, "learner"))
+        .binds("params-pub")
+        .connects("batches", "metrics")
+    )
     exp.add(proc("param-server", restart=again).binds("params").connects("params-pub", "metrics"))
     add_evaluator(exp, p)
     size = p.config.actor.group_size
     for g, start in enumerate(range(0, p.config.run.actors, size)):
         group = ProcessGroup(f"actors-{g}")
         for i in range(start, min(start + size, p.config.run.actors)):
-            group.add(proc("actor", i, name=f"actor-{i}", restart=again)
-                      .connects("params", "experience", "metrics"))
+            group.add(
+                proc("actor", i, name=f"actor-{i}", restart=again).connects(
+                    "params", "experience", "metrics"
+                )
+            )
         exp.add(group)
     return exp.validate()
 
@@ -189,6 +245,8 @@ def create_run(p: LaunchPlan) -> None:
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
     else:
-        p.run_dir.create(p.config, {"algo": p.algo_ref, "env_info": p.env_info.to_dict(),
-                                    "experiment": p.experiment_name})
+        p.run_dir.create(
+            p.config,
+            {"algo": p.algo_ref, "env_info": p.env_info.to_dict(), "experiment": p.experiment_name},
+        )
     (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())

@@ -12,7 +12,9 @@ class RunningNormalizer:
     (`to_params` / `load_params`) so actors and evaluators normalize exactly like the learner.
     """
 
-    def __init__(self, shape: tuple[int, ...], clip: float | None = 10.0, eps: float = 1e-8) -> None:
+    def __init__(
+        self, shape: tuple[int, ...], clip: float | None = 10.0, eps: float = 1e-8
+    ) -> None:
         self.mean = np.zeros(shape, np.float64)
         self.var = np.ones(shape, np.float64)
         self.count = 1e-4
@@ -38,8 +40,11 @@ class RunningNormalizer:
 
     def to_params(self, prefix: str = "obs_norm/") -> dict[str, np.ndarray]:
         """The state as flat numpy arrays (for parameters and checkpoints)."""
-        return {prefix + "mean": self.mean.copy(), prefix + "var": self.var.copy(),
-                prefix + "count": np.asarray(self.count)}
+        return {
+            prefix + "mean": self.mean.copy(),
+            prefix + "var": self.var.copy(),
+            prefix + "count": np.asarray(self.count),
+        }
 
     def load_params(self, params: dict[str, np.ndarray], prefix: str = "obs_norm/") -> None:
         """Restore the state written by `to_params`."""

@@ -20,22 +20,31 @@ def buffer_size(status: dict[str, Any]) -> float | None:
 
 def format_status(status: dict[str, Any], elapsed: float, total: int = 0) -> str:
     """One progress line from `status.json` (`total`: the step budget, until the sink says)."""
+
     def num(key: str, fmt: str = "{:.1f}") -> str:
         return show(status.get(key), fmt)
 
     def show(value: float | None, fmt: str) -> str:
         return "-" if value is None else fmt.format(value)
 
-    return (f"[{elapsed:6.1f}s] step {status.get('global_step', 0):>9,}/{status.get('total_steps') or total:,}"
-            f" | {num('charts/sps', '{:,.0f}')} steps/s"
-            f" | return {num('episodic_return')} | eval {num('charts/eval_return')}"
-            f" | learner {num('charts/learner_its', '{:.2f}')} it/s"
-            f" | lag {num('charts/policy_lag', '{:.2f}')}"
-            f" | buffer {show(buffer_size(status), '{:,.0f}')}")
+    return (
+        f"[{elapsed:6.1f}s] step {status.get('global_step', 0):>9,}/{status.get('total_steps') or total:,}"
+        f" | {num('charts/sps', '{:,.0f}')} steps/s"
+        f" | return {num('episodic_return')} | eval {num('charts/eval_return')}"
+        f" | learner {num('charts/learner_its', '{:.2f}')} it/s"
+        f" | lag {num('charts/policy_lag', '{:.2f}')}"
+        f" | buffer {show(buffer_size(status), '{:,.0f}')}"
+    )
 
 
-def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
-            every_s: float = 2.0, out: TextIO | None = None, total: int = 0) -> int:
+def monitor(
+    handle: Any,
+    run_dir: RunDir,
+    stop_at_return: float | None = None,
+    every_s: float = 2.0,
+    out: TextIO | None = None,
+    total: int = 0,
+) -> int:
     """Print progress until the learner ends (or the eval target is reached); returns the exit code.
 
     The caller stops the experiment afterwards (also on Ctrl-C).
@@ -52,8 +61,10 @@ def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
                 line = format_status(status, now - started, total)
             else:
                 running = sum(p.state == "running" for p in processes)
-                line = (f"[{now - started:6.1f}s] starting: {running}/{len(processes)} processes "
-                        "running, waiting for the first batch")
+                line = (
+                    f"[{now - started:6.1f}s] starting: {running}/{len(processes)} processes "
+                    "running, waiting for the first batch"
+                )
             print(line, file=out, flush=True)
             last_print = now
         if learner is not None and learner.state == "exited":
@@ -66,19 +77,33 @@ def monitor(handle: Any, run_dir: RunDir, stop_at_return: float | None = None,
         if lost or (learner is not None and learner.state in ENDED):
             code = learner.exit_code if learner else None
             if out is not None:
-                print(f"the learner ended ({learner.state if learner else 'missing'}, exit code "
-                      f"{code}); see {run_dir.path}/logs/learner.log. Continue the run "
-                      f"with: surreal launch --resume {run_dir.path}", file=out, flush=True)
+                print(
+                    f"the learner ended ({learner.state if learner else 'missing'}, exit code "
+                    f"{code}); see {run_dir.path}/logs/learner.log. Continue the run "
+                    f"with: surreal launch --resume {run_dir.path}",
+                    file=out,
+                    flush=True,
+                )
             return 1
         if failed:
             if out is not None:
-                print(f"process(es) {', '.join(failed)} failed past their restart limit; see "
-                      f"{run_dir.path}/logs/ after the stop. Fix the cause, then continue with: "
-                      f"surreal launch --resume {run_dir.path}", file=out, flush=True)
+                print(
+                    f"process(es) {', '.join(failed)} failed past their restart limit; see "
+                    f"{run_dir.path}/logs/ after the stop. Fix the cause, then continue with: "
+                    f"surreal launch --resume {run_dir.path}",
+                    file=out,
+                    flush=True,
+                )
             return 1
-        if stop_at_return is not None and status.get("best_eval_return", float("-inf")) >= stop_at_return:
+        if (
+            stop_at_return is not None
+            and status.get("best_eval_return", float("-inf")) >= stop_at_return
+        ):
             if out is not None:
-                print(f"eval return {status['best_eval_return']:.1f} >= {stop_at_return}: stopping",
-                      file=out, flush=True)
+                print(
+                    f"eval return {status['best_eval_return']:.1f} >= {stop_at_return}: stopping",
+                    file=out,
+                    flush=True,
+                )
             return 0
         time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends

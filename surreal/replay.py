@@ -55,8 +55,9 @@ class Replay:
     sampler can answer (or the timeout passes) and returns the stacked batch (or None).
     """
 
-    def __init__(self, storage: Any, sampler: Any,
-                 collate: Callable[[list[Segment]], Segment] = stack) -> None:
+    def __init__(
+        self, storage: Any, sampler: Any, collate: Callable[[list[Segment]], Segment] = stack
+    ) -> None:
         self.storage, self.sampler, self.collate = storage, sampler, collate
         self._cond = threading.Condition()
         self.added = 0

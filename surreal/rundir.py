@@ -99,5 +99,6 @@ def resolve_run(run: str | Path) -> RunDir:
     if not run_dir.exists():
         raise FileNotFoundError(
             f"{run} is not a surreal run folder (no config.json/run.json); runs live in "
-            "FOLDER/EXPERIMENT/TRIAL, e.g. runs/ppo-cartpole-v1/t1")
+            "FOLDER/EXPERIMENT/TRIAL, e.g. runs/ppo-cartpole-v1/t1"
+        )
     return run_dir

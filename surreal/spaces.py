@@ -36,11 +36,17 @@ class EnvInfo:
 
     def to_dict(self) -> dict:
         """A JSON-friendly dict (lists instead of tuples)."""
-        return {key: list(value) if isinstance(value, tuple) else value
-                for key, value in asdict(self).items()}
+        return {
+            key: list(value) if isinstance(value, tuple) else value
+            for key, value in asdict(self).items()
+        }
 
     @classmethod
     def from_dict(cls, data: dict) -> EnvInfo:
         """Inverse of `to_dict`."""
-        return cls(**{key: tuple(value) if isinstance(value, list) else value
-                      for key, value in data.items()})
+        return cls(
+            **{
+                key: tuple(value) if isinstance(value, list) else value
+                for key, value in data.items()
+            }
+        )

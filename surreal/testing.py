@@ -14,8 +14,9 @@ import numpy as np
 from surreal.spaces import EnvInfo
 
 
-def fake_segment_batch(env_info: EnvInfo, segments: int = 2, steps: int = 8, envs: int = 3,
-                       seed: int = 0) -> dict[str, np.ndarray]:
+def fake_segment_batch(
+    env_info: EnvInfo, segments: int = 2, steps: int = 8, envs: int = 3, seed: int = 0
+) -> dict[str, np.ndarray]:
     """A batch shaped like what actors send ([segments, steps, envs, ...]) with random content."""
     rng = np.random.default_rng(seed)
     shape = (segments, steps, envs)
@@ -45,9 +46,13 @@ def dict_obs_env(max_steps: int = 5) -> Any:
     from gymnasium import spaces
 
     class DictEnv(gymnasium.Env):
-        observation_space = spaces.Dict({
-            "a": spaces.Box(-1, 1, (2,), np.float32), "b": spaces.Box(-1, 1, (3,), np.float32),
-            "image": spaces.Box(0, 255, (4, 4, 3), np.uint8)})
+        observation_space = spaces.Dict(
+            {
+                "a": spaces.Box(-1, 1, (2,), np.float32),
+                "b": spaces.Box(-1, 1, (3,), np.float32),
+                "image": spaces.Box(0, 255, (4, 4, 3), np.uint8),
+            }
+        )
         action_space = spaces.Discrete(2)
 
         def reset(self, *, seed=None, options=None):
@@ -60,23 +65,36 @@ def dict_obs_env(max_steps: int = 5) -> Any:
             return self._obs(), 1.0, False, self.t >= max_steps, {}
 
         def _obs(self):
-            return {"a": np.full(2, self.t, np.float32), "b": np.full(3, -self.t, np.float32),
-                    "image": np.zeros((4, 4, 3), np.uint8)}
+            return {
+                "a": np.full(2, self.t, np.float32),
+                "b": np.full(3, -self.t, np.float32),
+                "image": np.zeros((4, 4, 3), np.uint8),
+            }
 
     return DictEnv()
 
 
-def surreal_cli(args: list[str], cwd: Path, home: Path, timeout: float = 240,
-                **kwargs: Any) -> subprocess.CompletedProcess:
+def surreal_cli(
+    args: list[str], cwd: Path, home: Path, timeout: float = 240, **kwargs: Any
+) -> subprocess.CompletedProcess:
     """Run `python -m surreal ARGS` in `cwd` with symphony's state in `home`."""
     env = dict(os.environ, SYMPHONY_HOME=str(home), PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "surreal", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, **kwargs)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "surreal", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        **kwargs,
+    )
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGINT)  # like Ctrl-C: the launcher stops every process
         out, err = proc.communicate(timeout=60)
-        raise AssertionError(f"surreal {' '.join(args)} ran past {timeout} s:\n{out}\n{err}") from None
+        raise AssertionError(
+            f"surreal {' '.join(args)} ran past {timeout} s:\n{out}\n{err}"
+        ) from None
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)

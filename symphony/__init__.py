@@ -20,8 +20,19 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
-    "Address", "AddressError", "BackendError", "Experiment", "ExperimentNotFound", "Process",
-    "ProcessGroup", "Resources", "RestartPolicy", "SpecError", "SymphonyError", "address", "launch",
+    "Address",
+    "AddressError",
+    "BackendError",
+    "Experiment",
+    "ExperimentNotFound",
+    "Process",
+    "ProcessGroup",
+    "Resources",
+    "RestartPolicy",
+    "SpecError",
+    "SymphonyError",
+    "address",
+    "launch",
 ]
 
 

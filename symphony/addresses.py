@@ -101,7 +101,9 @@ def process_env(
     }
     for service in process.services():
         if service not in endpoints:
-            raise BackendError(f"no endpoint for service {service!r}; the backend must map every bound service")
+            raise BackendError(
+                f"no endpoint for service {service!r}; the backend must map every bound service"
+            )
         host, port = tuple(endpoints[service])[:2]
         env.update(service_env(service, Address(host, int(port))))
     env.update(process.env)
@@ -182,4 +184,6 @@ def address(name: str, environ: Mapping[str, str] | None = None) -> Address:
             f"{prefix}_HOST/{prefix}_PORT are not set: run this program through `symphony launch` "
             f"with a process that declares `.connects({name!r})` or `.binds({name!r})`, or set them"
         )
-    return Address(env[f"{prefix}_HOST"], int(env[f"{prefix}_PORT"]), env.get("SYMPH_BIND_HOST", "*"))
+    return Address(
+        env[f"{prefix}_HOST"], int(env[f"{prefix}_PORT"]), env.get("SYMPH_BIND_HOST", "*")
+    )

@@ -26,8 +26,9 @@ class BuildResult:
     files: tuple[str, ...]
 
 
-def build_image(config: BuildConfig, client: Any = None,
-                on_log: Callable[[str], None] | None = None) -> BuildResult:
+def build_image(
+    config: BuildConfig, client: Any = None, on_log: Callable[[str], None] | None = None
+) -> BuildResult:
     """Assembles the context of `config`, builds it, tags it, and pushes it when asked.
 
     Args:
@@ -45,13 +46,22 @@ def build_image(config: BuildConfig, client: Any = None,
     with tempfile.TemporaryFile() as context:
         files = write_context(config.context, context, config.excludes, config.dockerfile)
         if "Dockerfile" not in files:
-            raise BuildError("the context has no Dockerfile at its root; set `dockerfile:` in the "
-                             "build config or pass --dockerfile")
+            raise BuildError(
+                "the context has no Dockerfile at its root; set `dockerfile:` in the "
+                "build config or pass --dockerfile"
+            )
         context.seek(0)
         stream = client.api.build(
-            fileobj=context, custom_context=True, tag=config.tag, buildargs=config.build_args,
-            labels=config.labels or None, network_mode=config.network_mode, rm=True,
-            forcerm=True, decode=True)
+            fileobj=context,
+            custom_context=True,
+            tag=config.tag,
+            buildargs=config.build_args,
+            labels=config.labels or None,
+            network_mode=config.network_mode,
+            rm=True,
+            forcerm=True,
+            decode=True,
+        )
         image_id = _follow(stream, on_log, f"build of {config.tag}")
     if not image_id:
         image_id = client.images.get(config.tag).id
@@ -67,16 +77,19 @@ def push_image(client: Any, tag: str, on_log: Callable[[str], None] | None = Non
     try:
         for chunk in client.api.push(repo, tag=version, stream=True, decode=True):
             if "error" in chunk:
-                raise BuildError(f"push of {tag} failed: {chunk['error']}; check the registry "
-                                 "address and `docker login`")
+                raise BuildError(
+                    f"push of {tag} failed: {chunk['error']}; check the registry "
+                    "address and `docker login`"
+                )
             digest = chunk.get("aux", {}).get("Digest", digest)
             if on_log and chunk.get("status"):
                 on_log(chunk["status"])
     except BuildError:
         raise
     except Exception as exc:
-        raise BuildError(f"push of {tag} failed: {exc}; check the registry address and "
-                         "`docker login`") from exc
+        raise BuildError(
+            f"push of {tag} failed: {exc}; check the registry address and `docker login`"
+        ) from exc
     return digest
 
 

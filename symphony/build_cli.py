@@ -15,23 +15,56 @@ DEFAULT_CONFIG = "symphony-build.yaml"
 
 @click.command("build")
 @click.argument("name", required=False)
-@click.option("--config", "-c", "config_path", type=click.Path(dir_okay=False),
-              help=f"YAML file of named builds (default: $SYMPHONY_BUILD_CONFIG or ./{DEFAULT_CONFIG}).")
+@click.option(
+    "--config",
+    "-c",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help=f"YAML file of named builds (default: $SYMPHONY_BUILD_CONFIG or ./{DEFAULT_CONFIG}).",
+)
 @click.option("--tag", "-t", help="Image tag; overrides the named build's tag.")
-@click.option("--add", "-a", "adds", multiple=True, metavar="SRC[:DEST]",
-              help="A folder or file to copy into the context (at DEST, default its name). Repeatable.")
-@click.option("--dockerfile", type=click.Path(exists=True, dir_okay=False),
-              help="Dockerfile to put at the context root.")
-@click.option("--exclude", "excludes", multiple=True, metavar="PATTERN",
-              help="Leave matching context paths out (e.g. '**/tests', 'data/*'). Repeatable.")
-@click.option("--build-arg", "build_args", multiple=True, metavar="KEY=VALUE",
-              help="Set a Dockerfile ARG (e.g. BASE_IMAGE=my/base:1). Repeatable.")
+@click.option(
+    "--add",
+    "-a",
+    "adds",
+    multiple=True,
+    metavar="SRC[:DEST]",
+    help="A folder or file to copy into the context (at DEST, default its name). Repeatable.",
+)
+@click.option(
+    "--dockerfile",
+    type=click.Path(exists=True, dir_okay=False),
+    help="Dockerfile to put at the context root.",
+)
+@click.option(
+    "--exclude",
+    "excludes",
+    multiple=True,
+    metavar="PATTERN",
+    help="Leave matching context paths out (e.g. '**/tests', 'data/*'). Repeatable.",
+)
+@click.option(
+    "--build-arg",
+    "build_args",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a Dockerfile ARG (e.g. BASE_IMAGE=my/base:1). Repeatable.",
+)
 @click.option("--push/--no-push", default=None, help="Push the tag to its registry after building.")
 @click.option("--dry-run", is_flag=True, help="List the context files and settings; build nothing.")
 @click.option("--quiet", "-q", is_flag=True, help="Print only the image id.")
-def build(name: str | None, config_path: str | None, tag: str | None, adds: tuple[str, ...],
-          dockerfile: str | None, excludes: tuple[str, ...], build_args: tuple[str, ...],
-          push: bool | None, dry_run: bool, quiet: bool) -> None:
+def build(
+    name: str | None,
+    config_path: str | None,
+    tag: str | None,
+    adds: tuple[str, ...],
+    dockerfile: str | None,
+    excludes: tuple[str, ...],
+    build_args: tuple[str, ...],
+    push: bool | None,
+    dry_run: bool,
+    quiet: bool,
+) -> None:
     """Build a docker image from several local folders and files assembled into one context.
 
     Either name a build from a config file (`symphony build cpu -c docker/build.yaml`) or give
@@ -62,9 +95,16 @@ def build(name: str | None, config_path: str | None, tag: str | None, adds: tupl
         click.echo(f"digest {digest}")
 
 
-def _resolve(name: str | None, config_path: str | None, tag: str | None, adds: tuple[str, ...],
-             dockerfile: str | None, excludes: tuple[str, ...], build_args: tuple[str, ...],
-             push: bool | None) -> BuildConfig:
+def _resolve(
+    name: str | None,
+    config_path: str | None,
+    tag: str | None,
+    adds: tuple[str, ...],
+    dockerfile: str | None,
+    excludes: tuple[str, ...],
+    build_args: tuple[str, ...],
+    push: bool | None,
+) -> BuildConfig:
     entries = tuple(ContextEntry.parse(a) for a in adds)
     args = {}
     for item in build_args:
@@ -79,13 +119,18 @@ def _resolve(name: str | None, config_path: str | None, tag: str | None, adds: t
         if config_path:
             raise ValueError("--config names a file of builds; also give the build NAME to use")
         if not tag or not entries:
-            raise ValueError("give a build NAME from a config file, or --tag and at least one --add")
+            raise ValueError(
+                "give a build NAME from a config file, or --tag and at least one --add"
+            )
         base = BuildConfig(tag=tag, context=())
     return base.with_overrides(
-        tag=tag, context=base.context + entries if entries else None,
+        tag=tag,
+        context=base.context + entries if entries else None,
         dockerfile=Path(dockerfile).resolve() if dockerfile else None,
         excludes=base.excludes + excludes if excludes else None,
-        build_args={**base.build_args, **args} if args else None, push=push)
+        build_args={**base.build_args, **args} if args else None,
+        push=push,
+    )
 
 
 def _show_plan(config: BuildConfig) -> None:

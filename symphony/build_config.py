@@ -61,8 +61,10 @@ def load_build_configs(path: str | Path) -> dict[str, BuildConfig]:
     """
     path = Path(path)
     if not path.is_file():
-        raise ContextError(f"build config {path} not found; pass --config PATH to a YAML file "
-                           "with a `builds:` mapping")
+        raise ContextError(
+            f"build config {path} not found; pass --config PATH to a YAML file "
+            "with a `builds:` mapping"
+        )
     data = yaml.safe_load(path.read_text()) or {}
     builds = data.get("builds")
     if not isinstance(builds, dict) or not builds:
@@ -74,8 +76,9 @@ def load_build_config(path: str | Path, name: str) -> BuildConfig:
     """Returns the build called `name` from the YAML file at `path`."""
     configs = load_build_configs(path)
     if name not in configs:
-        raise ContextError(f"no build named {name!r} in {path}; choose one of: "
-                           f"{', '.join(sorted(configs))}")
+        raise ContextError(
+            f"no build named {name!r} in {path}; choose one of: {', '.join(sorted(configs))}"
+        )
     return configs[name]
 
 
@@ -85,7 +88,9 @@ _KEYS = {"tag", "dockerfile", "context", "exclude", "build_args", "labels", "pus
 def _parse_build(name: str, body: dict[str, Any], base: Path) -> BuildConfig:
     unknown = set(body) - _KEYS
     if unknown:
-        raise ContextError(f"build {name!r}: unknown keys {sorted(unknown)}; allowed: {sorted(_KEYS)}")
+        raise ContextError(
+            f"build {name!r}: unknown keys {sorted(unknown)}; allowed: {sorted(_KEYS)}"
+        )
     if not body.get("tag"):
         raise ContextError(f"build {name!r} needs a `tag:` (e.g. surreal/{name}:latest)")
     entries = []

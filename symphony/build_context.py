@@ -46,12 +46,16 @@ class ContextEntry:
             path = (base or Path.cwd()) / path
         path = path.resolve()
         if not path.exists():
-            raise ContextError(f"build context source {src!r} does not exist (resolved to {path}); "
-                               "fix the path in the build config or on the command line")
+            raise ContextError(
+                f"build context source {src!r} does not exist (resolved to {path}); "
+                "fix the path in the build config or on the command line"
+            )
         target = dest if dest is not None else path.name
         norm = PurePosixPath(target.strip("/") or ".")
         if ".." in norm.parts:
-            raise ContextError(f"destination {target!r} leaves the build context; use a path inside it")
+            raise ContextError(
+                f"destination {target!r} leaves the build context; use a path inside it"
+            )
         return cls(path, str(norm))
 
 
@@ -68,7 +72,7 @@ def is_excluded(rel: str, patterns: Iterable[str]) -> bool:
         core = pat[3:] if deep else pat
         n = core.count("/") + 1
         starts = range(len(parts) - n + 1) if deep else range(1 if len(parts) >= n else 0)
-        if any(_match("/".join(parts[i: i + n]), core) for i in starts):
+        if any(_match("/".join(parts[i : i + n]), core) for i in starts):
             return True
     return False
 
@@ -77,11 +81,14 @@ def _match(path: str, pattern: str) -> bool:
     """fnmatch where ``*`` and ``?`` do not cross a ``/``."""
     if path.count("/") != pattern.count("/"):
         return False
-    return all(fnmatch.fnmatchcase(p, q) for p, q in zip(path.split("/"), pattern.split("/"), strict=True))
+    return all(
+        fnmatch.fnmatchcase(p, q) for p, q in zip(path.split("/"), pattern.split("/"), strict=True)
+    )
 
 
-def iter_context(entries: Iterable[ContextEntry], excludes: Iterable[str] = DEFAULT_EXCLUDES
-                 ) -> Iterator[tuple[Path, str]]:
+def iter_context(
+    entries: Iterable[ContextEntry], excludes: Iterable[str] = DEFAULT_EXCLUDES
+) -> Iterator[tuple[Path, str]]:
     """Yields (local path, context path) for every file and folder the context will hold.
 
     Raises:
@@ -92,8 +99,10 @@ def iter_context(entries: Iterable[ContextEntry], excludes: Iterable[str] = DEFA
     for entry in entries:
         for local, rel in _walk(entry, patterns):
             if rel in seen and seen[rel] != local and not local.is_dir():
-                raise ContextError(f"context path {rel!r} comes from both {seen[rel]} and {local}; "
-                                   "give one of them another destination (SRC:DEST)")
+                raise ContextError(
+                    f"context path {rel!r} comes from both {seen[rel]} and {local}; "
+                    "give one of them another destination (SRC:DEST)"
+                )
             if rel not in seen:
                 seen[rel] = local
                 yield local, rel
@@ -120,9 +129,12 @@ def _rel(path: PurePosixPath) -> str:
     return text[2:] if text.startswith("./") else text
 
 
-def write_context(entries: Iterable[ContextEntry], fileobj: io.IOBase,
-                  excludes: Iterable[str] = DEFAULT_EXCLUDES,
-                  dockerfile: Path | None = None) -> list[str]:
+def write_context(
+    entries: Iterable[ContextEntry],
+    fileobj: io.IOBase,
+    excludes: Iterable[str] = DEFAULT_EXCLUDES,
+    dockerfile: Path | None = None,
+) -> list[str]:
     """Writes the context as an uncompressed tar to `fileobj`; returns the context paths.
 
     Every member gets mtime 0 and uid/gid 0 so equal inputs give an equal archive (and the
@@ -135,14 +147,18 @@ def write_context(entries: Iterable[ContextEntry], fileobj: io.IOBase,
             names.append(rel)
         if dockerfile is not None:
             if "Dockerfile" in names:
-                raise ContextError("the context already holds a Dockerfile at its root and a "
-                                   "dockerfile was given too; drop one of them")
+                raise ContextError(
+                    "the context already holds a Dockerfile at its root and a "
+                    "dockerfile was given too; drop one of them"
+                )
             tar.addfile(*_member(tar, Path(dockerfile), "Dockerfile"))
             names.append("Dockerfile")
     return names
 
 
-def _member(tar: tarfile.TarFile, local: Path, rel: str) -> tuple[tarfile.TarInfo, io.BufferedReader | None]:
+def _member(
+    tar: tarfile.TarFile, local: Path, rel: str
+) -> tuple[tarfile.TarInfo, io.BufferedReader | None]:
     info = tar.gettarinfo(str(local), arcname=rel)
     info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
     if info.isreg():

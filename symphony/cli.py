@@ -82,18 +82,38 @@ def _backend(name: str, records: Records) -> Backend:
 
 @main.command()
 @click.argument("file")
-@click.option("--backend", "-b", default=None,
-              help=f"Where to run: {', '.join(backend_names())} (default: config `backend`, else local).")
+@click.option(
+    "--backend",
+    "-b",
+    default=None,
+    help=f"Where to run: {', '.join(backend_names())} (default: config `backend`, else local).",
+)
 @click.option("--name", "-n", default=None, help="Run under this name instead of the experiment's.")
-@click.option("--detach", "-d", is_flag=True,
-              help="Return once started (local: the supervisor stays in the background).")
+@click.option(
+    "--detach",
+    "-d",
+    is_flag=True,
+    help="Return once started (local: the supervisor stays in the background).",
+)
 @click.option("--dry-run", is_flag=True, help="Validate and print what would start; start nothing.")
-@click.option("--option", "-o", "options", multiple=True, metavar="KEY=VALUE",
-              help="Backend option, e.g. -o grace_s=2 (local), -o socket=mine (tmux); "
-                   "a bare -o DIR is where --dry-run writes files (-o output=DIR).")
+@click.option(
+    "--option",
+    "-o",
+    "options",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Backend option, e.g. -o grace_s=2 (local), -o socket=mine (tmux); "
+    "a bare -o DIR is where --dry-run writes files (-o output=DIR).",
+)
 @_errors
-def launch(file: str, backend: str | None, name: str | None, detach: bool, dry_run: bool,
-           options: tuple[str, ...]) -> None:
+def launch(
+    file: str,
+    backend: str | None,
+    name: str | None,
+    detach: bool,
+    dry_run: bool,
+    options: tuple[str, ...],
+) -> None:
     """Launch the experiment built by FILE.
 
     FILE is a Python file with a `make_experiment()` function (or FILE.py:FUNC), or a YAML spec.
@@ -115,10 +135,14 @@ def launch(file: str, backend: str | None, name: str | None, detach: bool, dry_r
         return
     where = "in the background" if detach else "attached; Ctrl-C stops it"
     click.echo(f"launching {experiment.name} on {backend} ({where})", err=True)
-    handle = do_launch(experiment, backend, detach=detach, launch_command=sys.argv, **backend_options)
+    handle = do_launch(
+        experiment, backend, detach=detach, launch_command=sys.argv, **backend_options
+    )
     if detach:
-        click.echo(f"{handle.name} is running; `symphony describe {handle.name}`, "
-                   f"`symphony logs {handle.name} PROCESS`, `symphony delete {handle.name}`")
+        click.echo(
+            f"{handle.name} is running; `symphony describe {handle.name}`, "
+            f"`symphony logs {handle.name} PROCESS`, `symphony delete {handle.name}`"
+        )
         return
     code = handle.record.data.get("exit_code", 0)
     click.echo(f"{handle.name} ended: {handle.status().status}", err=True)
@@ -128,8 +152,13 @@ def launch(file: str, backend: str | None, name: str | None, detach: bool, dry_r
 @main.command(name="list")
 @click.option("--mine", is_flag=True, help="Only experiments you launched.")
 @click.option("--all", "show_all", is_flag=True, help="Also finished, failed and stopped ones.")
-@click.option("--backend", "-b", "extra", multiple=True,
-              help="Also ask this backend for experiments without a local record (e.g. kube).")
+@click.option(
+    "--backend",
+    "-b",
+    "extra",
+    multiple=True,
+    help="Also ask this backend for experiments without a local record (e.g. kube).",
+)
 @_errors
 def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
     """List experiments: name, owner, backend, status, age, running/total processes."""
@@ -142,14 +171,19 @@ def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
             rows += _backend(name, records).list()
         except SymphonyError as err:
             click.echo(f"warning: cannot list {name} experiments: {err}", err=True)
-    rows = [r for r in rows if (show_all or r.status in ACTIVE_STATUSES)
-            and (not mine or r.owner == current_owner())]
+    rows = [
+        r
+        for r in rows
+        if (show_all or r.status in ACTIVE_STATUSES) and (not mine or r.owner == current_owner())
+    ]
     if not rows:
         click.echo("no experiments" + ("" if show_all else " running (--all shows ended ones)"))
         return
     table = [("NAME", "OWNER", "BACKEND", "STATUS", "AGE", "PROCESSES")]
-    table += [(r.name, r.owner, r.backend, r.status, _duration(r.age()), f"{r.running}/{r.processes}")
-              for r in sorted(rows, key=lambda r: r.created)]
+    table += [
+        (r.name, r.owner, r.backend, r.status, _duration(r.age()), f"{r.running}/{r.processes}")
+        for r in sorted(rows, key=lambda r: r.created)
+    ]
     _print_table(table)
 
 
@@ -162,16 +196,20 @@ def _find(prefix: str, backend: str | None) -> tuple[Backend, ExperimentRecord]:
     name = records.resolve(prefix, list(extra))
     if name in extra and name not in {r.name for r in records.all()}:
         summary = extra[name]
-        record = ExperimentRecord(summary.name, summary.backend, summary.owner, summary.created,
-                                  summary.status)
+        record = ExperimentRecord(
+            summary.name, summary.backend, summary.owner, summary.created, summary.status
+        )
     else:
         record = records.load(name)
     return _backend(record.backend, records), record
 
 
 def _process(record: ExperimentRecord, backend: Backend, prefix: str) -> str:
-    names = record.experiment().process_names() if record.spec else [
-        p.name for p in backend.describe(record).processes]
+    names = (
+        record.experiment().process_names()
+        if record.spec
+        else [p.name for p in backend.describe(record).processes]
+    )
     return resolve_prefix(prefix, names, "process")
 
 
@@ -183,17 +221,26 @@ def describe(experiment: str, backend: str | None) -> None:
     """Show each process of EXPERIMENT (a unique prefix is enough): state, restarts, pid, uptime."""
     impl, record = _find(experiment, backend)
     status = impl.describe(record)
-    click.echo(f"{status.name}  backend={status.backend}  owner={status.owner}  "
-               f"status={status.status}  age={_duration(status.summary().age())}")
+    click.echo(
+        f"{status.name}  backend={status.backend}  owner={status.owner}  "
+        f"status={status.status}  age={_duration(status.summary().age())}"
+    )
     if record.path is not None:
         click.echo(f"spec={record.path / 'spec.yaml'}  git={record.git_revision or '-'}")
     table = [("PROCESS", "GROUP", "STATE", "RESTARTS", "PID/LOCATION", "UPTIME", "EXIT")]
     for p in status.processes:
         uptime = p.uptime()
-        table.append((p.name, p.group or "-", p.state, str(p.restarts),
-                      " ".join(filter(None, [str(p.pid or ""), p.location or ""])) or "-",
-                      _duration(uptime) if uptime is not None else "-",
-                      "-" if p.exit_code is None else str(p.exit_code)))
+        table.append(
+            (
+                p.name,
+                p.group or "-",
+                p.state,
+                str(p.restarts),
+                " ".join(filter(None, [str(p.pid or ""), p.location or ""])) or "-",
+                _duration(uptime) if uptime is not None else "-",
+                "-" if p.exit_code is None else str(p.exit_code),
+            )
+        )
     _print_table(table)
     for key, value in status.details.items():  # e.g. slurm: one line per job with its state and log
         click.echo(f"{key}: {value}")
@@ -202,11 +249,17 @@ def describe(experiment: str, backend: str | None) -> None:
 @main.command()
 @click.argument("experiment")
 @click.argument("process")
-@click.option("--follow", "-f", is_flag=True, help="Keep printing new lines until the process ends.")
-@click.option("--tail", "-n", type=click.IntRange(min=0), default=None, help="Only the last N lines.")
+@click.option(
+    "--follow", "-f", is_flag=True, help="Keep printing new lines until the process ends."
+)
+@click.option(
+    "--tail", "-n", type=click.IntRange(min=0), default=None, help="Only the last N lines."
+)
 @click.option("--backend", "-b", default=None, help="Look the name up in this backend too (kube).")
 @_errors
-def logs(experiment: str, process: str, follow: bool, tail: int | None, backend: str | None) -> None:
+def logs(
+    experiment: str, process: str, follow: bool, tail: int | None, backend: str | None
+) -> None:
     """Print what PROCESS of EXPERIMENT wrote (stdout and stderr); prefixes are accepted."""
     impl, record = _find(experiment, backend)
     name = _process(record, impl, process)
@@ -231,7 +284,9 @@ def delete(experiments: tuple[str, ...], force: bool, backend: str | None) -> No
             impl.delete(record, force=force)
         except SymphonyError as err:
             if not force:
-                raise SymphonyError(f"{err}\n(`symphony delete --force {record.name}` drops the record anyway)") from err
+                raise SymphonyError(
+                    f"{err}\n(`symphony delete --force {record.name}` drops the record anyway)"
+                ) from err
             click.echo(f"warning: {err}", err=True)
         impl.records.remove(record.name)
         click.echo(f"deleted {record.name}")

@@ -82,7 +82,9 @@ def endpoints(experiment: Experiment, options: RenderOptions) -> dict[str, Addre
     """Every bound service -> its Service DNS name (`<svc>.<namespace>.svc`) and port."""
     ns = namespace_of(experiment, options)
     return fixed_endpoints(
-        experiment, lambda svc, _binder: f"{service_name(svc)}.{ns}.svc", base_port=options.base_port
+        experiment,
+        lambda svc, _binder: f"{service_name(svc)}.{ns}.svc",
+        base_port=options.base_port,
     )
 
 
@@ -139,34 +141,40 @@ def namespace(experiment: Experiment, options: RenderOptions) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
-def network_policies(experiment: Experiment, ns: str, labels: dict[str, str],
-                     eps: dict[str, Address]) -> list[dict]:
+def network_policies(
+    experiment: Experiment, ns: str, labels: dict[str, str], eps: dict[str, Address]
+) -> list[dict]:
     """Ingress from the experiment's own pods only; each exposed port open to any source."""
     own = {"podSelector": {"matchLabels": {LABEL_EXPERIMENT: experiment.name}}}
-    policies = [{
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": _meta(NETWORK_POLICY, ns, labels),
-        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [own]}]},
-    }]
+    policies = [
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": _meta(NETWORK_POLICY, ns, labels),
+            "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [own]}]},
+        }
+    ]
     for proc in experiment.processes():
         for svc in proc.exposed:
             group = experiment.group_of(proc.name)
-            policies.append({
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": _meta(f"symphony-expose-{svc}"[:63], ns, labels),
-                "spec": {
-                    "podSelector": {"matchLabels": _selector(experiment, group)},
-                    "policyTypes": ["Ingress"],
-                    "ingress": [{"ports": [{"protocol": "TCP", "port": eps[svc].port}]}],
-                },
-            })
+            policies.append(
+                {
+                    "apiVersion": "networking.k8s.io/v1",
+                    "kind": "NetworkPolicy",
+                    "metadata": _meta(f"symphony-expose-{svc}"[:63], ns, labels),
+                    "spec": {
+                        "podSelector": {"matchLabels": _selector(experiment, group)},
+                        "policyTypes": ["Ingress"],
+                        "ingress": [{"ports": [{"protocol": "TCP", "port": eps[svc].port}]}],
+                    },
+                }
+            )
     return policies
 
 
-def services(experiment: Experiment, ns: str, labels: dict[str, str],
-             eps: dict[str, Address]) -> list[dict]:
+def services(
+    experiment: Experiment, ns: str, labels: dict[str, str], eps: dict[str, Address]
+) -> list[dict]:
     """A Service per bound name, selecting the binder's group pod; exposed names are LoadBalancers."""
     objects = []
     for proc in experiment.processes():
@@ -187,35 +195,56 @@ def _is_server(group: ProcessGroup) -> bool:
     return any(p.restart.mode == "always" for p in group.processes)
 
 
-def workload(experiment: Experiment, group: ProcessGroup, ns: str, labels: dict[str, str],
-             eps: dict[str, Address], options: RenderOptions) -> dict:
+def workload(
+    experiment: Experiment,
+    group: ProcessGroup,
+    ns: str,
+    labels: dict[str, str],
+    eps: dict[str, Address],
+    options: RenderOptions,
+) -> dict:
     """The Deployment (servers) or Job (processes meant to end) that runs one group's pod."""
     selector = _selector(experiment, group.name)
     pod_labels = {**labels, **selector}
-    template = {"metadata": {"labels": pod_labels}, "spec": pod_spec(experiment, group, eps, options)}
+    template = {
+        "metadata": {"labels": pod_labels},
+        "spec": pod_spec(experiment, group, eps, options),
+    }
     meta = _meta(group.name, ns, pod_labels)
     if _is_server(group):
         template["spec"]["restartPolicy"] = "Always"
-        spec = {"replicas": 1, "strategy": {"type": "Recreate"},
-                "selector": {"matchLabels": selector}, "template": template}
+        spec = {
+            "replicas": 1,
+            "strategy": {"type": "Recreate"},
+            "selector": {"matchLabels": selector},
+            "template": template,
+        }
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
     template["spec"]["restartPolicy"] = "Never"
-    retries = max((p.restart.max_restarts for p in group.processes
-                   if p.restart.mode == "on-failure"), default=0)
+    retries = max(
+        (p.restart.max_restarts for p in group.processes if p.restart.mode == "on-failure"),
+        default=0,
+    )
     spec = {
         "backoffLimit": retries,
         "completions": 1,
         "parallelism": 1,
-        "podFailurePolicy": {"rules": [
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-        ]},
+        "podFailurePolicy": {
+            "rules": [
+                {
+                    "action": "Ignore",
+                    "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
+                },
+            ]
+        },
         "template": template,
     }
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
-def pod_spec(experiment: Experiment, group: ProcessGroup, eps: dict[str, Address],
-             options: RenderOptions) -> dict:
+def pod_spec(
+    experiment: Experiment, group: ProcessGroup, eps: dict[str, Address], options: RenderOptions
+) -> dict:
     """One pod for the group: a container per process, shared /dev/shm, secrets, placement."""
     gpus = sum(p.resources.gpu for p in group.processes)
     placement = pod_placement(group.node_pool(), gpus, options.cluster)
@@ -226,8 +255,9 @@ def pod_spec(experiment: Experiment, group: ProcessGroup, eps: dict[str, Address
         shm["sizeLimit"] = _quantity_gb(shm_gb)
     volumes = [{"name": "dshm", "emptyDir": shm}]
     for name in sorted({s for p in group.processes for s in secrets_of(p, options)}):
-        volumes.append({"name": f"secret-{name}"[:63],
-                        "secret": {"secretName": name, "defaultMode": 0o440}})
+        volumes.append(
+            {"name": f"secret-{name}"[:63], "secret": {"secretName": name, "defaultMode": 0o440}}
+        )
     spec = {
         "containers": [container(experiment, p, eps, options) for p in group.processes],
         "volumes": volumes,
@@ -235,7 +265,10 @@ def pod_spec(experiment: Experiment, group: ProcessGroup, eps: dict[str, Address
         "automountServiceAccountToken": False,
         "terminationGracePeriodSeconds": 30,
         "securityContext": {
-            "runAsNonRoot": True, "runAsUser": RUN_AS, "runAsGroup": RUN_AS, "fsGroup": RUN_AS,
+            "runAsNonRoot": True,
+            "runAsUser": RUN_AS,
+            "runAsGroup": RUN_AS,
+            "fsGroup": RUN_AS,
             "seccompProfile": {"type": "RuntimeDefault"},
         },
     }
@@ -246,8 +279,9 @@ def pod_spec(experiment: Experiment, group: ProcessGroup, eps: dict[str, Address
     return spec
 
 
-def container(experiment: Experiment, proc: Process, eps: dict[str, Address],
-              options: RenderOptions) -> dict:
+def container(
+    experiment: Experiment, proc: Process, eps: dict[str, Address], options: RenderOptions
+) -> dict:
     """The container that runs one process, with its SYMPH_* env and resources."""
     image = proc.image or experiment.image or options.image
     if not image:
@@ -269,7 +303,8 @@ def container(experiment: Experiment, proc: Process, eps: dict[str, Address],
         "resources": resources(proc),
         "volumeMounts": mounts,
         "securityContext": {
-            "allowPrivilegeEscalation": False, "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "runAsNonRoot": True,
             "capabilities": {"drop": ["ALL"]},
         },
     }

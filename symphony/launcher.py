@@ -106,8 +106,9 @@ def launch(
         experiment.name = check_name(name, "experiment name")
     experiment.validate()
     impl = get_backend(backend, records=records, **options)
-    record = impl.records.create(experiment, backend, owner=owner,
-                                 launch_command=launch_command or list(sys.argv))
+    record = impl.records.create(
+        experiment, backend, owner=owner, launch_command=launch_command or list(sys.argv)
+    )
     try:
         impl.launch(experiment, record, detach=detach)
     except BaseException:

@@ -38,7 +38,9 @@ def load_experiment(target: str) -> Experiment:
         )
     experiment = factory()
     if not isinstance(experiment, Experiment):
-        raise SpecError(f"{path_text}:{func_name}() returned {type(experiment).__name__}, not an Experiment")
+        raise SpecError(
+            f"{path_text}:{func_name}() returned {type(experiment).__name__}, not an Experiment"
+        )
     return experiment
 
 

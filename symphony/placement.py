@@ -81,7 +81,9 @@ def allocatable(node: NodePoolSpec) -> tuple[float, float]:
     Uses GKE's published reservation tiers (EKS reserves a little less, so this is safe on both).
     """
     if not node.cpu or not node.memory_gb:
-        raise SpecError(f"pool {node.name!r} has no cpu/memory_gb; pass node(cluster, pool) instead")
+        raise SpecError(
+            f"pool {node.name!r} has no cpu/memory_gb; pass node(cluster, pool) instead"
+        )
     cpu, memory = float(node.cpu), float(node.memory_gb)
     cpu_left = cpu - _tiered(cpu, _CPU_RESERVED) - DAEMONSET_CPU
     memory_left = memory - _tiered(memory, _MEMORY_RESERVED) - _EVICTION_GB - DAEMONSET_MEMORY_GB
@@ -147,7 +149,9 @@ def fits(node: NodePoolSpec, request: Resources, gpu_type: str | None = None) ->
     return request.cpu <= cpu and (request.memory_gb or 0) <= memory and request.gpu <= node.gpu
 
 
-def smallest_pool(cluster: ClusterSpec, request: Resources, gpu_type: str | None = None) -> Resources:
+def smallest_pool(
+    cluster: ClusterSpec, request: Resources, gpu_type: str | None = None
+) -> Resources:
     """`request` placed on the smallest pool that fits it (fewest GPUs, then cores, then memory).
 
     Pools are sized by the machine type cloudwise chooses for them (`node`).
@@ -167,7 +171,9 @@ def smallest_pool(cluster: ClusterSpec, request: Resources, gpu_type: str | None
             "lower the request or add a pool with `cloudwise pool add`"
         )
     best = min(candidates, key=lambda p: (p.gpu, p.cpu, p.memory_gb, p.name))
-    return Resources(cpu=request.cpu, memory_gb=request.memory_gb, gpu=request.gpu, node_pool=best.name)
+    return Resources(
+        cpu=request.cpu, memory_gb=request.memory_gb, gpu=request.gpu, node_pool=best.name
+    )
 
 
 def _describe(node: NodePoolSpec) -> str:
@@ -176,7 +182,9 @@ def _describe(node: NodePoolSpec) -> str:
     return f"{node.name} ({node.machine_type}): {cpu} cpu, {memory} GiB{gpus}"
 
 
-def pod_placement(node_pool: str | None, gpus: int, cluster: ClusterSpec | None = None) -> Placement:
+def pod_placement(
+    node_pool: str | None, gpus: int, cluster: ClusterSpec | None = None
+) -> Placement:
     """The node selector and tolerations for a pod on `node_pool` that uses `gpus` GPUs in total.
 
     With a cluster spec, the tolerations are exactly the pool's taints (`cloudwise.labels`); without

@@ -19,15 +19,19 @@ def check_commands(experiment: Experiment, base_dir: str | None = None) -> None:
     for proc in experiment.processes():
         cwd = base / proc.cwd if proc.cwd else base
         if not cwd.is_dir():
-            raise SpecError(f"process {proc.name!r}: working directory {str(cwd)!r} does not exist; "
-                            f"create it or fix cwd=")
+            raise SpecError(
+                f"process {proc.name!r}: working directory {str(cwd)!r} does not exist; "
+                f"create it or fix cwd="
+            )
         if isinstance(proc.command, str):
             continue
         program = proc.command[0]
         if "/" in program:
             found = (cwd / program).is_file() and os.access(cwd / program, os.X_OK)
         else:
-            found = shutil.which(program, path=proc.env.get("PATH", os.environ.get("PATH"))) is not None
+            found = (
+                shutil.which(program, path=proc.env.get("PATH", os.environ.get("PATH"))) is not None
+            )
         if not found:
             raise SpecError(
                 f"process {proc.name!r}: program {program!r} is not found or not executable "

@@ -107,7 +107,9 @@ def terminate(procs: list[psutil.Process], grace_s: float = 5.0) -> list[psutil.
     return procs
 
 
-def stop_all(pids: Iterable[int], run_id: str | None = None, grace_s: float = 5.0) -> list[psutil.Process]:
+def stop_all(
+    pids: Iterable[int], run_id: str | None = None, grace_s: float = 5.0
+) -> list[psutil.Process]:
     """Stop the trees of `pids` and everything marked `run_id`; sweeps again for late children."""
     pids = list(pids)
     left = terminate(gather(pids, run_id), grace_s)

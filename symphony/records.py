@@ -67,8 +67,13 @@ def state_dir() -> Path:
 def git_revision(folder: str | Path | None = None) -> str | None:
     """`git describe --always --dirty` of `folder` (default: here), or None outside a repository."""
     try:
-        result = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=folder,
-                                capture_output=True, text=True, timeout=10)
+        result = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=folder,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return None
     if result.returncode != 0:
@@ -143,7 +148,9 @@ class ExperimentRecord:
 
     def _dir(self) -> Path:
         if self.path is None:
-            raise SymphonyError(f"record {self.name!r} has no folder; create it with Records.create")
+            raise SymphonyError(
+                f"record {self.name!r} has no folder; create it with Records.create"
+            )
         return self.path
 
     @classmethod
@@ -169,7 +176,11 @@ class Records:
         return self.home / "experiments"
 
     def create(
-        self, experiment: Experiment, backend: str, *, owner: str | None = None,
+        self,
+        experiment: Experiment,
+        backend: str,
+        *,
+        owner: str | None = None,
         launch_command: list[str] | None = None,
     ) -> ExperimentRecord:
         """Make a new record (atomically); a name already in use is an error with the fix."""
@@ -185,9 +196,14 @@ class Records:
         (folder / "logs").mkdir()
         (folder / "spec.yaml").write_text(experiment.to_yaml())
         record = ExperimentRecord(
-            name=experiment.name, backend=backend, owner=owner or current_owner(),
-            created=time.time(), spec=experiment.to_dict(),
-            launch_command=list(launch_command or []), git_revision=git_revision(), path=folder,
+            name=experiment.name,
+            backend=backend,
+            owner=owner or current_owner(),
+            created=time.time(),
+            spec=experiment.to_dict(),
+            launch_command=list(launch_command or []),
+            git_revision=git_revision(),
+            path=folder,
         )
         record.logs = {p: str(record.log_path(p)) for p in experiment.process_names()}
         record.save()
@@ -197,7 +213,9 @@ class Records:
         """The record of `name` exactly (ExperimentNotFound if none)."""
         folder = self.folder / name
         if not (folder / RECORD_FILE).exists():
-            raise ExperimentNotFound(f"no experiment {name!r} in {self.folder}; see `symphony list --all`")
+            raise ExperimentNotFound(
+                f"no experiment {name!r} in {self.folder}; see `symphony list --all`"
+            )
         return ExperimentRecord.load(folder)
 
     def all(self) -> list[ExperimentRecord]:
@@ -232,4 +250,6 @@ def resolve_prefix(prefix: str, names: list[str], what: str) -> str:
         return matches[0]
     if not matches:
         raise ExperimentNotFound(f"no {what} matches {prefix!r}; {what} names: {names or 'none'}")
-    raise ExperimentNotFound(f"{prefix!r} is ambiguous: it matches {what} names {matches}; type more of it")
+    raise ExperimentNotFound(
+        f"{prefix!r} is ambiguous: it matches {what} names {matches}; type more of it"
+    )

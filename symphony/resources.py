@@ -31,7 +31,9 @@ class Resources:
         if self.memory_gb is not None and (
             not isinstance(self.memory_gb, (int, float)) or self.memory_gb <= 0
         ):
-            raise SpecError(f"memory_gb={self.memory_gb!r} must be positive, or None for no request")
+            raise SpecError(
+                f"memory_gb={self.memory_gb!r} must be positive, or None for no request"
+            )
         if not isinstance(self.gpu, int) or self.gpu < 0:
             raise SpecError(f"gpu={self.gpu!r} must be a whole number >= 0")
 
@@ -58,7 +60,9 @@ class RestartPolicy:
         if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
             raise SpecError(f"max_restarts={self.max_restarts!r} must be a whole number >= 0")
         if self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
-            raise SpecError("need 0 <= backoff_s <= max_backoff_s, e.g. backoff_s=1, max_backoff_s=30")
+            raise SpecError(
+                "need 0 <= backoff_s <= max_backoff_s, e.g. backoff_s=1, max_backoff_s=30"
+            )
 
     def should_restart(self, exit_code: int | None, restarts: int) -> bool:
         """Whether a process that ended with `exit_code` after `restarts` restarts comes back."""

@@ -35,10 +35,19 @@ GRACE_S = 5.0
 class Runner:
     """Supervises one command; see the module docstring."""
 
-    def __init__(self, state_path: Path, log_path: Path, policy: RestartPolicy, argv: list[str]) -> None:
+    def __init__(
+        self, state_path: Path, log_path: Path, policy: RestartPolicy, argv: list[str]
+    ) -> None:
         self.state_path, self.log_path, self.policy, self.argv = state_path, log_path, policy, argv
-        self.state: dict[str, Any] = {"runner_pid": os.getpid(), "state": RUNNING, "pid": None,
-                                      "started": None, "ended": None, "exit_code": None, "restarts": 0}
+        self.state: dict[str, Any] = {
+            "runner_pid": os.getpid(),
+            "state": RUNNING,
+            "pid": None,
+            "started": None,
+            "ended": None,
+            "exit_code": None,
+            "restarts": 0,
+        }
         self.stop_requested = False
         self.child: subprocess.Popen | None = None
 
@@ -64,9 +73,14 @@ class Runner:
             self._log(f"restart {self.state['restarts']}/{self.policy.max_restarts}")
 
     def _run_once(self) -> int:
-        self.child = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, start_new_session=True,
-                                      preexec_fn=proctree.die_with_parent)
+        self.child = subprocess.Popen(
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=proctree.die_with_parent,
+        )
         started = proctree.create_time(self.child.pid) or time.time()  # identifies the pid later
         self._save(state=RUNNING, pid=self.child.pid, started=started, ended=None, exit_code=None)
         tee = threading.Thread(target=self._tee, args=(self.child.stdout,), daemon=True)
@@ -121,7 +135,9 @@ def read_runner_state(path: Path) -> dict[str, Any] | None:
 def main(argv: list[str]) -> int:
     """Parse `STATE LOG RESTART_JSON -- COMMAND...` and run."""
     if "--" not in argv or argv.index("--") != 3 or len(argv) < 5:
-        print("usage: python -m symphony.runner STATE LOG RESTART_JSON -- COMMAND...", file=sys.stderr)
+        print(
+            "usage: python -m symphony.runner STATE LOG RESTART_JSON -- COMMAND...", file=sys.stderr
+        )
         return 2
     policy = RestartPolicy(**json.loads(argv[2]))
     return Runner(Path(argv[0]), Path(argv[1]), policy, argv[4:]).run()

@@ -33,8 +33,17 @@ from symphony.errors import SpecError
 from symphony.resources import RESTART_MODES, Resources, RestartPolicy
 
 # Resources and RestartPolicy live in symphony.resources; importing them from here keeps working.
-__all__ = ["RESTART_MODES", "SPEC_VERSION", "Command", "Experiment", "Process", "ProcessGroup",
-           "Resources", "RestartPolicy", "check_name"]
+__all__ = [
+    "RESTART_MODES",
+    "SPEC_VERSION",
+    "Command",
+    "Experiment",
+    "Process",
+    "ProcessGroup",
+    "Resources",
+    "RestartPolicy",
+    "check_name",
+]
 
 SPEC_VERSION = 1
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -181,8 +190,19 @@ class Process:
         return proc
 
 
-_PROCESS_KEYS = {"name", "command", "env", "cwd", "image", "secrets", "binds", "connects", "exposes",
-                 "resources", "restart"}
+_PROCESS_KEYS = {
+    "name",
+    "command",
+    "env",
+    "cwd",
+    "image",
+    "secrets",
+    "binds",
+    "connects",
+    "exposes",
+    "resources",
+    "restart",
+}
 _RES_KEYS = {"cpu", "memory_gb", "gpu", "node_pool"}
 _RST_KEYS = {"mode", "max_restarts", "backoff_s", "max_backoff_s"}
 
@@ -198,7 +218,9 @@ def _secret_names(process: str, names: Any) -> list[str]:
         check_name(name, f"secret name (process {process!r})")
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
-        raise SpecError(f"process {process!r} lists secret(s) {duplicates} twice; name each Secret once")
+        raise SpecError(
+            f"process {process!r} lists secret(s) {duplicates} twice; name each Secret once"
+        )
     return list(names)
 
 
@@ -234,7 +256,9 @@ class ProcessGroup:
             if not isinstance(proc, Process):
                 raise SpecError(f"a ProcessGroup holds Process objects, not {type(proc).__name__}")
             if any(p.name == proc.name for p in self.processes):
-                raise SpecError(f"group {self.name!r} already has a process {proc.name!r}; rename one")
+                raise SpecError(
+                    f"group {self.name!r} already has a process {proc.name!r}; rename one"
+                )
             self.processes.append(proc)
         return self
 
@@ -270,7 +294,9 @@ class Experiment:
             if not isinstance(item, (Process, ProcessGroup)):
                 raise SpecError(f"add Process or ProcessGroup objects, not {type(item).__name__}")
             taken = self._names()
-            new = [item.name] + ([p.name for p in item.processes] if isinstance(item, ProcessGroup) else [])
+            new = [item.name] + (
+                [p.name for p in item.processes] if isinstance(item, ProcessGroup) else []
+            )
             clash = [n for n in new if n in taken] or [n for n in set(new) if new.count(n) > 1]
             if clash:
                 raise SpecError(
@@ -322,7 +348,9 @@ class Experiment:
     def validate(self) -> Experiment:
         """Check the whole topology; raise SpecError with a fix, else return self."""
         if not self.components:
-            raise SpecError(f"experiment {self.name!r} has no processes; add some with .add(Process(...))")
+            raise SpecError(
+                f"experiment {self.name!r} has no processes; add some with .add(Process(...))"
+            )
         binders: dict[str, str] = {}
         for group in self.groups():
             if not group.processes:
@@ -355,18 +383,29 @@ class Experiment:
         items = []
         for item in self.components:
             if isinstance(item, ProcessGroup):
-                items.append({"group": item.name, "processes": [p.to_dict() for p in item.processes]})
+                items.append(
+                    {"group": item.name, "processes": [p.to_dict() for p in item.processes]}
+                )
             else:
                 items.append(item.to_dict())
-        return {"symphony": SPEC_VERSION, "name": self.name, "image": self.image,
-                "metadata": dict(self.metadata), "processes": items}
+        return {
+            "symphony": SPEC_VERSION,
+            "name": self.name,
+            "image": self.image,
+            "metadata": dict(self.metadata),
+            "processes": items,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Experiment:
         """Build an experiment from `to_dict()` output; bad data raises SpecError."""
-        data = _known_keys(data, "experiment", {"symphony", "name", "image", "metadata", "processes"})
+        data = _known_keys(
+            data, "experiment", {"symphony", "name", "image", "metadata", "processes"}
+        )
         if data.get("symphony", SPEC_VERSION) != SPEC_VERSION:
-            raise SpecError(f"spec version {data['symphony']!r} is not supported (need {SPEC_VERSION})")
+            raise SpecError(
+                f"spec version {data['symphony']!r} is not supported (need {SPEC_VERSION})"
+            )
         exp = cls(data.get("name"), image=data.get("image"), metadata=data.get("metadata") or {})
         for item in data.get("processes") or []:
             if isinstance(item, dict) and "group" in item:

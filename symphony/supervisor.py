@@ -56,7 +56,9 @@ class Supervisor:
         poll_s: how often children are checked.
     """
 
-    def __init__(self, record: ExperimentRecord, grace_s: float = 5.0, poll_s: float = 0.05) -> None:
+    def __init__(
+        self, record: ExperimentRecord, grace_s: float = 5.0, poll_s: float = 0.05
+    ) -> None:
         self.record = record
         self.experiment: Experiment = record.experiment()
         self.grace_s = grace_s
@@ -68,7 +70,9 @@ class Supervisor:
         self.previous_handlers: dict[int, Any] = {}
         self.status = "starting"
         self.error: str | None = None
-        self.endpoints = {s: Address(h, int(p), h) for s, (h, p) in record.data["endpoints"].items()}
+        self.endpoints = {
+            s: Address(h, int(p), h) for s, (h, p) in record.data["endpoints"].items()
+        }
 
     def run(self) -> int:
         """Supervise until done; returns 0 (all exited 0), 1 (a process failed), 130 (stopped)."""
@@ -135,9 +139,14 @@ class Supervisor:
         log_path = self.record.log_path(proc.name)
         with open(log_path, "ab") as log:
             self.popens[proc.name] = subprocess.Popen(
-                proc.argv(), env=self._env(proc), cwd=os.path.join(self.record.data["cwd"], proc.cwd or ""),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True, preexec_fn=proctree.die_with_parent,
+                proc.argv(),
+                env=self._env(proc),
+                cwd=os.path.join(self.record.data["cwd"], proc.cwd or ""),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=proctree.die_with_parent,
             )
         pid = self.popens[proc.name].pid
         run.state, run.pid, run.started = RUNNING, pid, proctree.create_time(pid) or time.time()
@@ -169,7 +178,10 @@ class Supervisor:
         if proc.restart.should_restart(code, run.restarts):
             run.state = RESTARTING
             self.due[proc.name] = now + proc.restart.delay(run.restarts)
-            self._note(proc.name, f"exited with {code}; restarting in {proc.restart.delay(run.restarts):g}s")
+            self._note(
+                proc.name,
+                f"exited with {code}; restarting in {proc.restart.delay(run.restarts):g}s",
+            )
         else:
             run.state = EXITED if code == 0 else FAILED
         self._save()

@@ -19,8 +19,9 @@ from symphony.records import Records
 T = TypeVar("T")
 
 
-def wait_for(predicate: Callable[[], T], timeout: float = 30.0, poll_s: float = 0.05,
-             what: str = "condition") -> T:
+def wait_for(
+    predicate: Callable[[], T], timeout: float = 30.0, poll_s: float = 0.05, what: str = "condition"
+) -> T:
     """Poll `predicate` until it returns something truthy; AssertionError after `timeout` s."""
     deadline = time.monotonic() + timeout
     while True:
@@ -32,11 +33,18 @@ def wait_for(predicate: Callable[[], T], timeout: float = 30.0, poll_s: float = 
         time.sleep(poll_s)
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120,
-        **kwargs: Any) -> subprocess.CompletedProcess:
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, **kwargs: Any
+) -> subprocess.CompletedProcess:
     """Run `python -m symphony ARGS` and capture its output (text)."""
-    return subprocess.run([sys.executable, "-m", "symphony", *args], capture_output=True, text=True,
-                          env=env, timeout=timeout, **kwargs)
+    return subprocess.run(
+        [sys.executable, "-m", "symphony", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+        **kwargs,
+    )
 
 
 def processes_with_run_id(run_id: str) -> list[psutil.Process]:

@@ -30,7 +30,9 @@ class Block:
 
 def block(type_: str, *labels: str, attrs: dict[str, Any] | None = None) -> Block:
     """A Block with attributes taken, in order, from `attrs` (None values are left out)."""
-    body: list[Union[tuple[str, Any], Block]] = [(k, v) for k, v in (attrs or {}).items() if v is not None]
+    body: list[Union[tuple[str, Any], Block]] = [
+        (k, v) for k, v in (attrs or {}).items() if v is not None
+    ]
     return Block(type_, list(labels), body)
 
 
@@ -57,7 +59,10 @@ def value(v: Any, indent: int) -> str:
         pad = "  " * (indent + 1)
         keys = [key(k) for k in v]
         width = max(len(k) for k in keys)
-        lines = [f"{pad}{k.ljust(width)} = {value(x, indent + 1)}" for k, x in zip(keys, v.values(), strict=True)]
+        lines = [
+            f"{pad}{k.ljust(width)} = {value(x, indent + 1)}"
+            for k, x in zip(keys, v.values(), strict=True)
+        ]
         return "{\n" + "\n".join(lines) + "\n" + "  " * indent + "}"
     raise TypeError(f"cannot write {type(v).__name__} as HCL")
 

@@ -13,6 +13,7 @@ from surreal.core import Learner, LearnerConfig, Policy
 @dataclass
 class A2CConfig(LearnerConfig):
     """Settings, each overridable with --set algo.<name>=value."""
+
     lr: float = 3e-3
     gamma: float = 0.99
     ent_coef: float = 0.01
@@ -23,8 +24,9 @@ class A2CConfig(LearnerConfig):
 class ActorCritic(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, hidden: int) -> None:
         super().__init__()
-        self.body = nn.Sequential(nn.Linear(obs_dim, hidden), nn.Tanh(),
-                                  nn.Linear(hidden, hidden), nn.Tanh())
+        self.body = nn.Sequential(
+            nn.Linear(obs_dim, hidden), nn.Tanh(), nn.Linear(hidden, hidden), nn.Tanh()
+        )
         self.pi, self.v = nn.Linear(hidden, num_actions), nn.Linear(hidden, 1)
 
     def forward(self, obs: torch.Tensor) -> tuple[Categorical, torch.Tensor]:
@@ -34,6 +36,7 @@ class ActorCritic(nn.Module):
 
 class A2CPolicy(Policy):
     """Runs in the actors: samples actions; `value` bootstraps each segment's last step."""
+
     def __init__(self, config: A2CConfig, env_info) -> None:
         self.net = ActorCritic(env_info.obs_shape[0], env_info.num_actions, config.hidden)
 
@@ -53,6 +56,7 @@ class A2CPolicy(Policy):
 
 class A2C(Learner):
     """Advantage actor-critic: n-step returns over each segment, one gradient step per batch."""
+
     config_class = A2CConfig
 
     def __init__(self, config: A2CConfig, env_info) -> None:
@@ -75,7 +79,9 @@ class A2C(Learner):
         returns = torch.zeros_like(rewards)
         running = torch.as_tensor(batch["next_value"])
         for t in reversed(range(rewards.shape[1])):
-            running = rewards[:, t] + self.config.gamma * (running * (1 - done[:, t]) + bootstrap[:, t])
+            running = rewards[:, t] + self.config.gamma * (
+                running * (1 - done[:, t]) + bootstrap[:, t]
+            )
             returns[:, t] = running
         dist, values = self.net(obs)
         advantages = (returns - values).detach()
@@ -87,8 +93,11 @@ class A2C(Learner):
         loss.backward()
         nn.utils.clip_grad_norm_(self.net.parameters(), 0.5)
         self.optimizer.step()
-        return {"losses/policy_loss": policy_loss.item(), "losses/value_loss": value_loss.item(),
-                "losses/entropy": entropy.item()}
+        return {
+            "losses/policy_loss": policy_loss.item(),
+            "losses/value_loss": value_loss.item(),
+            "losses/entropy": entropy.item(),
+        }
 
     def params(self):
         return {k: v.detach().numpy().copy() for k, v in self.net.state_dict().items()}

@@ -1,8 +1,8 @@
 """The smallest kube example: an echo server and a client, runnable on any cluster as-is.
 
-    symphony launch examples/03_kube/echo.py --backend kube --dry-run -o output=/tmp/echo
-    symphony launch examples/03_kube/echo.py --backend kube --detach
-    symphony logs echo client        # echoed: hello from symphony
+symphony launch examples/03_kube/echo.py --backend kube --dry-run -o output=/tmp/echo
+symphony launch examples/03_kube/echo.py --backend kube --detach
+symphony logs echo client        # echoed: hello from symphony
 """
 
 from symphony import Experiment, Process, RestartPolicy
@@ -37,6 +37,14 @@ else:
 def make_experiment() -> Experiment:
     """An echo server (a Deployment: it restarts always) and a client (a Job: it ends)."""
     exp = Experiment("echo", image="python:3.11-slim")
-    exp.add(Process("server", ["python", "-c", SERVER], restart=RestartPolicy(mode="always")).binds("echo"))
-    exp.add(Process("client", ["python", "-c", CLIENT], restart=RestartPolicy(mode="on-failure")).connects("echo"))
+    exp.add(
+        Process("server", ["python", "-c", SERVER], restart=RestartPolicy(mode="always")).binds(
+            "echo"
+        )
+    )
+    exp.add(
+        Process(
+            "client", ["python", "-c", CLIENT], restart=RestartPolicy(mode="on-failure")
+        ).connects("echo")
+    )
     return exp

@@ -50,7 +50,8 @@ def resolve(ref: str) -> type:
             if err.name and module_name.startswith(err.name):
                 raise UnknownAlgorithm(
                     f"algorithm {ref!r} is registered as {_REGISTRY[ref]} but that module is not "
-                    "installed in this checkout") from err
+                    "installed in this checkout"
+                ) from err
             raise
         cls = getattr(module, class_name)
     else:
@@ -58,7 +59,8 @@ def resolve(ref: str) -> type:
         hint = f"; did you mean {close[0]!r}?" if close else ""
         raise UnknownAlgorithm(
             f"unknown algorithm {ref!r}{hint} Known: {', '.join(names())}, "
-            "or a custom learner as path/to/file.py:ClassName")
+            "or a custom learner as path/to/file.py:ClassName"
+        )
     if not (isinstance(cls, type) and issubclass(cls, Learner)):
         raise UnknownAlgorithm(f"{ref} is not a subclass of surreal.core.Learner")
     return cls

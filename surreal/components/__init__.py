@@ -17,8 +17,14 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
     """Run one component in this process until it finishes or is told to stop."""
     import importlib
 
-    modules = {"actor": "actor", "buffer": "replay", "learner": "learner",
-               "param-server": "param_server", "evaluator": "evaluator", "metrics": "metrics"}
+    modules = {
+        "actor": "actor",
+        "buffer": "replay",
+        "learner": "learner",
+        "param-server": "param_server",
+        "evaluator": "evaluator",
+        "metrics": "metrics",
+    }
     if role not in modules:
         raise ValueError(f"unknown component {role!r}; one of {', '.join(ROLES)}")
     module = importlib.import_module(f"surreal.components.{modules[role]}")

@@ -54,9 +54,14 @@ def main(run_dir: str, index: int = 0) -> None:
             returns, lengths = actor.pop_episodes()
             if returns or now - last_report > 2.0:
                 sps = (env_steps - steps_at_report) / max(now - last_report, 1e-6)
-                comp.report(params.step, {"actor/sps": sps}, env_steps=env_steps,
-                            episode_returns=returns, episode_lengths=lengths,
-                            version=params.version)
+                comp.report(
+                    params.step,
+                    {"actor/sps": sps},
+                    env_steps=env_steps,
+                    episode_returns=returns,
+                    episode_lengths=lengths,
+                    version=params.version,
+                )
                 last_report, steps_at_report = now, env_steps
     finally:
         env.close()

@@ -55,8 +55,13 @@ class Component:
 
     def report(self, step: int, scalars: dict[str, float] | None = None, **extra: Any) -> None:
         """Send metrics at the global `step` to the metrics sink (never blocks for long)."""
-        message = {"source": self.role, "index": self.index, "step": int(step),
-                   "time": time.time(), "scalars": {k: float(v) for k, v in (scalars or {}).items()}}
+        message = {
+            "source": self.role,
+            "index": self.index,
+            "step": int(step),
+            "time": time.time(),
+            "scalars": {k: float(v) for k, v in (scalars or {}).items()},
+        }
         message.update(extra)
         self._metrics.push(message)
 

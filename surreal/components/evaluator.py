@@ -11,8 +11,9 @@ from surreal.components.common import Component
 from surreal.core import ParameterClient, Policy
 
 
-def evaluate(policy: Policy, env: object, episodes: int,
-             stop: Callable[[], bool] = lambda: False) -> list[float]:
+def evaluate(
+    policy: Policy, env: object, episodes: int, stop: Callable[[], bool] = lambda: False
+) -> list[float]:
     """Run `episodes` greedy episodes on a VectorEnv of `episodes` envs (one episode each).
 
     Returns fewer (the finished ones) when `stop()` turns true first.
@@ -51,9 +52,14 @@ def main(run_dir: str, index: int = 0) -> None:
                 returns = evaluate(policy, env, cfg.eval.episodes, comp.stopping.is_set)
                 if len(returns) < cfg.eval.episodes:
                     break
-                comp.report(params.step, {"charts/eval_return": float(np.mean(returns)),
-                                          "charts/eval_return_std": float(np.std(returns))},
-                            version=params.version)
+                comp.report(
+                    params.step,
+                    {
+                        "charts/eval_return": float(np.mean(returns)),
+                        "charts/eval_return_std": float(np.std(returns)),
+                    },
+                    version=params.version,
+                )
             comp.stopping.wait(max(cfg.eval.every_s - (time.monotonic() - started), 0.05))
     finally:
         env.close()

@@ -51,9 +51,14 @@ class LearnerLoop:
 
     def publish(self) -> None:
         """Send the current parameters as a new version to the parameter server(s)."""
-        self.publisher.publish("params", {"version": self.counters["version"],
-                                          "step": self.counters["global_step"],
-                                          "params": self.learner.params()})
+        self.publisher.publish(
+            "params",
+            {
+                "version": self.counters["version"],
+                "step": self.counters["global_step"],
+                "params": self.learner.params(),
+            },
+        )
 
     def step(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         """One learner iteration on a batch; returns the metrics to report."""
@@ -67,12 +72,14 @@ class LearnerLoop:
         self.counters["version"] += 1
         self.publish()
         elapsed = time.monotonic() - self.started
-        metrics.update({
-            "charts/sps": (self.counters["global_step"] - self.start_step) / max(elapsed, 1e-6),
-            "charts/learn_time": time.perf_counter() - t0,
-            "charts/policy_lag": lag,
-            "buffer/fill": float(batch["fill"][0]),
-        })
+        metrics.update(
+            {
+                "charts/sps": (self.counters["global_step"] - self.start_step) / max(elapsed, 1e-6),
+                "charts/learn_time": time.perf_counter() - t0,
+                "charts/policy_lag": lag,
+                "buffer/fill": float(batch["fill"][0]),
+            }
+        )
         if self.counters["iterations"] % cfg.run.checkpoint_every == 0:
             self.save()
         return metrics
@@ -117,9 +124,15 @@ def main(run_dir: str, index: int = 0) -> None:
         if nbytes:
             comp.report(loop.counters["global_step"], loop.step(loop.pending))
             request = {"segments": loop.per_batch, "timeout": 1.0}
-            fetcher = caraml.DataFetcher(address, itertools.repeat(request), batch_arrays,
-                                         slot_bytes=int(nbytes * 1.25) + 4096, n_slots=2,
-                                         timeout=30.0, retries=100)
+            fetcher = caraml.DataFetcher(
+                address,
+                itertools.repeat(request),
+                batch_arrays,
+                slot_bytes=int(nbytes * 1.25) + 4096,
+                n_slots=2,
+                timeout=30.0,
+                retries=100,
+            )
         last_report = time.monotonic()
         while fetcher is not None and not comp.stopping.is_set() and not loop.done():
             try:
@@ -136,13 +149,22 @@ def main(run_dir: str, index: int = 0) -> None:
             now = time.monotonic()
             metrics["charts/learner_its"] = 1.0 / max(now - last_report, 1e-6)
             last_report = now
-            comp.report(loop.counters["global_step"], metrics,
-                        version=loop.counters["version"], finished=loop.done())
+            comp.report(
+                loop.counters["global_step"],
+                metrics,
+                version=loop.counters["version"],
+                finished=loop.done(),
+            )
     finally:
         loop.save()
         if fetcher is not None:
             fetcher.close()
         loop.publisher.close()
-        comp.report(loop.counters["global_step"], {}, version=loop.counters["version"],
-                    finished=loop.done(), exiting=True)
+        comp.report(
+            loop.counters["global_step"],
+            {},
+            version=loop.counters["version"],
+            finished=loop.done(),
+            exiting=True,
+        )
         comp.close()

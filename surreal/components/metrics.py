@@ -31,16 +31,22 @@ class MetricsSink:
             self.writer = SummaryWriter(str(run_path / "tb"))
         previous = read_json(run_path / "status.json", {}) or {}
         self.status: dict[str, Any] = {
-            "global_step": previous.get("global_step", 0), "total_steps": total_steps,
-            "actor_steps": previous.get("actor_steps", 0), "episodes": previous.get("episodes", 0),
-            "finished": False, "started": time.time()}
+            "global_step": previous.get("global_step", 0),
+            "total_steps": total_steps,
+            "actor_steps": previous.get("actor_steps", 0),
+            "episodes": previous.get("episodes", 0),
+            "finished": False,
+            "started": time.time(),
+        }
         self.recent_returns: deque[float] = deque(maxlen=20)
         self.actor_steps: dict[int, int] = {}
 
     def scalar(self, name: str, value: float, step: int) -> None:
         """Record one scalar at `step`."""
-        self.jsonl.write(json.dumps({"step": step, "name": name, "value": value,
-                                     "time": round(time.time(), 3)}) + "\n")
+        self.jsonl.write(
+            json.dumps({"step": step, "name": name, "value": value, "time": round(time.time(), 3)})
+            + "\n"
+        )
         if self.writer is not None:
             self.writer.add_scalar(name, value, step)
 
@@ -60,8 +66,9 @@ class MetricsSink:
             self._actor(msg, step)
         if source == "evaluator" and "charts/eval_return" in msg["scalars"]:
             status["eval_step"] = step
-            status["best_eval_return"] = max(status.get("best_eval_return", float("-inf")),
-                                             msg["scalars"]["charts/eval_return"])
+            status["best_eval_return"] = max(
+                status.get("best_eval_return", float("-inf")), msg["scalars"]["charts/eval_return"]
+            )
         if source == "buffer":
             self.scalar("charts/buffer_fill", msg["scalars"].get("buffer/fill", 0.0), step)
 
@@ -70,8 +77,9 @@ class MetricsSink:
         last = self.actor_steps.get(index, 0)
         self.status["actor_steps"] += steps - last if steps >= last else steps  # restarted
         self.actor_steps[index] = steps
-        for ret, length in zip(msg.get("episode_returns", []), msg.get("episode_lengths", []),
-                               strict=False):
+        for ret, length in zip(
+            msg.get("episode_returns", []), msg.get("episode_lengths", []), strict=False
+        ):
             self.scalar("charts/episodic_return", ret, step)
             self.scalar("charts/episodic_length", length, step)
             self.recent_returns.append(ret)

@@ -45,8 +45,14 @@ def main(run_dir: str, index: int = 0) -> None:
             if time.monotonic() - last_report > 2.0:
                 last_report = time.monotonic()
                 dropped = float(getattr(replay.storage, "dropped", 0))
-                comp.report(0, {"buffer/fill": len(replay), "buffer/added": replay.added,
-                                "buffer/dropped": dropped})
+                comp.report(
+                    0,
+                    {
+                        "buffer/fill": len(replay),
+                        "buffer/added": replay.added,
+                        "buffer/dropped": dropped,
+                    },
+                )
     finally:
         server.stop()
         server.close()

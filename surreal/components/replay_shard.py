@@ -23,8 +23,14 @@ from surreal.components.replay_uniform import UniformSampler, UniformStorage
 class ReplayShard:
     """Storage + sampler behind a lock, fed by a Puller and read through a Server."""
 
-    def __init__(self, capacity: int, start: int, dedup: bool = False, seed: int | None = None,
-                 index: int = 0) -> None:
+    def __init__(
+        self,
+        capacity: int,
+        start: int,
+        dedup: bool = False,
+        seed: int | None = None,
+        index: int = 0,
+    ) -> None:
         self.index = index
         self.boot = int.from_bytes(os.urandom(6), "little")  # tells this incarnation from a restart
         self.storage = UniformStorage(capacity, dedup=dedup)
@@ -37,16 +43,23 @@ class ReplayShard:
         """Answer a sample or stats request (the caraml Server handler)."""
         op = request.get("op") if isinstance(request, dict) else None
         with self.lock:
-            info = {"size": len(self.storage), "added": self.storage.added, "shard": self.index,
-                    "boot": self.boot}
+            info = {
+                "size": len(self.storage),
+                "added": self.storage.added,
+                "shard": self.index,
+                "boot": self.boot,
+            }
             if op == "stats":
                 return {**info, "chunks": self.chunks}
             if op != "sample":
                 raise ValueError(f"unknown replay request {op!r}; send op 'sample' or 'stats'")
             if not self.sampler.ready(self.storage):
                 return {**info, "ready": False}
-            return {**info, "ready": True,
-                    "batch": self.sampler.sample(self.storage, int(request["batch_size"]))}
+            return {
+                **info,
+                "ready": True,
+                "batch": self.sampler.sample(self.storage, int(request["batch_size"])),
+            }
 
     def add(self, chunk: dict) -> None:
         """Store one pushed chunk."""
@@ -88,8 +101,9 @@ def main(run_dir: str, index: int = 0) -> None:
     # Each of K shards starts sampling at half its share of the sampling-start size, so shards
     # that got a few chunks less than the others (round robin) never hold the learner back.
     start = max(1, algo.replay_start // (2 * algo.replay_shards))
-    shard = ReplayShard(algo.replay_capacity, start, algo.dedup_obs,
-                        shard_seed(comp.config.run.seed, index), index)
+    shard = ReplayShard(
+        algo.replay_capacity, start, algo.dedup_obs, shard_seed(comp.config.run.seed, index), index
+    )
     comp.stopping = shard.stopped  # SIGTERM ends serve()
     reporter = threading.Thread(target=_report_loop, args=(comp, shard), daemon=True)
     reporter.start()
@@ -104,7 +118,12 @@ def _report_loop(comp, shard: ReplayShard, every_s: float = 2.0) -> None:
     while not shard.stopped.wait(every_s):
         with shard.lock:
             size, added = len(shard.storage), shard.storage.added
-        comp.report(0, {"buffer/fill": size / shard.storage.capacity,
-                        f"buffer/shard{shard.index}_size": size,
-                        f"buffer/shard{shard.index}_added": added,
-                        f"buffer/shard{shard.index}_started": started})
+        comp.report(
+            0,
+            {
+                "buffer/fill": size / shard.storage.capacity,
+                f"buffer/shard{shard.index}_size": size,
+                f"buffer/shard{shard.index}_added": added,
+                f"buffer/shard{shard.index}_started": started,
+            },
+        )

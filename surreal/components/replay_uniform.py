@@ -40,13 +40,17 @@ class UniformStorage:
             self.arrays["next_obs_seq"] = np.zeros(self.capacity, np.int64)
         else:
             for key in ("obs", "next_obs"):
-                self.arrays[key] = np.zeros((self.capacity, *chunk[key].shape[1:]), chunk[key].dtype)
+                self.arrays[key] = np.zeros(
+                    (self.capacity, *chunk[key].shape[1:]), chunk[key].dtype
+                )
 
     def add(self, chunk: dict[str, np.ndarray]) -> int:
         """Append a chunk of transitions; returns how many were added."""
         if self.dedup and "obs_table" not in chunk:
-            raise ValueError("this replay de-duplicates observations: push chunks made with "
-                             "pack_chunk(..., dedup=True) or set dedup_obs=false")
+            raise ValueError(
+                "this replay de-duplicates observations: push chunks made with "
+                "pack_chunk(..., dedup=True) or set dedup_obs=false"
+            )
         if not self.arrays:
             self._allocate(chunk)
         n = len(chunk["rew"])
@@ -71,7 +75,9 @@ class UniformStorage:
         if not self.dedup:
             return np.ones(len(idx), bool)
         oldest = self.obs_added - self.obs_capacity
-        return (self.arrays["obs_seq"][idx] >= oldest) & (self.arrays["next_obs_seq"][idx] >= oldest)
+        return (self.arrays["obs_seq"][idx] >= oldest) & (
+            self.arrays["next_obs_seq"][idx] >= oldest
+        )
 
     def gather(self, idx: np.ndarray) -> dict[str, np.ndarray]:
         """The batch at slots `idx`: obs, act, rew, next_obs, discount."""
@@ -104,8 +110,10 @@ class UniformSampler:
     def sample(self, storage: UniformStorage, batch_size: int) -> dict[str, np.ndarray]:
         """A uniform batch; raises RuntimeError before the sampling-start size is reached."""
         if not self.ready(storage):
-            raise RuntimeError(f"replay holds {len(storage)} transitions, fewer than the "
-                               f"sampling-start size {self.start}; push more experience first")
+            raise RuntimeError(
+                f"replay holds {len(storage)} transitions, fewer than the "
+                f"sampling-start size {self.start}; push more experience first"
+            )
         idx = self.rng.integers(0, len(storage), batch_size)
         for _ in range(8):  # with dedup, redraw the few slots whose observations were evicted
             bad = ~storage.valid(idx)

@@ -42,8 +42,9 @@ class ShardProxies:
         self.close()
 
 
-def start_replay_proxies(push_front: str, push_back: str, sample_front: str, sample_back: str,
-                         hwm: int | None = None) -> ShardProxies:
+def start_replay_proxies(
+    push_front: str, push_back: str, sample_front: str, sample_back: str, hwm: int | None = None
+) -> ShardProxies:
     """Bind the replay's pull-push (experience) and router-dealer (samples) proxies."""
     import caraml
 
@@ -70,8 +71,13 @@ def replay_proxy_main(run_dir: str, index: int = 0) -> None:
 
     comp = Component(run_dir, "replay-proxy", index)
     a = comp.address
-    with start_replay_proxies(a("replay").bind_tcp, a("replay-shards").bind_tcp,
-                              a("replay-sample").bind_tcp, a("replay-sample-shards").bind_tcp, hwm=64):
+    with start_replay_proxies(
+        a("replay").bind_tcp,
+        a("replay-shards").bind_tcp,
+        a("replay-sample").bind_tcp,
+        a("replay-sample-shards").bind_tcp,
+        hwm=64,
+    ):
         comp.stopping.wait()
     comp.close()
 

@@ -33,17 +33,20 @@ def _family(env_id: str) -> tuple[Any, str]:
     if not sep or not name:
         raise UnknownEnvironment(
             f"environment id {env_id!r} needs a family prefix, e.g. gym:CartPole-v1 or "
-            f"robosuite:Lift (families: {', '.join(sorted(_FAMILIES))})")
+            f"robosuite:Lift (families: {', '.join(sorted(_FAMILIES))})"
+        )
     if family not in _FAMILIES:
         raise UnknownEnvironment(
             f"unknown environment family {family!r} in {env_id!r}; "
-            f"use one of: {', '.join(sorted(_FAMILIES))}")
+            f"use one of: {', '.join(sorted(_FAMILIES))}"
+        )
     try:
         module = importlib.import_module(_FAMILIES[family])
     except ModuleNotFoundError as err:
         raise UnknownEnvironment(
             f"environment family {family!r} needs a package that is not installed ({err.name}); "
-            "install the matching extra, e.g. pip install -e '.[rl]'") from err
+            "install the matching extra, e.g. pip install -e '.[rl]'"
+        ) from err
     return module, name
 
 
@@ -57,8 +60,9 @@ def check_env(env_id: str) -> None:
     module.check(name)
 
 
-def make_env(env_id: str, config: EnvConfig | None = None, seed: int | None = None,
-             render: bool = False) -> Any:
+def make_env(
+    env_id: str, config: EnvConfig | None = None, seed: int | None = None, render: bool = False
+) -> Any:
     """Build one environment with the surreal wrappers applied (gymnasium API, flat Box obs).
 
     Args:
@@ -92,8 +96,11 @@ def info_from_spaces(observation_space: Any, action_space: Any) -> EnvInfo:
     if isinstance(action_space, spaces.Discrete):
         return EnvInfo(obs_shape=obs_shape, discrete=True, num_actions=int(action_space.n))
     if isinstance(action_space, spaces.Box):
-        return EnvInfo(obs_shape=obs_shape, discrete=False,
-                       action_shape=tuple(int(d) for d in action_space.shape),
-                       action_low=tuple(float(x) for x in action_space.low.ravel()),
-                       action_high=tuple(float(x) for x in action_space.high.ravel()))
+        return EnvInfo(
+            obs_shape=obs_shape,
+            discrete=False,
+            action_shape=tuple(int(d) for d in action_space.shape),
+            action_low=tuple(float(x) for x in action_space.low.ravel()),
+            action_high=tuple(float(x) for x in action_space.high.ravel()),
+        )
     raise UnknownEnvironment(f"unsupported action space {action_space}: use Discrete or Box")

@@ -32,7 +32,8 @@ def _suite() -> Any:
         from surreal.envs.base import UnknownEnvironment
 
         raise UnknownEnvironment(
-            "robosuite:<Task> environments need robosuite: pip install -e '.[robosuite]'") from err
+            "robosuite:<Task> environments need robosuite: pip install -e '.[robosuite]'"
+        ) from err
     macros.IMAGE_CONVENTION = "opencv"  # images upright (row 0 = top)
     return robosuite
 
@@ -46,8 +47,9 @@ def check(name: str) -> None:
         return
     close = difflib.get_close_matches(name, tasks, n=3)
     hint = f"did you mean {', '.join('robosuite:' + c for c in close)}? " if close else ""
-    raise UnknownEnvironment(f"unknown environment 'robosuite:{name}'; {hint}"
-                             f"tasks: {', '.join(tasks)}")
+    raise UnknownEnvironment(
+        f"unknown environment 'robosuite:{name}'; {hint}tasks: {', '.join(tasks)}"
+    )
 
 
 def default_keys(num_robots: int) -> list[str]:
@@ -64,11 +66,15 @@ def cameras_of(keys: list[str]) -> list[str]:
     """
     images = [k for k in keys if k.endswith(IMAGE_SUFFIX)]
     if len(images) > 1:
-        raise ValueError(f"env.obs_keys asks for {len(images)} camera images {images}; "
-                         "use one, e.g. env.obs_keys=[agentview_image,robot0_proprio-state]")
+        raise ValueError(
+            f"env.obs_keys asks for {len(images)} camera images {images}; "
+            "use one, e.g. env.obs_keys=[agentview_image,robot0_proprio-state]"
+        )
     if images and keys[0] != images[0]:
-        raise ValueError(f"put the camera image first in env.obs_keys, e.g. "
-                         f"[{images[0]},{','.join(k for k in keys if k != images[0])}]")
+        raise ValueError(
+            f"put the camera image first in env.obs_keys, e.g. "
+            f"[{images[0]},{','.join(k for k in keys if k != images[0])}]"
+        )
     return [k[: -len(IMAGE_SUFFIX)] for k in images]
 
 
@@ -93,28 +99,38 @@ class RobosuiteEnv(gymnasium.Env):
 
     metadata = {"render_modes": ["rgb_array"]}
 
-    def __init__(self, task: str, config: EnvConfig, seed: int | None = None,
-                 render: bool = False) -> None:
+    def __init__(
+        self, task: str, config: EnvConfig, seed: int | None = None, render: bool = False
+    ) -> None:
         rs = config.robosuite
         robots = list(rs.robots) or ["Panda"]
         self.keys = list(config.obs_keys or default_keys(len(robots)))
         cameras = cameras_of(self.keys)
         self.video_camera = cameras[0] if cameras else "agentview"
         self.video_size = rs.video_size
-        kwargs = dict(robots=robots if len(robots) > 1 else robots[0], has_renderer=False,
-                      has_offscreen_renderer=bool(cameras) or render,
-                      use_camera_obs=bool(cameras), camera_names=cameras or "agentview",
-                      camera_heights=rs.camera_size, camera_widths=rs.camera_size,
-                      reward_shaping=rs.reward_shaping, control_freq=rs.control_freq,
-                      horizon=config.max_episode_steps or 1000, ignore_done=False,
-                      hard_reset=False, seed=seed)
+        kwargs = dict(
+            robots=robots if len(robots) > 1 else robots[0],
+            has_renderer=False,
+            has_offscreen_renderer=bool(cameras) or render,
+            use_camera_obs=bool(cameras),
+            camera_names=cameras or "agentview",
+            camera_heights=rs.camera_size,
+            camera_widths=rs.camera_size,
+            reward_shaping=rs.reward_shaping,
+            control_freq=rs.control_freq,
+            horizon=config.max_episode_steps or 1000,
+            ignore_done=False,
+            hard_reset=False,
+            seed=seed,
+        )
         try:
             self.env = _suite().make(task, **kwargs)
         except Exception as err:
-            raise ValueError(f"robosuite:{task} with robots={robots}, cameras={cameras} failed: "
-                             f"{err}; check env.robosuite.robots and the camera in env.obs_keys "
-                             "(e.g. agentview_image, frontview_image, robot0_eye_in_hand_image)"
-                             ) from err
+            raise ValueError(
+                f"robosuite:{task} with robots={robots}, cameras={cameras} failed: "
+                f"{err}; check env.robosuite.robots and the camera in env.obs_keys "
+                "(e.g. agentview_image, frontview_image, robot0_eye_in_hand_image)"
+            ) from err
         if cameras and not render:
             fast_offscreen(self.env, rs.camera_size)
         obs = self.env.observation_spec()
@@ -125,11 +141,13 @@ class RobosuiteEnv(gymnasium.Env):
             raise ValueError(
                 f"observation keys {missing} do not exist in robosuite:{task}; available: "
                 f"{', '.join(sorted(obs))}; a camera image is `<camera>_image` with a camera of "
-                f"{cameras_here}. Fix env.obs_keys")
+                f"{cameras_here}. Fix env.obs_keys"
+            )
         self.observation_space = spaces.Dict({k: _box(obs[k]) for k in self.keys})
         low, high = self.env.action_spec
-        self.action_space = spaces.Box(low.astype(np.float32), high.astype(np.float32),
-                                       dtype=np.float32)
+        self.action_space = spaces.Box(
+            low.astype(np.float32), high.astype(np.float32), dtype=np.float32
+        )
 
     def _obs(self, obs: dict) -> dict[str, np.ndarray]:
         return {k: obs[k] for k in self.keys}

@@ -21,8 +21,9 @@ class VectorEnv:
         seed: environment i is seeded with `seed + i`.
     """
 
-    def __init__(self, env_id: str, config: EnvConfig, seed: int = 0,
-                 num_envs: int | None = None) -> None:
+    def __init__(
+        self, env_id: str, config: EnvConfig, seed: int = 0, num_envs: int | None = None
+    ) -> None:
         from surreal.envs.base import info_from_spaces, make_env
 
         self.num_envs = num_envs or config.num_envs
@@ -34,8 +35,9 @@ class VectorEnv:
         """Reset every environment; returns observations [num_envs, *obs_shape]."""
         return np.stack([np.asarray(env.reset()[0], np.float32) for env in self.envs])
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
-                                                   dict[str, Any]]:
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every environment with its action.
 
         Returns:

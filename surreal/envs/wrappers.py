@@ -23,8 +23,7 @@ class FilterConcatObs(gymnasium.ObservationWrapper):
         self.keys = list(keys) if keys else available
         missing = [k for k in self.keys if k not in space.spaces]
         if missing:
-            raise ValueError(f"observation keys {missing} not in {available}; "
-                             "fix env.obs_keys")
+            raise ValueError(f"observation keys {missing} not in {available}; fix env.obs_keys")
         size = sum(int(np.prod(space.spaces[k].shape)) for k in self.keys)
         self.observation_space = spaces.Box(-np.inf, np.inf, (size,), np.float32)
 
@@ -149,8 +148,9 @@ class Float32Obs(gymnasium.ObservationWrapper):
     def __init__(self, env: gymnasium.Env) -> None:
         super().__init__(env)
         box = env.observation_space
-        self.observation_space = spaces.Box(box.low.astype(np.float32), box.high.astype(np.float32),
-                                            dtype=np.float32)
+        self.observation_space = spaces.Box(
+            box.low.astype(np.float32), box.high.astype(np.float32), dtype=np.float32
+        )
 
     def observation(self, observation: np.ndarray) -> np.ndarray:
         return np.asarray(observation, np.float32)

@@ -115,8 +115,15 @@ class ExperimentStatus:
     def summary(self) -> ExperimentSummary:
         """The `symphony list` row for this experiment."""
         running = sum(p.state == RUNNING for p in self.processes)
-        return ExperimentSummary(self.name, self.backend, self.owner, self.status, self.created,
-                                 len(self.processes), running)
+        return ExperimentSummary(
+            self.name,
+            self.backend,
+            self.owner,
+            self.status,
+            self.created,
+            len(self.processes),
+            running,
+        )
 
 
 def overall_status(states: list[str]) -> str:
@@ -154,7 +161,9 @@ class Backend(abc.ABC):
         return experiment.to_yaml()
 
     @abc.abstractmethod
-    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+    def launch(
+        self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
+    ) -> None:
         """Start every process of a validated experiment.
 
         Args:
@@ -176,7 +185,12 @@ class Backend(abc.ABC):
 
     @abc.abstractmethod
     def logs(
-        self, record: ExperimentRecord, process: str, *, follow: bool = False, tail: int | None = None
+        self,
+        record: ExperimentRecord,
+        process: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
     ) -> Iterator[str]:
         """Yield the output lines (each ending in newline) of one process.
 
@@ -207,13 +221,24 @@ class Backend(abc.ABC):
                 try:
                     summaries.append(self.describe(record).summary())
                 except Exception:  # noqa: BLE001 - one broken record must not hide the rest
-                    summaries.append(ExperimentSummary(record.name, self.name, record.owner,
-                                                       "unknown", record.created))
+                    summaries.append(
+                        ExperimentSummary(
+                            record.name, self.name, record.owner, "unknown", record.created
+                        )
+                    )
         return summaries
 
-    def status_from_record(self, record: ExperimentRecord, processes: list[ProcessStatus],
-                           **details: Any) -> ExperimentStatus:
+    def status_from_record(
+        self, record: ExperimentRecord, processes: list[ProcessStatus], **details: Any
+    ) -> ExperimentStatus:
         """Helper: an ExperimentStatus for `record` with `processes`, status derived from them."""
         status = overall_status([p.state for p in processes]) if processes else record.status
-        return ExperimentStatus(record.name, record.backend, record.owner, record.created,
-                                status, processes, dict(details))
+        return ExperimentStatus(
+            record.name,
+            record.backend,
+            record.owner,
+            record.created,
+            status,
+            processes,
+            dict(details),
+        )

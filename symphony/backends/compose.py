@@ -68,7 +68,9 @@ class ComposeBackend(Backend):
     def __init__(self, records: Any = None, **options: Any) -> None:
         unknown = set(options) - _OPTIONS
         if unknown:
-            raise BackendError(f"unknown compose option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}")
+            raise BackendError(
+                f"unknown compose option(s) {sorted(unknown)}; known: {sorted(_OPTIONS)}"
+            )
         super().__init__(records, **options)
         self.compose_options = ComposeOptions(
             network=options.get("network") or os.environ.get("SYMPHONY_COMPOSE_NETWORK", "service"),
@@ -97,24 +99,35 @@ class ComposeBackend(Backend):
         from symphony.records import current_owner
 
         project = project_name(experiment.name)
-        header = (f"# compose project {project}; run with: docker compose -p {project} -f FILE up -d\n"
-                  f"# network mode: {self.compose_options.network}\n")
+        header = (
+            f"# compose project {project}; run with: docker compose -p {project} -f FILE up -d\n"
+            f"# network mode: {self.compose_options.network}\n"
+        )
         return header + yaml.safe_dump(self.render(experiment, current_owner()), sort_keys=False)
 
-    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+    def launch(
+        self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
+    ) -> None:
         """Writes the compose file into the record, records the images, and starts the project."""
         compose = self.render(experiment, record.owner)
-        images = sorted({image_of(experiment, p, self.compose_options) for p in experiment.processes()})
+        images = sorted(
+            {image_of(experiment, p, self.compose_options) for p in experiment.processes()}
+        )
         identities = {image: engine.image_identity(self.client, image) for image in images}
         compose_file = record.file(COMPOSE_FILE)
         compose_file.write_text(yaml.safe_dump(compose, sort_keys=False))
         command = engine.compose_command(self.options.get("compose_command"))
         project = project_name(experiment.name)
-        record.data.update({
-            "project": project, "compose_file": str(compose_file), "compose_command": command,
-            "network": self.compose_options.network, "images": identities,
-            "launch_files": _save_launch_files(record),
-        })
+        record.data.update(
+            {
+                "project": project,
+                "compose_file": str(compose_file),
+                "compose_command": command,
+                "network": self.compose_options.network,
+                "images": identities,
+                "launch_files": _save_launch_files(record),
+            }
+        )
         record.save()
         engine.run_compose(command, project, compose_file, "up", "-d", "--no-build")
         record.set_status("running")
@@ -137,17 +150,31 @@ class ComposeBackend(Backend):
     def describe(self, record: ExperimentRecord) -> ExperimentStatus:
         """Each process's container state, exit code and restarts, found by the project label."""
         project = record.data.get("project", project_name(record.name))
-        seen = {s.name: s for s in map(engine.process_status,
-                                       engine.project_containers(self.client, project))}
+        seen = {
+            s.name: s
+            for s in map(engine.process_status, engine.project_containers(self.client, project))
+        }
         names = record.experiment().process_names() if record.spec else sorted(seen)
-        processes = [seen.get(n) or ProcessStatus(n, PENDING if record.status == "launching" else STOPPED)
-                     for n in names]
-        return self.status_from_record(record, processes, project=project,
-                                       images=record.data.get("images", {}),
-                                       compose_file=record.data.get("compose_file"))
+        processes = [
+            seen.get(n) or ProcessStatus(n, PENDING if record.status == "launching" else STOPPED)
+            for n in names
+        ]
+        return self.status_from_record(
+            record,
+            processes,
+            project=project,
+            images=record.data.get("images", {}),
+            compose_file=record.data.get("compose_file"),
+        )
 
-    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(
+        self,
+        record: ExperimentRecord,
+        process: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[str]:
         """The container output of one process (stdout and stderr interleaved)."""
         project = record.data.get("project", project_name(record.name))
         container = engine.process_container(self.client, project, process)
@@ -156,23 +183,30 @@ class ComposeBackend(Backend):
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
         """Runs `command` inside the process's running container."""
         project = record.data.get("project", project_name(record.name))
-        return engine.exec_in(self.client, engine.process_container(self.client, project, process),
-                              command)
+        return engine.exec_in(
+            self.client, engine.process_container(self.client, project, process), command
+        )
 
     def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
         """Stops (SIGTERM, grace, SIGKILL) and removes every container and network of the project."""
         project = record.data.get("project", project_name(record.name))
         containers = engine.project_containers(self.client, project, role=None)
         grace = 0 if force else self.compose_options.stop_grace_s
-        for container in sorted(containers, key=lambda c: c.labels.get("io.symphony.role") == "sandbox"):
+        for container in sorted(
+            containers, key=lambda c: c.labels.get("io.symphony.role") == "sandbox"
+        ):
             try:
                 if not force and container.status == "running":
                     container.stop(timeout=grace)
                 container.remove(force=True)
             except Exception as exc:  # noqa: BLE001 - already gone is fine
                 if "No such container" not in str(exc) and "is already in progress" not in str(exc):
-                    raise BackendError(f"could not remove container {container.name}: {exc}") from exc
-        for network in self.client.networks.list(filters={"label": f"{engine.PROJECT_LABEL}={project}"}):
+                    raise BackendError(
+                        f"could not remove container {container.name}: {exc}"
+                    ) from exc
+        for network in self.client.networks.list(
+            filters={"label": f"{engine.PROJECT_LABEL}={project}"}
+        ):
             network.remove()
 
     def list(self) -> list[ExperimentSummary]:
@@ -185,9 +219,14 @@ class ComposeBackend(Backend):
             if name not in known and container.labels.get(PROCESS_LABEL):
                 orphans.setdefault(name, []).append(container)
         for name, containers in sorted(orphans.items()):
-            record = ExperimentRecord(name, self.name, containers[0].labels.get(OWNER_LABEL, "?"),
-                                      created=min(_created(c) for c in containers), status="running",
-                                      data={"project": containers[0].labels.get(engine.PROJECT_LABEL)})
+            record = ExperimentRecord(
+                name,
+                self.name,
+                containers[0].labels.get(OWNER_LABEL, "?"),
+                created=min(_created(c) for c in containers),
+                status="running",
+                data={"project": containers[0].labels.get(engine.PROJECT_LABEL)},
+            )
             summaries.append(self.describe(record).summary())
         return summaries
 

@@ -31,14 +31,18 @@ def docker_client() -> Any:
     try:
         import docker
     except ImportError as exc:
-        raise BackendError("symphony build and the compose backend need the docker SDK; "
-                           "pip install 'surreal-stack[docker]'") from exc
+        raise BackendError(
+            "symphony build and the compose backend need the docker SDK; "
+            "pip install 'surreal-stack[docker]'"
+        ) from exc
     try:
         client = docker.from_env()
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any failure to reach the engine reads the same
-        raise BackendError(f"no docker engine answers ({exc}); start one or set DOCKER_HOST "
-                           "(scripts/dockerd-up.sh starts a private one)") from exc
+        raise BackendError(
+            f"no docker engine answers ({exc}); start one or set DOCKER_HOST "
+            "(scripts/dockerd-up.sh starts a private one)"
+        ) from exc
     return client
 
 
@@ -58,22 +62,28 @@ def compose_command(preferred: str | None = None) -> list[str]:
             return ["docker", "compose"]
     if shutil.which("docker-compose"):
         return ["docker-compose"]
-    raise BackendError("neither `docker compose` nor `docker-compose` is installed; install the "
-                       "compose plugin or `apt-get install docker-compose`")
+    raise BackendError(
+        "neither `docker compose` nor `docker-compose` is installed; install the "
+        "compose plugin or `apt-get install docker-compose`"
+    )
 
 
-def run_compose(command: list[str], project: str, compose_file: Path, *args: str,
-                timeout: float = 300) -> str:
+def run_compose(
+    command: list[str], project: str, compose_file: Path, *args: str, timeout: float = 300
+) -> str:
     """Runs `COMMAND -p PROJECT -f FILE ARGS...`; returns its output or raises with it."""
     argv = [*command, "-p", project, "-f", str(compose_file), *args]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              cwd=compose_file.parent)
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=timeout, cwd=compose_file.parent
+        )
     except subprocess.TimeoutExpired as exc:
         raise BackendError(f"`{' '.join(argv)}` did not finish in {timeout:.0f}s") from exc
     if done.returncode != 0:
-        raise BackendError(f"`{' '.join(argv)}` failed (exit {done.returncode}):\n"
-                           f"{(done.stderr or done.stdout).strip()[-3000:]}")
+        raise BackendError(
+            f"`{' '.join(argv)}` failed (exit {done.returncode}):\n"
+            f"{(done.stderr or done.stdout).strip()[-3000:]}"
+        )
     return done.stdout + done.stderr
 
 
@@ -85,10 +95,14 @@ def project_containers(client: Any, project: str, role: str | None = "process") 
 
 def process_container(client: Any, project: str, process: str) -> Any:
     """The newest container of one process, or BackendError naming the known processes."""
-    found = [c for c in project_containers(client, project) if c.labels.get(PROCESS_LABEL) == process]
+    found = [
+        c for c in project_containers(client, project) if c.labels.get(PROCESS_LABEL) == process
+    ]
     if not found:
-        raise BackendError(f"no container for process {process!r} in compose project {project!r}; "
-                           "check `symphony describe` (was the experiment deleted?)")
+        raise BackendError(
+            f"no container for process {process!r} in compose project {project!r}; "
+            "check `symphony describe` (was the experiment deleted?)"
+        )
     return max(found, key=lambda c: c.attrs.get("Created", ""))
 
 
@@ -154,8 +168,10 @@ def exec_in(client: Any, container: Any, command: list[str]) -> int:
     """Runs `command` inside a running container, copying its output here; returns its exit code."""
     container.reload()
     if container.status != "running":
-        raise BackendError(f"container {container.name} is {container.status}, not running; "
-                           "exec needs a running process")
+        raise BackendError(
+            f"container {container.name} is {container.status}, not running; "
+            "exec needs a running process"
+        )
     exec_id = client.api.exec_create(container.id, command, stdout=True, stderr=True)["Id"]
     for chunk in client.api.exec_start(exec_id, stream=True):
         sys.stdout.write(chunk.decode(errors="replace"))
@@ -168,6 +184,8 @@ def image_identity(client: Any, image: str) -> dict[str, Any]:
     try:
         found = client.images.get(image)
     except Exception as exc:  # noqa: BLE001 - docker.errors.ImageNotFound and API errors alike
-        raise BackendError(f"image {image!r} is not on this docker engine; build it with "
-                           "`symphony build` (or `docker pull` it) first") from exc
+        raise BackendError(
+            f"image {image!r} is not on this docker engine; build it with "
+            "`symphony build` (or `docker pull` it) first"
+        ) from exc
     return {"id": found.id, "digests": list(found.attrs.get("RepoDigests") or [])}

@@ -30,7 +30,11 @@ LABEL = "io.symphony"
 EXPERIMENT_LABEL, OWNER_LABEL = f"{LABEL}.experiment", f"{LABEL}.owner"
 GROUP_LABEL, PROCESS_LABEL, ROLE_LABEL = f"{LABEL}.group", f"{LABEL}.process", f"{LABEL}.role"
 NETWORK_MODES = ("service", "host")
-SANDBOX_COMMAND = ["/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done"]
+SANDBOX_COMMAND = [
+    "/bin/sh",
+    "-c",
+    "trap 'exit 0' TERM INT; while :; do sleep 3600 & wait $!; done",
+]
 
 
 @dataclass(frozen=True)
@@ -54,7 +58,9 @@ class ComposeOptions:
 
     def __post_init__(self) -> None:
         if self.network not in NETWORK_MODES:
-            raise BackendError(f"compose network {self.network!r} is unknown; use one of {NETWORK_MODES}")
+            raise BackendError(
+                f"compose network {self.network!r} is unknown; use one of {NETWORK_MODES}"
+            )
 
 
 def project_name(experiment_name: str) -> str:
@@ -66,22 +72,31 @@ def endpoints_for(experiment: Experiment, options: ComposeOptions) -> dict[str, 
     """Service addresses: free 127.0.0.1 ports (host mode) or group service names (service mode)."""
     if options.network == "host":
         return local_endpoints(experiment, LOCAL_HOST)
-    return fixed_endpoints(experiment, lambda _service, binder: experiment.group_of(binder),
-                           base_port=options.base_port)
+    return fixed_endpoints(
+        experiment,
+        lambda _service, binder: experiment.group_of(binder),
+        base_port=options.base_port,
+    )
 
 
 def image_of(experiment: Experiment, process: Process, options: ComposeOptions) -> str:
     """The image a process runs: its own, else the experiment's, else the backend option."""
     image = process.image or experiment.image or options.image
     if not image:
-        raise BackendError(f"process {process.name!r} has no image; set Experiment(image=...), "
-                           "Process(image=...), or the compose backend's `image` option "
-                           "(build one with `symphony build`)")
+        raise BackendError(
+            f"process {process.name!r} has no image; set Experiment(image=...), "
+            "Process(image=...), or the compose backend's `image` option "
+            "(build one with `symphony build`)"
+        )
     return image
 
 
-def render_compose(experiment: Experiment, owner: str, options: ComposeOptions,
-                   endpoints: Mapping[str, Address] | None = None) -> dict[str, Any]:
+def render_compose(
+    experiment: Experiment,
+    owner: str,
+    options: ComposeOptions,
+    endpoints: Mapping[str, Address] | None = None,
+) -> dict[str, Any]:
     """The compose file (as a mapping) for a validated experiment.
 
     Args:
@@ -97,8 +112,9 @@ def render_compose(experiment: Experiment, owner: str, options: ComposeOptions,
         if sandboxed:
             services[group.name] = _sandbox(experiment, group, owner, options)
         for proc in group.processes:
-            services[proc.name] = _process_service(experiment, group, proc, owner, options,
-                                                   endpoints, sandboxed)
+            services[proc.name] = _process_service(
+                experiment, group, proc, owner, options, endpoints, sandboxed
+            )
             if options.network == "service":  # publish exposed services on the namespace owner
                 owner_service = services[group.name if sandboxed else proc.name]
                 for name in proc.exposed:
@@ -119,15 +135,20 @@ def _escape(value: Any) -> Any:
 
 
 def _labels(experiment: Experiment, owner: str, group: str, process: str | None) -> dict[str, str]:
-    labels = {EXPERIMENT_LABEL: experiment.name, OWNER_LABEL: owner, GROUP_LABEL: group,
-              ROLE_LABEL: "process" if process else "sandbox"}
+    labels = {
+        EXPERIMENT_LABEL: experiment.name,
+        OWNER_LABEL: owner,
+        GROUP_LABEL: group,
+        ROLE_LABEL: "process" if process else "sandbox",
+    }
     if process:
         labels[PROCESS_LABEL] = process
     return labels
 
 
-def _sandbox(experiment: Experiment, group: ProcessGroup, owner: str,
-             options: ComposeOptions) -> dict[str, Any]:
+def _sandbox(
+    experiment: Experiment, group: ProcessGroup, owner: str, options: ComposeOptions
+) -> dict[str, Any]:
     service: dict[str, Any] = {
         "image": image_of(experiment, group.processes[0], options),
         "entrypoint": list(SANDBOX_COMMAND),
@@ -142,9 +163,15 @@ def _sandbox(experiment: Experiment, group: ProcessGroup, owner: str,
     return service
 
 
-def _process_service(experiment: Experiment, group: ProcessGroup, proc: Process, owner: str,
-                     options: ComposeOptions, endpoints: dict[str, Address],
-                     sandboxed: bool) -> dict[str, Any]:
+def _process_service(
+    experiment: Experiment,
+    group: ProcessGroup,
+    proc: Process,
+    owner: str,
+    options: ComposeOptions,
+    endpoints: dict[str, Address],
+    sandboxed: bool,
+) -> dict[str, Any]:
     bind_host = LOCAL_HOST if options.network == "host" else "*"
     service: dict[str, Any] = {
         "image": image_of(experiment, proc, options),
@@ -185,6 +212,11 @@ def _resources(proc: Process) -> dict[str, Any]:
     if res.memory_gb:
         out["mem_limit"] = f"{int(res.memory_gb * 1024)}m"
     if res.gpu:
-        out["deploy"] = {"resources": {"reservations": {"devices": [
-            {"driver": "nvidia", "count": res.gpu, "capabilities": ["gpu"]}]}}}
+        out["deploy"] = {
+            "resources": {
+                "reservations": {
+                    "devices": [{"driver": "nvidia", "count": res.gpu, "capabilities": ["gpu"]}]
+                }
+            }
+        }
     return out

@@ -22,17 +22,24 @@ def schema_errors(compose: dict[str, Any]) -> list[str]:
     try:
         import jsonschema
     except ImportError as exc:  # pragma: no cover - jsonschema is in the dev extra
-        raise BackendError("validating compose files needs jsonschema; pip install jsonschema") from exc
+        raise BackendError(
+            "validating compose files needs jsonschema; pip install jsonschema"
+        ) from exc
     schema = compose_schema()
     validator_cls = jsonschema.validators.validator_for(schema)
     validator = validator_cls(schema)
-    return [f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.message}"
-            for err in sorted(validator.iter_errors(compose), key=lambda e: list(e.absolute_path))]
+    return [
+        f"{'/'.join(str(p) for p in err.absolute_path) or '(root)'}: {err.message}"
+        for err in sorted(validator.iter_errors(compose), key=lambda e: list(e.absolute_path))
+    ]
 
 
 def validate_compose(compose: dict[str, Any]) -> None:
     """Raise BackendError listing the schema violations of `compose`, if any."""
     errors = schema_errors(compose)
     if errors:
-        raise BackendError("the generated compose file breaks the compose specification:\n  "
-                           + "\n  ".join(errors) + "\nplease report this as a symphony bug")
+        raise BackendError(
+            "the generated compose file breaks the compose specification:\n  "
+            + "\n  ".join(errors)
+            + "\nplease report this as a symphony bug"
+        )

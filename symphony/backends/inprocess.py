@@ -77,12 +77,18 @@ class _Worker:
 
     def _loop(self) -> None:
         while True:
-            self.status.state, self.status.started, self.status.exit_code = RUNNING, time.time(), None
+            self.status.state, self.status.started, self.status.exit_code = (
+                RUNNING,
+                time.time(),
+                None,
+            )
             code = self._call() if self.target else self._command()
             self.status.exit_code, self.status.ended, self.status.pid = code, time.time(), None
             policy = self.proc.restart
             if self.ctx.stopped or not policy.should_restart(code, self.status.restarts):
-                self.status.state = STOPPED if self.ctx.stopped else (EXITED if code == 0 else FAILED)
+                self.status.state = (
+                    STOPPED if self.ctx.stopped else (EXITED if code == 0 else FAILED)
+                )
                 return
             self.status.state = RESTARTING
             if self.ctx.stop_event.wait(policy.delay(self.status.restarts)):
@@ -100,9 +106,16 @@ class _Worker:
 
     def _command(self) -> int:
         env = dict(os.environ, **self.ctx.env)
-        self.popen = subprocess.Popen(self.proc.argv(), env=env, cwd=self.proc.cwd, text=True,
-                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
+        self.popen = subprocess.Popen(
+            self.proc.argv(),
+            env=env,
+            cwd=self.proc.cwd,
+            text=True,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.status.pid = self.popen.pid
         for line in self.popen.stdout:
             self.ctx.lines.append(line)
@@ -115,28 +128,39 @@ class InProcessBackend(Backend):
     name = "test"
     in_process = True
 
-    def __init__(self, records=None, targets: dict[str, Callable] | None = None, **options: Any) -> None:
+    def __init__(
+        self, records=None, targets: dict[str, Callable] | None = None, **options: Any
+    ) -> None:
         if options:
             raise BackendError(f"unknown test backend option(s) {sorted(options)}; known: targets")
         super().__init__(records)
         self.targets = dict(targets or {})
 
-    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+    def launch(
+        self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
+    ) -> None:
         """Start a thread per process; attached, join them (Ctrl-C stops them)."""
         unknown = sorted(set(self.targets) - set(experiment.process_names()))
         if unknown:
-            raise BackendError(f"targets {unknown} name no process; processes: {experiment.process_names()}")
+            raise BackendError(
+                f"targets {unknown} name no process; processes: {experiment.process_names()}"
+            )
         endpoints = local_endpoints(experiment)
         run_id = uuid.uuid4().hex
-        record.data.update(run_id=run_id, owner_pid=os.getpid(),
-                           endpoints={s: [a.host, a.port] for s, a in endpoints.items()})
+        record.data.update(
+            run_id=run_id,
+            owner_pid=os.getpid(),
+            endpoints={s: [a.host, a.port] for s, a in endpoints.items()},
+        )
         record.status = "running"
         record.save()
         workers = {}
         for proc in experiment.processes():
             env = process_env(experiment, proc, endpoints, bind_host="127.0.0.1")
             env[proctree.RUN_ID_ENV] = run_id
-            workers[proc.name] = _Worker(proc, ProcessContext(proc.name, env), self.targets.get(proc.name))
+            workers[proc.name] = _Worker(
+                proc, ProcessContext(proc.name, env), self.targets.get(proc.name)
+            )
             workers[proc.name].status.group = experiment.group_of(proc.name)
         _RUNS[str(record.path)] = workers
         for worker in workers.values():
@@ -156,13 +180,22 @@ class InProcessBackend(Backend):
         workers = _RUNS.get(str(record.path))
         if workers is None:
             experiment = record.experiment()
-            procs = [ProcessStatus(p, UNKNOWN, experiment.group_of(p)) for p in experiment.process_names()]
+            procs = [
+                ProcessStatus(p, UNKNOWN, experiment.group_of(p))
+                for p in experiment.process_names()
+            ]
         else:
             procs = [ProcessStatus(**vars(w.status)) for w in workers.values()]
         return self.status_from_record(record, procs)
 
-    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(
+        self,
+        record: ExperimentRecord,
+        process: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[str]:
         """Lines the process printed (command) or logged with `ctx.log` (callable)."""
         worker = _RUNS.get(str(record.path), {}).get(process)
         if worker is None:
@@ -180,7 +213,9 @@ class InProcessBackend(Backend):
             worker.thread.join(timeout=5.0)
         stuck = [w.proc.name for w in workers.values() if w.thread.is_alive()]
         if stuck:
-            raise BackendError(f"threads of {stuck} did not return; their targets must check ctx.stopped")
+            raise BackendError(
+                f"threads of {stuck} did not return; their targets must check ctx.stopped"
+            )
 
 
 def _lines(worker: _Worker, follow: bool, tail: int | None) -> Iterator[str]:

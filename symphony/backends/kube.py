@@ -78,7 +78,9 @@ class KubeBackend(Backend):
         if self._api is None:
             from symphony.backends.kube_api import KubeApi
 
-            self._api = KubeApi.connect(self.config.context, self.config.kubeconfig, self.config.host)
+            self._api = KubeApi.connect(
+                self.config.context, self.config.kubeconfig, self.config.host
+            )
         return self._api
 
     def render_options(self) -> RenderOptions:
@@ -88,9 +90,14 @@ class KubeBackend(Backend):
             from cloudwise.spec import ClusterSpec
 
             cluster = ClusterSpec.load(self.config.cluster_spec)
-        return RenderOptions(owner=self.config.owner, namespace=self.config.namespace,
-                             image=self.config.image, cluster=cluster,
-                             secrets=self.config.secrets, shm_gb=self.config.shm_gb)
+        return RenderOptions(
+            owner=self.config.owner,
+            namespace=self.config.namespace,
+            image=self.config.image,
+            cluster=cluster,
+            secrets=self.config.secrets,
+            shm_gb=self.config.shm_gb,
+        )
 
     def manifests(self, experiment: Experiment) -> list[dict]:
         """Every object `launch` creates, in order (Secrets excluded: they are copied by value)."""
@@ -103,7 +110,9 @@ class KubeBackend(Backend):
             write_manifests(objects, self.config.output)
         return to_yaml(objects)
 
-    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+    def launch(
+        self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
+    ) -> None:
         """Create the namespace, copy the Secrets in, then the policies, services and workloads."""
         from symphony.backends.kube_api import short_error
 
@@ -115,7 +124,9 @@ class KubeBackend(Backend):
                 f"namespace {ns!r} already exists on the cluster; `symphony delete {experiment.name}` "
                 "first, or launch under another name (--name) or namespace (-o namespace=NAME)"
             )
-        record.data.update({"namespace": ns, "context": self.config.context, "host": self.config.host})
+        record.data.update(
+            {"namespace": ns, "context": self.config.context, "host": self.config.host}
+        )
         record.save()
         try:
             self.api.create(objects[0])
@@ -131,7 +142,9 @@ class KubeBackend(Backend):
                 self.api.create(obj)
         except Exception as err:
             self.api.delete_namespace(ns, wait_s=None)
-            raise BackendError(f"launch failed: {short_error(err)}; namespace {ns!r} was deleted again") from err
+            raise BackendError(
+                f"launch failed: {short_error(err)}; namespace {ns!r} was deleted again"
+            ) from err
         record.set_status("running")
         if not detach:
             self._attend(record)
@@ -143,7 +156,9 @@ class KubeBackend(Backend):
                 status = self.describe(record)
                 if status.processes and not any(p.state in ALIVE_STATES for p in status.processes):
                     break
-                time.sleep(self.config.poll_s)  # the pods live on the cluster; there is nothing to wait on
+                time.sleep(
+                    self.config.poll_s
+                )  # the pods live on the cluster; there is nothing to wait on
         except KeyboardInterrupt:
             self.delete(record, force=False)
             record.data["exit_code"] = 130
@@ -171,10 +186,19 @@ class KubeBackend(Backend):
                         f"create it there (`kubectl -n {self.config.secrets_namespace} create secret "
                         f"generic {name} --from-file=...`) or pass secret_files={{{name!r}: PATH}}"
                     ) from None
-            out.append({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-                        "metadata": {"name": name, "namespace": ns,
-                                     "labels": {LABEL_EXPERIMENT: experiment.name, LABEL_MANAGED: MANAGER}},
-                        "data": data})
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "type": "Opaque",
+                    "metadata": {
+                        "name": name,
+                        "namespace": ns,
+                        "labels": {LABEL_EXPERIMENT: experiment.name, LABEL_MANAGED: MANAGER},
+                    },
+                    "data": data,
+                }
+            )
         return out
 
     def _use(self, record: ExperimentRecord) -> None:
@@ -185,7 +209,9 @@ class KubeBackend(Backend):
         if self._api is None:
             from symphony.backends.kube_api import KubeApi
 
-            self._api = KubeApi.connect(data.get("context"), self.config.kubeconfig, data.get("host"))
+            self._api = KubeApi.connect(
+                data.get("context"), self.config.kubeconfig, data.get("host")
+            )
 
     def _namespace(self, record: ExperimentRecord) -> str:
         self._use(record)
@@ -194,16 +220,22 @@ class KubeBackend(Backend):
             return ns
         found = self.api.namespaces(f"{LABEL_EXPERIMENT}={record.name}")
         if not found:
-            raise ExperimentNotFound(f"no namespace on the cluster holds experiment {record.name!r}; see `symphony list`")
+            raise ExperimentNotFound(
+                f"no namespace on the cluster holds experiment {record.name!r}; see `symphony list`"
+            )
         return found[0].metadata.name
 
     def _groups(self, record: ExperimentRecord, ns: str) -> dict[str, list[str]]:
         if record.spec:
             return _groups_from_spec(yaml.safe_dump(record.spec))
         meta = self.api.read_namespace(ns)
-        groups = _groups_from_spec(((meta.metadata.annotations or {}) if meta else {}).get(ANNOTATION_SPEC))
+        groups = _groups_from_spec(
+            ((meta.metadata.annotations or {}) if meta else {}).get(ANNOTATION_SPEC)
+        )
         if not groups:
-            raise BackendError(f"experiment {record.name!r} has no spec in its record or namespace {ns!r}")
+            raise BackendError(
+                f"experiment {record.name!r} has no spec in its record or namespace {ns!r}"
+            )
         return groups
 
     def describe(self, record: ExperimentRecord) -> ExperimentStatus:
@@ -218,14 +250,24 @@ class KubeBackend(Backend):
         groups = self._groups(record, ns)
         group = next((g for g, procs in groups.items() if process in procs), None)
         if group is None:
-            raise BackendError(f"no process {process!r} in {record.name!r}; processes: {sum(groups.values(), [])}")
+            raise BackendError(
+                f"no process {process!r} in {record.name!r}; processes: {sum(groups.values(), [])}"
+            )
         pod = group_pod(self.api.pods(ns), group)
         if pod is None:
-            raise BackendError(f"process {process!r} has no pod yet; see `symphony describe {record.name}`")
+            raise BackendError(
+                f"process {process!r} has no pod yet; see `symphony describe {record.name}`"
+            )
         return ns, pod.metadata.name
 
-    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(
+        self,
+        record: ExperimentRecord,
+        process: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[str]:
         """The process's container output (its newest pod); `follow` streams it."""
         ns, pod = self._locate(record, process)
         return self.api.logs(ns, pod, process, follow=follow, tail=tail)
@@ -243,8 +285,9 @@ class KubeBackend(Backend):
             if force:
                 return
             raise
-        if not self.api.delete_namespace(ns, force=force, wait_s=self.config.delete_wait_s,
-                                         poll_s=self.config.poll_s):
+        if not self.api.delete_namespace(
+            ns, force=force, wait_s=self.config.delete_wait_s, poll_s=self.config.poll_s
+        ):
             raise BackendError(
                 f"namespace {ns!r} is still terminating after {self.config.delete_wait_s:.0f} s; "
                 f"check `kubectl get ns {ns} -o yaml` for finalizers"
@@ -260,13 +303,22 @@ class KubeBackend(Backend):
             groups = _groups_from_spec((ns.metadata.annotations or {}).get(ANNOTATION_SPEC))
             states = [s.state for s in process_statuses(mine, groups or _groups_from_pods(mine))]
             created = ns.metadata.creation_timestamp
-            status = "deleting" if (ns.status and ns.status.phase == "Terminating") else (
-                overall_status(states) if states else "pending")
-            rows.append(ExperimentSummary(
-                name=labels.get(LABEL_EXPERIMENT, ns.metadata.name), backend=self.name,
-                owner=labels.get(LABEL_OWNER, "unknown"), status=status,
-                created=created.timestamp() if created else 0.0, processes=len(states),
-                running=sum(s == "running" for s in states)))
+            status = (
+                "deleting"
+                if (ns.status and ns.status.phase == "Terminating")
+                else (overall_status(states) if states else "pending")
+            )
+            rows.append(
+                ExperimentSummary(
+                    name=labels.get(LABEL_EXPERIMENT, ns.metadata.name),
+                    backend=self.name,
+                    owner=labels.get(LABEL_OWNER, "unknown"),
+                    status=status,
+                    created=created.timestamp() if created else 0.0,
+                    processes=len(states),
+                    running=sum(s == "running" for s in states),
+                )
+            )
         return rows
 
 

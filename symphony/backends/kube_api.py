@@ -57,8 +57,9 @@ class KubeApi:
         self.networking = client.NetworkingV1Api(api_client)
 
     @classmethod
-    def connect(cls, context: str | None = None, kubeconfig: str | None = None,
-                host: str | None = None) -> KubeApi:
+    def connect(
+        cls, context: str | None = None, kubeconfig: str | None = None, host: str | None = None
+    ) -> KubeApi:
         """Connect with a kubeconfig context (default: current), in-cluster config, or a bare host.
 
         Raises:
@@ -70,7 +71,9 @@ class KubeApi:
             return cls(client.ApiClient(cfg))
         cfg = client.Configuration()
         try:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
+            config.load_kube_config(
+                config_file=kubeconfig, context=context, client_configuration=cfg
+            )
         except (ConfigException, FileNotFoundError, TypeError) as err:
             try:
                 config.load_incluster_config(client_configuration=cfg)
@@ -86,7 +89,9 @@ class KubeApi:
         """Create one object (a manifest dict) with the matching typed client call."""
         kind = obj["kind"]
         if kind not in _CREATE:
-            raise BackendError(f"symphony does not create {kind} objects; known: {', '.join(_CREATE)}")
+            raise BackendError(
+                f"symphony does not create {kind} objects; known: {', '.join(_CREATE)}"
+            )
         api_name, method, namespaced = _CREATE[kind]
         call = getattr(getattr(self, api_name), method)
         if namespaced:
@@ -119,11 +124,21 @@ class KubeApi:
         """Pods in every namespace matching a label selector (one call for `symphony list`)."""
         return self.core.list_pod_for_all_namespaces(label_selector=label_selector).items
 
-    def logs(self, namespace: str, pod: str, container: str, *, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[str]:
         """Yield a container's output lines, each ending in a newline; `follow` streams until it ends."""
-        kwargs: dict[str, Any] = {"container": container, "follow": follow,
-                                  "_preload_content": False}
+        kwargs: dict[str, Any] = {
+            "container": container,
+            "follow": follow,
+            "_preload_content": False,
+        }
         if tail is not None:
             kwargs["tail_lines"] = tail
         resp = self.core.read_namespaced_pod_log(pod, namespace, **kwargs)
@@ -139,15 +154,17 @@ class KubeApi:
         finally:
             resp.release_conn()
 
-    def delete_namespace(self, name: str, *, force: bool = False, wait_s: float | None = 300,
-                         poll_s: float = 1.0) -> bool:
+    def delete_namespace(
+        self, name: str, *, force: bool = False, wait_s: float | None = 300, poll_s: float = 1.0
+    ) -> bool:
         """Delete a namespace (and so everything in it); wait until it is gone.
 
         Returns:
             True when the namespace is gone, False when `wait_s` passed first (or `wait_s` is None).
         """
-        body = client.V1DeleteOptions(propagation_policy="Foreground",
-                                      grace_period_seconds=0 if force else None)
+        body = client.V1DeleteOptions(
+            propagation_policy="Foreground", grace_period_seconds=0 if force else None
+        )
         try:
             self.core.delete_namespace(name, body=body)
         except ApiException as err:
@@ -163,14 +180,30 @@ class KubeApi:
             time.sleep(poll_s)  # polling with a deadline: the API has no "deleted" callback
         return False
 
-    def exec(self, namespace: str, pod: str, container: str, command: list[str],
-             out: Any = None, err: Any = None) -> int:
+    def exec(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        command: list[str],
+        out: Any = None,
+        err: Any = None,
+    ) -> int:
         """Run `command` in a container (websocket exec); copy its output; return its exit code."""
         from kubernetes.stream import stream
 
-        resp = stream(self.core.connect_get_namespaced_pod_exec, pod, namespace,
-                      container=container, command=command, stdin=False, stdout=True,
-                      stderr=True, tty=False, _preload_content=False)
+        resp = stream(
+            self.core.connect_get_namespaced_pod_exec,
+            pod,
+            namespace,
+            container=container,
+            command=command,
+            stdin=False,
+            stdout=True,
+            stderr=True,
+            tty=False,
+            _preload_content=False,
+        )
         try:
             while resp.is_open():
                 resp.update(timeout=1)

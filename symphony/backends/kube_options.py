@@ -77,7 +77,9 @@ def resolve(options: dict[str, Any]) -> KubeOptions:
     merged.update({k: v for k, v in options.items() if v is not None})
     unknown = sorted(set(merged) - set(_KNOWN))
     if unknown:
-        raise BackendError(f"unknown kube option(s) {unknown}; the kube backend accepts: {', '.join(_KNOWN)}")
+        raise BackendError(
+            f"unknown kube option(s) {unknown}; the kube backend accepts: {', '.join(_KNOWN)}"
+        )
     for key in ("cluster_spec", "kubeconfig", "output"):
         if merged.get(key):
             merged[key] = str(Path(merged[key]).expanduser())

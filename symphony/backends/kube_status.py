@@ -59,12 +59,23 @@ def process_statuses(pods: list[Any], groups: dict[str, list[str]]) -> list[Proc
         retired = sum(1 for p in pods if (p.metadata.labels or {}).get(LABEL_GROUP) == group) - 1
         for name in processes:
             cs = statuses.get(name)
-            state, code, started, ended = _state_of(cs) if cs is not None else (PENDING,) + (None,) * 3
+            state, code, started, ended = (
+                _state_of(cs) if cs is not None else (PENDING,) + (None,) * 3
+            )
             location = _location(pod, cs) if pod is not None else None
             restarts = (cs.restart_count if cs is not None else 0) + max(retired, 0)
-            out.append(ProcessStatus(name=name, state=state, group=group, restarts=restarts,
-                                     location=location, started=started, ended=ended,
-                                     exit_code=code))
+            out.append(
+                ProcessStatus(
+                    name=name,
+                    state=state,
+                    group=group,
+                    restarts=restarts,
+                    location=location,
+                    started=started,
+                    ended=ended,
+                    exit_code=code,
+                )
+            )
     return out
 
 
@@ -76,8 +87,11 @@ def _location(pod: Any, cs: Any) -> str:
     if cs is not None and cs.state is not None and cs.state.waiting is not None:
         reason = cs.state.waiting.reason
     elif pod.status is not None:
-        unscheduled = [c for c in (pod.status.conditions or [])
-                       if c.type == "PodScheduled" and c.status == "False"]
+        unscheduled = [
+            c
+            for c in (pod.status.conditions or [])
+            if c.type == "PodScheduled" and c.status == "False"
+        ]
         reason = unscheduled[0].reason if unscheduled else None
     return text + (f" [{reason}]" if reason else "")
 

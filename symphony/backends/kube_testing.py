@@ -35,15 +35,25 @@ _NS = re.compile(r"^/api/v1/namespaces/([^/]+)$")
 _LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 _EXEC = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec$")
 _RESOURCES = {
-    "v1/pods": "Pod", "v1/services": "Service", "v1/secrets": "Secret",
-    "apps/v1/deployments": "Deployment", "batch/v1/jobs": "Job",
+    "v1/pods": "Pod",
+    "v1/services": "Service",
+    "v1/secrets": "Secret",
+    "apps/v1/deployments": "Deployment",
+    "batch/v1/jobs": "Job",
     "networking.k8s.io/v1/networkpolicies": "NetworkPolicy",
 }
 
 
 def _status(code: int, reason: str, message: str) -> web.Response:
-    body = {"apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
-            "reason": reason, "message": message, "metadata": {}}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Status",
+        "status": "Failure",
+        "code": code,
+        "reason": reason,
+        "message": message,
+        "metadata": {},
+    }
     return web.json_response(body, status=code)
 
 
@@ -118,33 +128,42 @@ class KubeEndpoint:
     def add_pod(self, pod: dict[str, Any]) -> None:
         """Store a pod, as a controller (spec) and a kubelet (status) would have made it."""
         meta = pod["metadata"]
-        meta.setdefault("creationTimestamp", datetime.datetime.now(datetime.timezone.utc).isoformat())
+        meta.setdefault(
+            "creationTimestamp", datetime.datetime.now(datetime.timezone.utc).isoformat()
+        )
 
         async def put() -> None:
             self.kmock.objects["v1/pods", meta["namespace"], meta["name"]] = pod
+
         self._call(put())
 
     def write_log(self, namespace: str, pod: str, container: str, text: str) -> None:
         """Append output to a container's log (followers see it at once)."""
+
         async def put() -> None:
             self._logs.setdefault((namespace, pod, container), []).extend(text.splitlines(True))
             async with self._changed:
                 self._changed.notify_all()
+
         self._call(put())
 
     def end_log(self, namespace: str, pod: str, container: str) -> None:
         """The container ended: followers' streams close."""
+
         async def put() -> None:
             self._ended.add((namespace, pod, container))
             async with self._changed:
                 self._changed.notify_all()
+
         self._call(put())
 
     # --- routing -----------------------------------------------------------------------------
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         if path == "/api/v1/namespaces":
-            return await (self._create_ns(request) if request.method == "POST" else self._list_ns(request))
+            return await (
+                self._create_ns(request) if request.method == "POST" else self._list_ns(request)
+            )
         if match := _NS.match(path):
             return await self._one_ns(request, match.group(1))
         if (match := _LOG.match(path)) and request.method == "GET":
@@ -158,18 +177,23 @@ class KubeEndpoint:
         name = body["metadata"]["name"]
         if name in self.namespaces:
             return _status(409, "AlreadyExists", f'namespaces "{name}" already exists')
-        body["metadata"]["creationTimestamp"] = datetime.datetime.now(datetime.timezone.utc).strftime(
-            "%Y-%m-%dT%H:%M:%SZ")
+        body["metadata"]["creationTimestamp"] = datetime.datetime.now(
+            datetime.timezone.utc
+        ).strftime("%Y-%m-%dT%H:%M:%SZ")
         body["status"] = {"phase": "Active"}
         self.namespaces[name] = body
         return web.json_response(body, status=201)
 
     async def _list_ns(self, request: web.Request) -> web.Response:
         selector = request.query.get("labelSelector")
-        items = [ns for ns in self.namespaces.values()
-                 if _selected(ns["metadata"].get("labels") or {}, selector)]
-        return web.json_response({"apiVersion": "v1", "kind": "NamespaceList",
-                                  "metadata": {}, "items": items})
+        items = [
+            ns
+            for ns in self.namespaces.values()
+            if _selected(ns["metadata"].get("labels") or {}, selector)
+        ]
+        return web.json_response(
+            {"apiVersion": "v1", "kind": "NamespaceList", "metadata": {}, "items": items}
+        )
 
     async def _one_ns(self, request: web.Request, name: str) -> web.Response:
         ns = self.namespaces.get(name)
@@ -216,9 +240,13 @@ class KubeEndpoint:
                 await ws.send_bytes(bytes([channel]) + text.encode())
         status: dict[str, Any] = {"metadata": {}, "status": "Success"}
         if code:
-            status = {"metadata": {}, "status": "Failure", "reason": "NonZeroExitCode",
-                      "message": f"command terminated with non-zero exit code: {code}",
-                      "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
+            status = {
+                "metadata": {},
+                "status": "Failure",
+                "reason": "NonZeroExitCode",
+                "message": f"command terminated with non-zero exit code: {code}",
+                "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]},
+            }
         await ws.send_bytes(b"\x03" + json.dumps(status).encode())
         await ws.close()
         return ws

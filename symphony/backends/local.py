@@ -58,11 +58,15 @@ class LocalBackend(Backend):
         """The processes, their commands and the SYMPH_* addresses they would get."""
         return local_plan(experiment)
 
-    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+    def launch(
+        self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
+    ) -> None:
         """Start the supervisor here (attached) or as a daemon (detached); see Backend.launch."""
         check_commands(experiment)
         record.data.update(
-            run_id=uuid.uuid4().hex, cwd=os.getcwd(), grace_s=self.grace_s,
+            run_id=uuid.uuid4().hex,
+            cwd=os.getcwd(),
+            grace_s=self.grace_s,
             endpoints={s: [a.host, a.port] for s, a in local_endpoints(experiment).items()},
         )
         record.status = "running"
@@ -73,7 +77,10 @@ class LocalBackend(Backend):
             return
         subprocess.run(
             [sys.executable, "-m", "symphony.supervisor", str(record.path), str(self.grace_s)],
-            stdin=subprocess.DEVNULL, start_new_session=True, check=True, timeout=30,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            check=True,
+            timeout=30,
         )
         self._wait_ready(record)
 
@@ -87,7 +94,9 @@ class LocalBackend(Backend):
                 return
             time.sleep(0.05)
         log = "".join(read_lines(record.file("supervisor.log"), tail=20))
-        raise BackendError(f"the supervisor of {record.name!r} did not start in {READY_TIMEOUT_S:g}s:\n{log}")
+        raise BackendError(
+            f"the supervisor of {record.name!r} did not start in {READY_TIMEOUT_S:g}s:\n{log}"
+        )
 
     def describe(self, record: ExperimentRecord) -> ExperimentStatus:
         """Process states from the supervisor's state.json, checked against the process table."""
@@ -99,18 +108,35 @@ class LocalBackend(Backend):
         procs = []
         for name, group in _groups(record).items():
             run = state["processes"].get(name, {})
-            proc = ProcessStatus(name, run.get("state", PENDING), group=group,
-                                 restarts=run.get("restarts", 0), pid=run.get("pid"),
-                                 started=run.get("started"), ended=run.get("ended"),
-                                 exit_code=run.get("exit_code"))
+            proc = ProcessStatus(
+                name,
+                run.get("state", PENDING),
+                group=group,
+                restarts=run.get("restarts", 0),
+                pid=run.get("pid"),
+                started=run.get("started"),
+                ended=run.get("ended"),
+                exit_code=run.get("exit_code"),
+            )
             if proc.state in ALIVE_STATES and not supervised:
                 proc.state = RUNNING if proctree.alive(proc.pid, proc.started) else UNKNOWN
             procs.append(proc)
-        return self.status_from_record(record, procs, supervisor_pid=state["supervisor_pid"],
-                                       supervisor_alive=supervised, endpoints=state["endpoints"])
+        return self.status_from_record(
+            record,
+            procs,
+            supervisor_pid=state["supervisor_pid"],
+            supervisor_alive=supervised,
+            endpoints=state["endpoints"],
+        )
 
-    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(
+        self,
+        record: ExperimentRecord,
+        process: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[str]:
         """Lines of `<record>/logs/<process>.log`; following ends when the process ended."""
         path = record.log_path(process)
         if not follow:
@@ -130,8 +156,11 @@ class LocalBackend(Backend):
         if pid and pid != os.getpid() and proctree.alive(pid, started):
             # The supervisor stops its trees within the grace period; it gets 10 s more to exit.
             proctree.terminate(_as_procs(pid), 0.0 if force else grace + 10.0)
-        pids = [r["pid"] for r in state.get("processes", {}).values()
-                if proctree.alive(r.get("pid"), r.get("started"))]  # never a reused pid
+        pids = [
+            r["pid"]
+            for r in state.get("processes", {}).values()
+            if proctree.alive(r.get("pid"), r.get("started"))
+        ]  # never a reused pid
         proctree.stop_all(pids, record.data.get("run_id"), grace_s=0.0 if force else 1.0)
 
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
@@ -143,7 +172,9 @@ def local_plan(experiment: Experiment) -> str:
     """What a local launch would start: each command and the addresses it would get."""
     check_commands(experiment)
     endpoints = local_endpoints(experiment)
-    lines = [f"experiment {experiment.name}: {len(experiment.processes())} processes on this machine"]
+    lines = [
+        f"experiment {experiment.name}: {len(experiment.processes())} processes on this machine"
+    ]
     for proc in experiment.processes():
         env = process_env(experiment, proc, endpoints, bind_host="127.0.0.1")
         lines.append(f"  {proc.name}: {proc.shell_command()}")
@@ -156,11 +187,15 @@ def run_beside(record: ExperimentRecord, process: str, command: list[str]) -> in
     experiment = record.experiment()
     proc = experiment.process(process)
     state = read_state(record) or {}
-    endpoints = {s: Address(h, int(p), h) for s, (h, p) in
-                 (state.get("endpoints") or record.data["endpoints"]).items()}
+    endpoints = {
+        s: Address(h, int(p), h)
+        for s, (h, p) in (state.get("endpoints") or record.data["endpoints"]).items()
+    }
     env = dict(os.environ, **process_env(experiment, proc, endpoints, bind_host="127.0.0.1"))
     try:
-        return subprocess.run(command, env=env, cwd=os.path.join(record.data["cwd"], proc.cwd or "")).returncode
+        return subprocess.run(
+            command, env=env, cwd=os.path.join(record.data["cwd"], proc.cwd or "")
+        ).returncode
     except FileNotFoundError as err:
         raise BackendError(f"cannot run {command[0]!r}: {err.strerror}; check the command") from err
 

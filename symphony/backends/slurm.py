@@ -70,7 +70,9 @@ class SlurmBackend(Backend):
         if unknown:
             raise BackendError(f"unknown slurm option(s) {unknown}; known: {', '.join(OPTIONS)}")
         super().__init__(records, **options)
-        self.time_limit = slurm_jobs.check_time_limit(options.get("time_limit") or DEFAULT_TIME_LIMIT)
+        self.time_limit = slurm_jobs.check_time_limit(
+            options.get("time_limit") or DEFAULT_TIME_LIMIT
+        )
         extra = options.get("sbatch_args") or []
         self.sbatch_args = shlex.split(extra) if isinstance(extra, str) else list(extra)
 
@@ -79,10 +81,13 @@ class SlurmBackend(Backend):
     def _scripts(self, experiment: Experiment, folder: Path) -> dict[str, str]:
         return {
             group.name: slurm_jobs.batch_script(
-                experiment.name, group, folder,
+                experiment.name,
+                group,
+                folder,
                 python=self.options.get("python") or sys.executable,
                 workdir=self.options.get("workdir") or os.getcwd(),
-                time_limit=self.time_limit, partition=self.options.get("partition"),
+                time_limit=self.time_limit,
+                partition=self.options.get("partition"),
                 extra_args=self.sbatch_args,
             )
             for group in experiment.groups()
@@ -91,10 +96,14 @@ class SlurmBackend(Backend):
     def plan(self, experiment: Experiment) -> str:
         """The batch script of every group (nothing is submitted)."""
         folder = self.records.folder / experiment.name
-        return "\n".join(f"# --- job for group {g} ---\n{s}"
-                         for g, s in self._scripts(experiment, folder).items())
+        return "\n".join(
+            f"# --- job for group {g} ---\n{s}"
+            for g, s in self._scripts(experiment, folder).items()
+        )
 
-    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+    def launch(
+        self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
+    ) -> None:
         """Submit one job per group; with detach=False wait until all ended (Ctrl-C deletes)."""
         folder = record.file("")
         launch_id = uuid.uuid4().hex
@@ -102,8 +111,9 @@ class SlurmBackend(Backend):
         (folder / "status").mkdir(exist_ok=True)
         (folder / "slurm").mkdir(exist_ok=True)
         resolve_timeout = float(self.options.get("resolve_timeout_s", 600))
-        (folder / "slurm.json").write_text(json.dumps(
-            {"launch_id": launch_id, "resolve_timeout_s": resolve_timeout}))
+        (folder / "slurm.json").write_text(
+            json.dumps({"launch_id": launch_id, "resolve_timeout_s": resolve_timeout})
+        )
         jobs: dict[str, str] = {}
         record.data.update(jobs=jobs, launch_id=launch_id, time_limit=self.time_limit)
         for group, script in self._scripts(experiment, folder).items():
@@ -143,19 +153,34 @@ class SlurmBackend(Backend):
         for group in exp.groups():
             job_id = jobs.get(group.name)
             info = infos.get(job_id) if job_id else None
-            details[f"job {group.name}"] = _job_line(job_id, info, self._batch_log(record, group.name))
+            details[f"job {group.name}"] = _job_line(
+                job_id, info, self._batch_log(record, group.name)
+            )
             for proc in group.processes:
                 processes.append(self._process_status(record, proc.name, group.name, job_id, info))
         return self.status_from_record(record, processes, **details)
 
-    def _process_status(self, record: ExperimentRecord, name: str, group: str,
-                        job_id: str | None, info: JobInfo | None) -> ProcessStatus:
+    def _process_status(
+        self,
+        record: ExperimentRecord,
+        name: str,
+        group: str,
+        job_id: str | None,
+        info: JobInfo | None,
+    ) -> ProcessStatus:
         saved = _read_json(record.file("status") / f"{name}.json")
         state = merge_state(saved.get("state", PENDING), info)
-        return ProcessStatus(name, state, group=group, restarts=int(saved.get("restarts", 0)),
-                             pid=saved.get("pid"), location=_location(job_id, info),
-                             started=saved.get("started"), ended=saved.get("ended"),
-                             exit_code=saved.get("exit_code"))
+        return ProcessStatus(
+            name,
+            state,
+            group=group,
+            restarts=int(saved.get("restarts", 0)),
+            pid=saved.get("pid"),
+            location=_location(job_id, info),
+            started=saved.get("started"),
+            ended=saved.get("ended"),
+            exit_code=saved.get("exit_code"),
+        )
 
     def list(self) -> list[ExperimentSummary]:
         """Experiments in the records, plus any user's that Slurm still has jobs of."""
@@ -177,15 +202,23 @@ class SlurmBackend(Backend):
             return record
         folder = slurm_jobs.experiment_folders().get(record.name)
         if folder is None:
-            raise ExperimentNotFound(f"Slurm has no jobs of experiment {record.name!r} any more; "
-                                     f"`symphony list --all` shows the recorded ones")
+            raise ExperimentNotFound(
+                f"Slurm has no jobs of experiment {record.name!r} any more; "
+                f"`symphony list --all` shows the recorded ones"
+            )
         return ExperimentRecord.load(folder)
 
     def _batch_log(self, record: ExperimentRecord, group: str) -> Path:
         return record.file("logs") / f"{group}.slurm.log"
 
-    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(
+        self,
+        record: ExperimentRecord,
+        process: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[str]:
         """The process's log; then Slurm's own lines for its job (time limit, launcher errors)."""
         record = self._full(record)
         exp = record.experiment()
@@ -222,7 +255,8 @@ class SlurmBackend(Backend):
                 if time.monotonic() > deadline:
                     raise BackendError(
                         f"jobs {ids} did not end within 60 s of scancel; check `squeue -j "
-                        f"{','.join(ids)}` and retry with `symphony delete --force`")
+                        f"{','.join(ids)}` and retry with `symphony delete --force`"
+                    )
                 time.sleep(_POLL_S)
         except BackendError:
             if not force:
@@ -235,8 +269,10 @@ class SlurmBackend(Backend):
         job_id = record.data.get("jobs", {}).get(group)
         info = slurm_jobs.query([job_id]).get(job_id) if job_id else None
         if info is None or info.state != "RUNNING":
-            raise BackendError(f"the job of {process!r} is not running ({info.state if info else 'gone'}); "
-                               f"see `symphony describe {record.name}`")
+            raise BackendError(
+                f"the job of {process!r} is not running ({info.state if info else 'gone'}); "
+                f"see `symphony describe {record.name}`"
+            )
         return slurm_jobs.srun_in_job(job_id, command)
 
 

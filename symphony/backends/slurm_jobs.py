@@ -24,8 +24,17 @@ from symphony.errors import BackendError
 from symphony.spec import ProcessGroup
 
 DEFAULT_TIME_LIMIT = "3-00:00:00"  # SRL's experiments time out after 3 days by default
-ACTIVE_JOB_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED",
-                     "RESIZING", "SIGNALING", "STAGE_OUT")
+ACTIVE_JOB_STATES = (
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+)
 _TIME_RE = re.compile(r"^(\d+-)?\d+(:\d{1,2}){0,2}$|^(UNLIMITED|INFINITE)$")
 _CMD_TIMEOUT_S = 30
 COMMENT_PREFIX = "symphony:"
@@ -87,8 +96,14 @@ def group_resources(group: ProcessGroup) -> dict[str, int | None]:
 
 
 def batch_script(
-    experiment: str, group: ProcessGroup, folder: Path, *, python: str, workdir: str,
-    time_limit: str = DEFAULT_TIME_LIMIT, partition: str | None = None,
+    experiment: str,
+    group: ProcessGroup,
+    folder: Path,
+    *,
+    python: str,
+    workdir: str,
+    time_limit: str = DEFAULT_TIME_LIMIT,
+    partition: str | None = None,
     extra_args: list[str] | None = None,
 ) -> str:
     """The sbatch script that runs one group through `symphony.backends.slurm_launcher`.
@@ -107,7 +122,8 @@ def batch_script(
     opts = [
         f"--job-name={job_name(experiment, group.name)}",
         f"--comment={COMMENT_PREFIX}{experiment}",
-        "--nodes=1", "--ntasks=1",
+        "--nodes=1",
+        "--ntasks=1",
         f"--cpus-per-task={res['cpus']}",
         f"--time={check_time_limit(time_limit)}",
         f"--output={folder / 'logs' / (group.name + '.slurm.log')}",
@@ -137,7 +153,9 @@ def _run(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
         )
     proc = subprocess.run(args, capture_output=True, text=True, timeout=_CMD_TIMEOUT_S)
     if check and proc.returncode != 0:
-        raise BackendError(f"`{shlex.join(args)}` failed: {proc.stderr.strip() or proc.stdout.strip()}")
+        raise BackendError(
+            f"`{shlex.join(args)}` failed: {proc.stderr.strip() or proc.stdout.strip()}"
+        )
     return proc
 
 
@@ -156,13 +174,18 @@ def submit(script: Path) -> str:
 def cancel(job_ids: list[str], *, kill: bool = False) -> None:
     """`scancel` the jobs (SIGTERM, Slurm kills after KillWait; `kill`: SIGKILL at once)."""
     if job_ids:
-        proc = _run(["scancel", *(["--signal=KILL", "--full"] if kill else []), *job_ids],
-                    check=False)
-        denied = [line for line in proc.stderr.splitlines() if "ermission denied" in line
-                  or "Access/permission denied" in line]
+        proc = _run(
+            ["scancel", *(["--signal=KILL", "--full"] if kill else []), *job_ids], check=False
+        )
+        denied = [
+            line
+            for line in proc.stderr.splitlines()
+            if "ermission denied" in line or "Access/permission denied" in line
+        ]
         if denied:
-            raise BackendError(f"scancel refused: {denied[0]}; only the owner (or an admin) can "
-                               f"delete these jobs")
+            raise BackendError(
+                f"scancel refused: {denied[0]}; only the owner (or an admin) can delete these jobs"
+            )
 
 
 def query(job_ids: list[str]) -> dict[str, JobInfo]:
@@ -178,16 +201,25 @@ def query(job_ids: list[str]) -> dict[str, JobInfo]:
 def _scontrol_jobs() -> list[JobInfo]:
     proc = _run(["scontrol", "--oneliner", "show", "job"], check=False)
     if proc.returncode != 0:
-        raise BackendError(f"scontrol cannot reach the cluster: {proc.stderr.strip()}; is SLURM_CONF set?")
+        raise BackendError(
+            f"scontrol cannot reach the cluster: {proc.stderr.strip()}; is SLURM_CONF set?"
+        )
     jobs = []
     for line in proc.stdout.splitlines():
         fields = dict(tok.split("=", 1) for tok in line.split() if "=" in tok)
         if "JobId" in fields:
             nodes = fields.get("NodeList", "")
-            jobs.append(JobInfo(fields["JobId"], fields.get("JobState", "UNKNOWN"),
-                                fields.get("Reason", "None"), "" if nodes == "(null)" else nodes,
-                                fields.get("ExitCode", "0:0"), fields.get("Comment", ""),
-                                fields.get("Command", "")))
+            jobs.append(
+                JobInfo(
+                    fields["JobId"],
+                    fields.get("JobState", "UNKNOWN"),
+                    fields.get("Reason", "None"),
+                    "" if nodes == "(null)" else nodes,
+                    fields.get("ExitCode", "0:0"),
+                    fields.get("Comment", ""),
+                    fields.get("Command", ""),
+                )
+            )
     return jobs
 
 
@@ -201,15 +233,25 @@ def experiment_folders() -> dict[str, Path]:
     folders: dict[str, Path] = {}
     for job in _scontrol_jobs():
         if job.comment.startswith(COMMENT_PREFIX) and job.script.endswith(".sbatch"):
-            folders.setdefault(job.comment[len(COMMENT_PREFIX):], Path(job.script).parent.parent)
+            folders.setdefault(job.comment[len(COMMENT_PREFIX) :], Path(job.script).parent.parent)
     return folders
 
 
 def _sacct_jobs(job_ids: list[str]) -> dict[str, JobInfo]:
     if shutil.which("sacct") is None:
         return {}
-    proc = _run(["sacct", "--noheader", "--parsable2", "--allocations", "--jobs", ",".join(job_ids),
-                 "--format=JobID,State,Reason,NodeList,ExitCode"], check=False)
+    proc = _run(
+        [
+            "sacct",
+            "--noheader",
+            "--parsable2",
+            "--allocations",
+            "--jobs",
+            ",".join(job_ids),
+            "--format=JobID,State,Reason,NodeList,ExitCode",
+        ],
+        check=False,
+    )
     if proc.returncode != 0:  # no slurmdbd: "Slurm accounting storage is disabled"
         return {}
     return parse_sacct(proc.stdout, job_ids)
@@ -221,7 +263,9 @@ def parse_sacct(text: str, job_ids: list[str]) -> dict[str, JobInfo]:
     for line in text.splitlines():
         parts = line.split("|")
         if len(parts) == 5 and parts[0] in job_ids:
-            state = parts[1].split()[0] if parts[1] else "UNKNOWN"  # "CANCELLED by 0" -> "CANCELLED"
+            state = (
+                parts[1].split()[0] if parts[1] else "UNKNOWN"
+            )  # "CANCELLED by 0" -> "CANCELLED"
             jobs[parts[0]] = JobInfo(parts[0], state, parts[2], parts[3], parts[4])
     return jobs
 
@@ -229,4 +273,6 @@ def parse_sacct(text: str, job_ids: list[str]) -> dict[str, JobInfo]:
 def srun_in_job(job_id: str, command: list[str]) -> int:
     """Run `command` on the job's node inside its allocation; returns its exit code."""
     _run(["srun", "--version"])
-    return subprocess.run(["srun", f"--jobid={job_id}", "--overlap", "--ntasks=1", "--", *command]).returncode
+    return subprocess.run(
+        ["srun", f"--jobid={job_id}", "--overlap", "--ntasks=1", "--", *command]
+    ).returncode

@@ -47,7 +47,9 @@ def write_status(folder: Path, name: str, **fields: Any) -> None:
     os.replace(tmp, path)
 
 
-def resolve_endpoints(folder: Path, exp: Experiment, group: ProcessGroup, launch: dict) -> dict[str, Address]:
+def resolve_endpoints(
+    folder: Path, exp: Experiment, group: ProcessGroup, launch: dict
+) -> dict[str, Address]:
     """Publish the group's bound services, then wait for the ones it connects to."""
     store = NameStore(folder, launch["launch_id"])
     host, job_id = node_host(), os.environ.get("SLURM_JOB_ID", "")
@@ -68,8 +70,9 @@ def resolve_endpoints(folder: Path, exp: Experiment, group: ProcessGroup, launch
 class GroupRunner:
     """Starts a group's processes, restarts them per policy, and stops them on SIGTERM."""
 
-    def __init__(self, folder: Path, exp: Experiment, group: ProcessGroup,
-                 endpoints: dict[str, Address]) -> None:
+    def __init__(
+        self, folder: Path, exp: Experiment, group: ProcessGroup, endpoints: dict[str, Address]
+    ) -> None:
         self.folder, self.exp, self.group, self.endpoints = folder, exp, group, endpoints
         self.children: dict[str, subprocess.Popen] = {}
         self.restarts = {p.name: 0 for p in group.processes}
@@ -82,23 +85,51 @@ class GroupRunner:
         env = {**os.environ, **process_env(self.exp, proc, self.endpoints, bind_host="*")}
         log = open(self.folder / "logs" / f"{proc.name}.log", "ab")  # noqa: SIM115 - child owns it
         with log:
-            child = subprocess.Popen(proc.argv(), env=env, cwd=proc.cwd or None, stdout=log,
-                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
+            child = subprocess.Popen(
+                proc.argv(),
+                env=env,
+                cwd=proc.cwd or None,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.children[proc.name] = child
         self.started[proc.name] = time.time()
-        write_status(self.folder, proc.name, state="running", pid=child.pid, location=self.location,
-                     started=self.started[proc.name], restarts=self.restarts[proc.name])
+        write_status(
+            self.folder,
+            proc.name,
+            state="running",
+            pid=child.pid,
+            location=self.location,
+            started=self.started[proc.name],
+            restarts=self.restarts[proc.name],
+        )
 
     def on_exit(self, proc: Process, code: int) -> None:
         del self.children[proc.name]
         count = self.restarts[proc.name]
         again = not self.stopping.is_set() and proc.restart.should_restart(code, count)
-        state = "restarting" if again else ("stopped" if self.stopping.is_set() else
-                                            ("exited" if code == 0 else "failed"))
-        write_status(self.folder, proc.name, state=state, exit_code=code, ended=time.time(),
-                     started=self.started.get(proc.name), location=self.location, restarts=count)
-        print(f"symphony: {proc.name} ended with exit code {code}; {state}", file=sys.stderr, flush=True)
+        state = (
+            "restarting"
+            if again
+            else ("stopped" if self.stopping.is_set() else ("exited" if code == 0 else "failed"))
+        )
+        write_status(
+            self.folder,
+            proc.name,
+            state=state,
+            exit_code=code,
+            ended=time.time(),
+            started=self.started.get(proc.name),
+            location=self.location,
+            restarts=count,
+        )
+        print(
+            f"symphony: {proc.name} ended with exit code {code}; {state}",
+            file=sys.stderr,
+            flush=True,
+        )
         if again:
             self.due[proc.name] = time.monotonic() + proc.restart.delay(count)
 
@@ -153,7 +184,12 @@ def main(argv: list[str] | None = None) -> int:
     launch = json.loads((folder / "slurm.json").read_text())
     group = next(g for g in exp.groups() if g.name == group_name)
     for proc in group.processes:
-        write_status(folder, proc.name, state="pending", location=f"job {os.environ.get('SLURM_JOB_ID', '?')}")
+        write_status(
+            folder,
+            proc.name,
+            state="pending",
+            location=f"job {os.environ.get('SLURM_JOB_ID', '?')}",
+        )
     try:
         endpoints = resolve_endpoints(folder, exp, group, launch)
     except Exception as err:  # noqa: BLE001 - report it where `symphony logs` looks, then fail

@@ -72,7 +72,9 @@ class NameStore:
         record = NameRecord(**data)
         return record if record.launch_id == self.launch_id else None
 
-    def resolve(self, services: list[str], timeout_s: float, poll_s: float = 0.1) -> dict[str, NameRecord]:
+    def resolve(
+        self, services: list[str], timeout_s: float, poll_s: float = 0.1
+    ) -> dict[str, NameRecord]:
         """Wait until every service in `services` is published; return their records.
 
         Raises:

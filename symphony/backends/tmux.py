@@ -49,8 +49,20 @@ from symphony.records import ExperimentRecord, load_config
 from symphony.runner import read_runner_state
 from symphony.spec import Experiment, Process
 
-INHERITED = ("PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH", "HOME",
-             "USER", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES", "MUJOCO_GL", "PYOPENGL_PLATFORM")
+INHERITED = (
+    "PATH",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "CONDA_PREFIX",
+    "LD_LIBRARY_PATH",
+    "HOME",
+    "USER",
+    "LANG",
+    "LC_ALL",
+    "CUDA_VISIBLE_DEVICES",
+    "MUJOCO_GL",
+    "PYOPENGL_PLATFORM",
+)
 
 
 class TmuxBackend(Backend):
@@ -58,15 +70,22 @@ class TmuxBackend(Backend):
 
     name = "tmux"
 
-    def __init__(self, records=None, socket: str | None = None, grace_s: float = 5.0,
-                 **options: Any) -> None:
+    def __init__(
+        self, records=None, socket: str | None = None, grace_s: float = 5.0, **options: Any
+    ) -> None:
         if options:
-            raise BackendError(f"unknown tmux backend option(s) {sorted(options)}; known: socket, grace_s")
+            raise BackendError(
+                f"unknown tmux backend option(s) {sorted(options)}; known: socket, grace_s"
+            )
         if shutil.which("tmux") is None:
-            raise BackendError("tmux is not installed; install it (e.g. `apt-get install tmux`) "
-                               "or use --backend local")
+            raise BackendError(
+                "tmux is not installed; install it (e.g. `apt-get install tmux`) "
+                "or use --backend local"
+            )
         super().__init__(records)
-        self.socket = socket or os.environ.get("SYMPHONY_TMUX_SOCKET") or load_config().get("tmux_socket")
+        self.socket = (
+            socket or os.environ.get("SYMPHONY_TMUX_SOCKET") or load_config().get("tmux_socket")
+        )
         self.grace_s = float(grace_s)
 
     @staticmethod
@@ -78,30 +97,54 @@ class TmuxBackend(Backend):
         where = f"tmux session {experiment.name!r} on socket {self.socket or '(default)'}"
         return f"{where}, a window per process:\n" + local_plan(experiment)
 
-    def launch(self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True) -> None:
+    def launch(
+        self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
+    ) -> None:
         """Create the session and one window per process; attached, wait until all ended or Ctrl-C."""
         check_commands(experiment)
         server = self._server(self.socket)
         if _has_session(server, experiment.name):
-            raise BackendError(f"tmux session {experiment.name!r} exists already (socket "
-                               f"{self.socket or 'default'}); kill it or launch with another --name")
+            raise BackendError(
+                f"tmux session {experiment.name!r} exists already (socket "
+                f"{self.socket or 'default'}); kill it or launch with another --name"
+            )
         endpoints = local_endpoints(experiment)
-        record.data.update(run_id=uuid.uuid4().hex, socket=self.socket, session=experiment.name,
-                           cwd=os.getcwd(), grace_s=self.grace_s,
-                           endpoints={s: [a.host, a.port] for s, a in endpoints.items()})
+        record.data.update(
+            run_id=uuid.uuid4().hex,
+            socket=self.socket,
+            session=experiment.name,
+            cwd=os.getcwd(),
+            grace_s=self.grace_s,
+            endpoints={s: [a.host, a.port] for s, a in endpoints.items()},
+        )
         record.file("tmux").mkdir(exist_ok=True)
         record.status = "running"
         record.save()
         for i, proc in enumerate(experiment.processes()):
             env = process_env(experiment, proc, endpoints, bind_host="127.0.0.1")
-            env = {**_inherited_env(), **env, proctree.RUN_ID_ENV: record.data["run_id"],
-                   "PYTHONUNBUFFERED": "1"}
-            verb = ["new-session", "-d", "-s", experiment.name] if i == 0 else [
-                "new-window", "-d", "-t", f"={experiment.name}:"]
+            env = {
+                **_inherited_env(),
+                **env,
+                proctree.RUN_ID_ENV: record.data["run_id"],
+                "PYTHONUNBUFFERED": "1",
+            }
+            verb = (
+                ["new-session", "-d", "-s", experiment.name]
+                if i == 0
+                else ["new-window", "-d", "-t", f"={experiment.name}:"]
+            )
             args = verb + ["-n", proc.name, "-c", os.path.join(os.getcwd(), proc.cwd or "")]
             args += [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
-            args += [self._window_command(record, proc), ";", "set-option", "-w", "-t",
-                     f"={experiment.name}:{proc.name}", "remain-on-exit", "on"]
+            args += [
+                self._window_command(record, proc),
+                ";",
+                "set-option",
+                "-w",
+                "-t",
+                f"={experiment.name}:{proc.name}",
+                "remain-on-exit",
+                "on",
+            ]
             result = server.cmd(*args)
             if result.stderr:
                 raise BackendError(f"tmux could not start {proc.name!r}: {' '.join(result.stderr)}")
@@ -110,13 +153,23 @@ class TmuxBackend(Backend):
 
     @staticmethod
     def _window_command(record: ExperimentRecord, proc: Process) -> str:
-        runner = [sys.executable, "-m", "symphony.runner", str(record.file(f"tmux/{proc.name}.json")),
-                  str(record.log_path(proc.name)), json.dumps(asdict(proc.restart)), "--", *proc.argv()]
+        runner = [
+            sys.executable,
+            "-m",
+            "symphony.runner",
+            str(record.file(f"tmux/{proc.name}.json")),
+            str(record.log_path(proc.name)),
+            json.dumps(asdict(proc.restart)),
+            "--",
+            *proc.argv(),
+        ]
         return shlex.join(runner)
 
     def _attach(self, record: ExperimentRecord) -> None:
         sock = f"-L {record.data['socket']} " if record.data.get("socket") else ""
-        print(f"watch it with `tmux {sock}attach -t {record.name}`; Ctrl-C here stops it", flush=True)
+        print(
+            f"watch it with `tmux {sock}attach -t {record.name}`; Ctrl-C here stops it", flush=True
+        )
         try:
             while any(p.state in ALIVE_STATES for p in self.describe(record).processes):
                 time.sleep(0.5)
@@ -134,10 +187,16 @@ class TmuxBackend(Backend):
         for proc in experiment.processes():
             state = read_runner_state(record.file(f"tmux/{proc.name}.json")) or {}
             pane = panes.get(proc.name)
-            status = ProcessStatus(proc.name, state.get("state", PENDING), experiment.group_of(proc.name),
-                                   restarts=state.get("restarts", 0), pid=state.get("pid"),
-                                   started=state.get("started"), ended=state.get("ended"),
-                                   exit_code=state.get("exit_code"))
+            status = ProcessStatus(
+                proc.name,
+                state.get("state", PENDING),
+                experiment.group_of(proc.name),
+                restarts=state.get("restarts", 0),
+                pid=state.get("pid"),
+                started=state.get("started"),
+                ended=state.get("ended"),
+                exit_code=state.get("exit_code"),
+            )
             if status.state in ALIVE_STATES and (pane is None or pane["dead"]):
                 status.state = STOPPED if pane is None else FAILED  # the runner itself was killed
                 if pane is not None and pane["status"] is not None:
@@ -148,13 +207,21 @@ class TmuxBackend(Backend):
             procs.append(status)
         return self.status_from_record(record, procs, socket=record.data.get("socket"))
 
-    def logs(self, record: ExperimentRecord, process: str, *, follow: bool = False,
-             tail: int | None = None) -> Iterator[str]:
+    def logs(
+        self,
+        record: ExperimentRecord,
+        process: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[str]:
         """The complete output from the log file the runner tees into."""
         path = record.log_path(process)
         if not follow:
             return iter(read_lines(path, tail))
-        return follow_file(path, lambda: self.describe(record).process(process).state in ALIVE_STATES, tail)
+        return follow_file(
+            path, lambda: self.describe(record).process(process).state in ALIVE_STATES, tail
+        )
 
     def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
         """Stop each runner (it stops its command), sweep leftovers, then kill the session."""
@@ -193,7 +260,12 @@ def _panes(server: libtmux.Server, session: str) -> dict[str, dict[str, Any]]:
     panes: dict[str, dict[str, Any]] = {}
     for line in result.stdout:
         name, pid, dead, status = (line.split("\t") + ["", "", "", ""])[:4]
-        panes.setdefault(name, {"pid": int(pid) if pid.isdigit() else None, "dead": dead == "1",
-                                "status": int(status) if status.lstrip("-").isdigit() else None})
+        panes.setdefault(
+            name,
+            {
+                "pid": int(pid) if pid.isdigit() else None,
+                "dead": dead == "1",
+                "status": int(status) if status.lstrip("-").isdigit() else None,
+            },
+        )
     return panes
-

@@ -20,10 +20,12 @@ def tagger(tag):
 
 def test_router_dealer_spreads_requests_over_servers():
     front, back = free_address(), free_address()
-    with caraml.Proxy(front, back, kind="router-dealer"), \
-            caraml.Server(back, tagger("a"), bind=False) as a, \
-            caraml.Server(back, tagger("b"), bind=False) as b, \
-            caraml.Client(front) as client:
+    with (
+        caraml.Proxy(front, back, kind="router-dealer"),
+        caraml.Server(back, tagger("a"), bind=False) as a,
+        caraml.Server(back, tagger("b"), bind=False) as b,
+        caraml.Client(front) as client,
+    ):
         deadline = time.monotonic() + 20
         replies = []
         while (a.served == 0 or b.served == 0) and time.monotonic() < deadline:
@@ -34,8 +36,12 @@ def test_router_dealer_spreads_requests_over_servers():
 
 def test_pull_push_proxy_delivers_each_message_exactly_once():
     front, back = free_address(), free_address()
-    with caraml.Proxy(front, back, kind="pull-push"), caraml.Puller(back, bind=False) as p1, \
-            caraml.Puller(back, bind=False) as p2, caraml.Pusher(front) as pusher:
+    with (
+        caraml.Proxy(front, back, kind="pull-push"),
+        caraml.Puller(back, bind=False) as p1,
+        caraml.Puller(back, bind=False) as p2,
+        caraml.Pusher(front) as pusher,
+    ):
         for i in range(100):
             pusher.push(i)
         got = []
@@ -50,8 +56,11 @@ def test_pull_push_proxy_delivers_each_message_exactly_once():
 
 def test_xsub_xpub_proxy_fans_out_publications():
     front, back = free_address(), free_address()
-    with caraml.Proxy(front, back, kind="xsub-xpub"), caraml.Publisher(front, bind=False) as pub, \
-            caraml.Subscriber(back, topics=["p"]) as sub:
+    with (
+        caraml.Proxy(front, back, kind="xsub-xpub"),
+        caraml.Publisher(front, bind=False) as pub,
+        caraml.Subscriber(back, topics=["p"]) as sub,
+    ):
         for _ in range(500):
             pub.publish("p", "hello")
             try:
@@ -79,9 +88,11 @@ def test_ten_thousand_garbled_requests_through_a_proxy(addr):
 
 def test_proxy_process_forwards_and_stops_without_leftovers():
     back = free_address()
-    with caraml.ProxyProcess("tcp://127.0.0.1:0", back, kind="router-dealer") as proxy, \
-            caraml.Server(back, tagger("p"), bind=False), \
-            caraml.Client(proxy.frontend) as client:
+    with (
+        caraml.ProxyProcess("tcp://127.0.0.1:0", back, kind="router-dealer") as proxy,
+        caraml.Server(back, tagger("p"), bind=False),
+        caraml.Client(proxy.frontend) as client,
+    ):
         assert proxy.frontend.startswith("tcp://127.0.0.1:") and not proxy.frontend.endswith(":0")
         assert client.request("hi") == {"served_by": "p", "echo": "hi"}
 

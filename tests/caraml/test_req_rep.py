@@ -55,8 +55,10 @@ def test_slow_reply_is_retried_on_a_fresh_socket(addr):
             never.wait(0.6)  # a slow handler: the first request outlives the client's timeout
         return request
 
-    with caraml.Server(addr, slow_first) as server, caraml.Client(addr, timeout=0.2,
-                                                                   retries=5) as client:
+    with (
+        caraml.Server(addr, slow_first) as server,
+        caraml.Client(addr, timeout=0.2, retries=5) as client,
+    ):
         assert client.request("again") == "again"
         assert server.served >= 1 and len(calls) >= 2  # at-least-once: a duplicate was handled
 

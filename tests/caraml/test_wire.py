@@ -68,15 +68,25 @@ def arrays(draw) -> np.ndarray:
     return arr
 
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=8),
-                    st.binary(max_size=16))
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=8),
+    st.binary(max_size=16),
+)
 leaves = st.one_of(scalars, arrays())
-trees = st.recursive(leaves, lambda kids: st.one_of(
-    st.lists(kids, max_size=4),
-    st.lists(kids, max_size=4).map(tuple),
-    st.dictionaries(st.text(max_size=6), kids, max_size=4),
-    st.dictionaries(st.integers(), kids, max_size=3),
-), max_leaves=12)
+trees = st.recursive(
+    leaves,
+    lambda kids: st.one_of(
+        st.lists(kids, max_size=4),
+        st.lists(kids, max_size=4).map(tuple),
+        st.dictionaries(st.text(max_size=6), kids, max_size=4),
+        st.dictionaries(st.integers(), kids, max_size=3),
+    ),
+    max_leaves=12,
+)
 
 
 @given(trees)
@@ -121,8 +131,13 @@ def test_arrow_tables_batches_and_arrays_round_trip():
     table = pa.table({"x": [1, 2, 3], "s": ["a", None, "c"]})
     batch = table.to_batches()[0]
     chunked = pa.chunked_array([[1.0, 2.0], [3.0]])
-    obj = {"t": table, "b": batch, "a": pa.array([1, None, 3]), "c": chunked,
-           "empty": pa.table({"z": pa.array([], pa.int64())})}
+    obj = {
+        "t": table,
+        "b": batch,
+        "a": pa.array([1, None, 3]),
+        "c": chunked,
+        "empty": pa.table({"z": pa.array([], pa.int64())}),
+    }
     out = roundtrip(obj)
     assert out["t"].equals(table) and out["b"].equals(batch)
     assert out["a"].equals(obj["a"]) and out["c"].equals(chunked)

@@ -34,8 +34,22 @@ TABLE = [
     ("gcp", "us-west1", None, dict(cpu=8, memory_gb=30), "n1-standard-8", 0),
     ("gcp", "us-west1", None, dict(cpu=30, memory_gb=120), "n1-standard-32", 0),
     ("gcp", "us-west1", None, dict(cpu=2, memory_gb=16), "n2-highmem-2", 0),
-    ("gcp", "us-west1", "us-west1-b", dict(cpu=8, memory_gb=30, gpu_type="v100", gpu=1), "n1-standard-8", 1),
-    ("gcp", "us-west1", None, dict(cpu=32, memory_gb=120, gpu_type="v100", gpu=4), "n1-standard-32", 4),
+    (
+        "gcp",
+        "us-west1",
+        "us-west1-b",
+        dict(cpu=8, memory_gb=30, gpu_type="v100", gpu=1),
+        "n1-standard-8",
+        1,
+    ),
+    (
+        "gcp",
+        "us-west1",
+        None,
+        dict(cpu=32, memory_gb=120, gpu_type="v100", gpu=4),
+        "n1-standard-32",
+        4,
+    ),
     ("gcp", "us-west1", None, dict(cpu=16, gpu_type="v100", gpu=1), "n1-highcpu-16", 2),
     ("gcp", "us-west1", "us-west1-b", dict(cpu=8, gpu_type="k80", gpu=1), "n1-highcpu-8", 1),
     ("gcp", "us-central1", None, dict(cpu=4, gpu_type="t4", gpu=1), "n1-highcpu-4", 1),
@@ -43,12 +57,21 @@ TABLE = [
     ("gcp", "us-central1", None, dict(gpu_type="a100", gpu=3), "a2-highgpu-4g", 0),
     ("gcp", "us-central1", None, dict(cpu=8, gpu_type="l4", gpu=1), "g2-standard-8", 0),
     ("gcp", "us-west1", None, dict(machine_type="n2-standard-16"), "n2-standard-16", 0),
-    ("gcp", "us-west1", None, dict(machine_type="n1-standard-4", gpu_type="t4", gpu=2), "n1-standard-4", 2),
+    (
+        "gcp",
+        "us-west1",
+        None,
+        dict(machine_type="n1-standard-4", gpu_type="t4", gpu=2),
+        "n1-standard-4",
+        2,
+    ),
 ]
 
 
 @pytest.mark.parametrize("provider, region, zone, request_, expected, attached", TABLE)
-def test_request_maps_to_cheapest_fitting_type(provider, region, zone, request_, expected, attached):
+def test_request_maps_to_cheapest_fitting_type(
+    provider, region, zone, request_, expected, attached
+):
     catalog = Catalog.load(provider)
     wanted = pool(**request_)
     choice = catalog.choose(wanted, region, zone)
@@ -57,8 +80,11 @@ def test_request_maps_to_cheapest_fitting_type(provider, region, zone, request_,
     if "machine_type" in request_:
         return
     # Nothing offered there that fits is cheaper (the catalog's own prices).
-    cheaper = [c for c in catalog.options(region, zone)
-               if fits_request(c, wanted) and c.hourly_usd < choice.hourly_usd]
+    cheaper = [
+        c
+        for c in catalog.options(region, zone)
+        if fits_request(c, wanted) and c.hourly_usd < choice.hourly_usd
+    ]
     assert cheaper == []
 
 
@@ -80,7 +106,13 @@ def test_attached_gpus_record_the_gce_accelerator():
         ("aws", "us-west-2", None, dict(cpu=500), "closest: c5.24xlarge"),
         ("aws", "us-west-2", None, dict(cpu=128, gpu_type="v100", gpu=1), "closest: p3dn.24xlarge"),
         ("aws", "us-west-2", None, dict(gpu_type="t4", gpu=16), "g4dn.metal"),
-        ("gcp", "us-west1", None, dict(cpu=8, memory_gb=5000), "no gcp machine type in us-west1 has 8 vCPU, 5000 GB"),
+        (
+            "gcp",
+            "us-west1",
+            None,
+            dict(cpu=8, memory_gb=5000),
+            "no gcp machine type in us-west1 has 8 vCPU, 5000 GB",
+        ),
         ("gcp", "us-west1", None, dict(cpu=96, gpu_type="k80", gpu=1), "closest: n1-"),
         ("gcp", "us-central1", None, dict(gpu_type="a100", gpu=32), "a2-megagpu-16g"),
     ],
@@ -95,18 +127,50 @@ def test_impossible_requests_name_the_closest_types(provider, region, zone, requ
 @pytest.mark.parametrize(
     "provider, region, zone, request_, message",
     [
-        ("aws", "sa-east-1", None, dict(gpu_type="v100", gpu=1), "region sa-east-1 offers no v100 GPUs"),
+        (
+            "aws",
+            "sa-east-1",
+            None,
+            dict(gpu_type="v100", gpu=1),
+            "region sa-east-1 offers no v100 GPUs",
+        ),
         ("aws", "us-west-2", None, dict(gpu_type="k80", gpu=1), "aws has no k80 GPUs"),
         ("gcp", "us-west1", None, dict(gpu_type="a10g", gpu=1), "gcp has no a10g GPUs"),
-        ("gcp", "southamerica-west1", None, dict(gpu_type="t4", gpu=1), "region southamerica-west1 offers no t4"),
-        ("gcp", "us-west1", "us-west1-c", dict(gpu_type="v100", gpu=1), "zones of us-west1 that do: us-west1-a, us-west1-b"),
-        ("gcp", "us-west1", None, dict(machine_type="c2-standard-8", gpu_type="t4", gpu=1), "c2-standard-8 takes no GPUs; GPUs attach to n1"),
+        (
+            "gcp",
+            "southamerica-west1",
+            None,
+            dict(gpu_type="t4", gpu=1),
+            "region southamerica-west1 offers no t4",
+        ),
+        (
+            "gcp",
+            "us-west1",
+            "us-west1-c",
+            dict(gpu_type="v100", gpu=1),
+            "zones of us-west1 that do: us-west1-a, us-west1-b",
+        ),
+        (
+            "gcp",
+            "us-west1",
+            None,
+            dict(machine_type="c2-standard-8", gpu_type="t4", gpu=1),
+            "c2-standard-8 takes no GPUs; GPUs attach to n1",
+        ),
         ("gcp", "us-west1", None, dict(machine_type="n1-standrd-8"), "similar: n1-standard-8"),
         ("aws", "us-west-1", None, dict(machine_type="p3.2xlarge"), "not offered in this region"),
-        ("aws", "mars-north-1", None, dict(cpu=2), "region 'mars-north-1' is not in cloudwise's catalog"),
+        (
+            "aws",
+            "mars-north-1",
+            None,
+            dict(cpu=2),
+            "region 'mars-north-1' is not in cloudwise's catalog",
+        ),
     ],
 )
-def test_gpus_and_machines_where_none_are_offered_are_spec_errors(provider, region, zone, request_, message):
+def test_gpus_and_machines_where_none_are_offered_are_spec_errors(
+    provider, region, zone, request_, message
+):
     with pytest.raises(SpecError) as err:
         Catalog.load(provider).choose(pool(**request_), region, zone)
     assert message in str(err.value)
@@ -124,16 +188,40 @@ def test_catalogs_are_consistent_data():
 
 @settings(max_examples=150, deadline=None)
 @given(
-    provider_region=st.sampled_from([("aws", "us-west-2"), ("aws", "sa-east-1"), ("gcp", "us-west1"),
-                                     ("gcp", "us-central1"), ("gcp", "asia-east1")]),
+    provider_region=st.sampled_from(
+        [
+            ("aws", "us-west-2"),
+            ("aws", "sa-east-1"),
+            ("gcp", "us-west1"),
+            ("gcp", "us-central1"),
+            ("gcp", "asia-east1"),
+        ]
+    ),
     cpu=st.one_of(st.none(), st.integers(1, 200)),
     memory=st.one_of(st.none(), st.floats(0.5, 2000)),
-    gpu=st.sampled_from([(None, 0), ("v100", 1), ("v100", 4), ("t4", 2), ("a100", 8), ("k80", 1), ("l4", 1), ("a10g", 1)]),
+    gpu=st.sampled_from(
+        [
+            (None, 0),
+            ("v100", 1),
+            ("v100", 4),
+            ("t4", 2),
+            ("a100", 8),
+            ("k80", 1),
+            ("l4", 1),
+            ("a10g", 1),
+        ]
+    ),
 )
-def test_choice_is_a_cheapest_fit_or_an_error_exactly_when_none_fits(provider_region, cpu, memory, gpu):
+def test_choice_is_a_cheapest_fit_or_an_error_exactly_when_none_fits(
+    provider_region, cpu, memory, gpu
+):
     provider, region = provider_region
     catalog = Catalog.load(provider)
-    wanted = pool(cpu=cpu, memory_gb=memory, gpu_type=gpu[0], gpu=gpu[1]) if (cpu or gpu[1]) else pool(cpu=1)
+    wanted = (
+        pool(cpu=cpu, memory_gb=memory, gpu_type=gpu[0], gpu=gpu[1])
+        if (cpu or gpu[1])
+        else pool(cpu=1)
+    )
     fits = [c for c in catalog.options(region) if fits_request(c, wanted)]
     try:
         choice = catalog.choose(wanted, region)

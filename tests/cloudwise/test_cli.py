@@ -8,8 +8,21 @@ from cloudwise.cli import main
 
 pytestmark = pytest.mark.timeout(60)
 
-COMMANDS = [[], ["init"], ["machine-type"], ["render"], ["plan"], ["apply"], ["destroy"], ["output"],
-            ["pool"], ["pool", "add"], ["pool", "remove"], ["pool", "edit"], ["pool", "list"]]
+COMMANDS = [
+    [],
+    ["init"],
+    ["machine-type"],
+    ["render"],
+    ["plan"],
+    ["apply"],
+    ["destroy"],
+    ["output"],
+    ["pool"],
+    ["pool", "add"],
+    ["pool", "remove"],
+    ["pool", "edit"],
+    ["pool", "list"],
+]
 
 
 def cw(*args, input=None, ok=True):
@@ -29,29 +42,92 @@ def test_help_of_every_command_has_no_side_effects(command, tmp_path, monkeypatc
 
 @pytest.fixture
 def aws_dir(tmp_path):
-    cw("-C", str(tmp_path), "init", "--provider", "aws", "--region", "us-west-2", "--name", "c1",
-       "--preset", "minimal", "--no-input")
+    cw(
+        "-C",
+        str(tmp_path),
+        "init",
+        "--provider",
+        "aws",
+        "--region",
+        "us-west-2",
+        "--name",
+        "c1",
+        "--preset",
+        "minimal",
+        "--no-input",
+    )
     return tmp_path
 
 
 def test_init_with_flags_writes_spec_terraform_and_next_steps(tmp_path):
-    result = cw("-C", str(tmp_path), "init", "--provider", "gcp", "--project", "proj", "--region",
-                "us-central1", "--zone", "regional", "--name", "rl", "--preset", "surreal",
-                "--pool", "name=eval,cpu=4,gpu_type=t4,gpu=1,max_nodes=2,label.team=rl", "--no-input")
+    result = cw(
+        "-C",
+        str(tmp_path),
+        "init",
+        "--provider",
+        "gcp",
+        "--project",
+        "proj",
+        "--region",
+        "us-central1",
+        "--zone",
+        "regional",
+        "--name",
+        "rl",
+        "--preset",
+        "surreal",
+        "--pool",
+        "name=eval,cpu=4,gpu_type=t4,gpu=1,max_nodes=2,label.team=rl",
+        "--no-input",
+    )
     spec = ClusterSpec.load(tmp_path)
-    assert (spec.provider, spec.project, spec.region, spec.zone, spec.name) == ("gcp", "proj", "us-central1", None, "rl")
+    assert (spec.provider, spec.project, spec.region, spec.zone, spec.name) == (
+        "gcp",
+        "proj",
+        "us-central1",
+        None,
+        "rl",
+    )
     assert [p.name for p in spec.pools][-1] == "eval" and spec.pool("eval").labels == {"team": "rl"}
-    assert {"versions.tf", "main.tf", "pools.tf", "outputs.tf"} <= {p.name for p in tmp_path.iterdir()}
+    assert {"versions.tf", "main.tf", "pools.tf", "outputs.tf"} <= {
+        p.name for p in tmp_path.iterdir()
+    }
     assert "cloudwise" in result.output and "apply" in result.output
-    assert "gcloud container clusters get-credentials rl --region us-central1 --project proj" in result.output
+    assert (
+        "gcloud container clusters get-credentials rl --region us-central1 --project proj"
+        in result.output
+    )
 
 
 def test_init_refuses_to_overwrite_and_rejects_bad_specs_before_writing(aws_dir, tmp_path_factory):
-    result = cw("-C", str(aws_dir), "init", "--provider", "aws", "--preset", "minimal", "--no-input", ok=False)
+    result = cw(
+        "-C",
+        str(aws_dir),
+        "init",
+        "--provider",
+        "aws",
+        "--preset",
+        "minimal",
+        "--no-input",
+        ok=False,
+    )
     assert result.exit_code == 2 and "--force" in result.output
     empty = tmp_path_factory.mktemp("bad")
-    result = cw("-C", str(empty), "init", "--provider", "aws", "--region", "sa-east-1", "--preset", "custom",
-                "--pool", "name=g,gpu_type=v100,gpu=1", "--no-input", ok=False)
+    result = cw(
+        "-C",
+        str(empty),
+        "init",
+        "--provider",
+        "aws",
+        "--region",
+        "sa-east-1",
+        "--preset",
+        "custom",
+        "--pool",
+        "name=g,gpu_type=v100,gpu=1",
+        "--no-input",
+        ok=False,
+    )
     assert result.exit_code == 1 and "region sa-east-1 offers no v100" in result.output
     assert list(empty.iterdir()) == []
     result = cw("init", "--provider", "gcp", "--no-input", ok=False)
@@ -59,8 +135,25 @@ def test_init_refuses_to_overwrite_and_rejects_bad_specs_before_writing(aws_dir,
 
 
 def test_pool_add_edit_remove_change_spec_and_terraform(aws_dir):
-    cw("-C", str(aws_dir), "pool", "add", "learner", "--cpu", "8", "--gpu-type", "V100", "--gpu", "1",
-       "--max-nodes", "3", "--label", "team=rl", "--taint", "dedicated=learner:NoSchedule")
+    cw(
+        "-C",
+        str(aws_dir),
+        "pool",
+        "add",
+        "learner",
+        "--cpu",
+        "8",
+        "--gpu-type",
+        "V100",
+        "--gpu",
+        "1",
+        "--max-nodes",
+        "3",
+        "--label",
+        "team=rl",
+        "--taint",
+        "dedicated=learner:NoSchedule",
+    )
     pool = ClusterSpec.load(aws_dir).pool("learner")
     assert (pool.gpu_type, pool.gpu, pool.max_nodes, pool.labels) == ("v100", 1, 3, {"team": "rl"})
     pools_tf = (aws_dir / "pools.tf").read_text()
@@ -83,7 +176,10 @@ def test_pool_changes_that_break_the_spec_leave_it_untouched(aws_dir):
     before = (aws_dir / "cloudwise.yaml").read_text(), (aws_dir / "pools.tf").read_text()
     for args, message in [
         (["add", "default", "--cpu", "2"], "exists"),
-        (["add", "x", "--cpu", "2", "--min-nodes", "5", "--max-nodes", "2"], "min_nodes (5) > max_nodes (2)"),
+        (
+            ["add", "x", "--cpu", "2", "--min-nodes", "5", "--max-nodes", "2"],
+            "min_nodes (5) > max_nodes (2)",
+        ),
         (["add", "x", "--gpu-type", "k80", "--gpu", "1"], "aws has no k80"),
         (["add", "x", "--cpu", "1000"], "closest"),
         (["edit", "default", "--machine-type", "m5.huge"], "unknown aws machine type"),
@@ -97,7 +193,9 @@ def test_pool_changes_that_break_the_spec_leave_it_untouched(aws_dir):
 
 def test_dry_runs_check_and_show_but_write_nothing(aws_dir, tmp_path_factory):
     before = {p.name: p.read_text() for p in aws_dir.iterdir()}
-    out = cw("-C", str(aws_dir), "pool", "add", "gpu", "--gpu-type", "t4", "--gpu", "1", "--dry-run").output
+    out = cw(
+        "-C", str(aws_dir), "pool", "add", "gpu", "--gpu-type", "t4", "--gpu", "1", "--dry-run"
+    ).output
     assert "(dry run, nothing written) Added pool 'gpu'. Nodes: g4dn.xlarge" in out
     out = cw("-C", str(aws_dir), "pool", "edit", "default", "--cpu", "16", "--dry-run").output
     assert "Nodes: c5.4xlarge" in out
@@ -105,16 +203,30 @@ def test_dry_runs_check_and_show_but_write_nothing(aws_dir, tmp_path_factory):
     assert "only pool" in result.output
     assert {p.name: p.read_text() for p in aws_dir.iterdir()} == before
     empty = tmp_path_factory.mktemp("dry")
-    out = cw("-C", str(empty), "init", "--provider", "aws", "--preset", "surreal", "--no-input", "--dry-run").output
+    out = cw(
+        "-C",
+        str(empty),
+        "init",
+        "--provider",
+        "aws",
+        "--preset",
+        "surreal",
+        "--no-input",
+        "--dry-run",
+    ).output
     assert out.startswith("Would write") and "p3.8xlarge" in out
     assert list(empty.iterdir()) == []
 
 
 def test_machine_type_prints_the_choice_and_why():
-    out = cw("machine-type", "--provider", "aws", "--cpu", "8", "--gpu-type", "v100", "--gpu", "1").output
+    out = cw(
+        "machine-type", "--provider", "aws", "--cpu", "8", "--gpu-type", "v100", "--gpu", "1"
+    ).output
     assert out.startswith("p3.2xlarge (8 vCPU, 61 GB, 1 x v100")
     assert "why: the cheapest of" in out and "next cheapest: p3.8xlarge" in out
-    out = cw("machine-type", "--provider", "gcp", "--cpu", "8", "--memory-gb", "30", "--gpu-type", "v100").output
+    out = cw(
+        "machine-type", "--provider", "gcp", "--cpu", "8", "--memory-gb", "30", "--gpu-type", "v100"
+    ).output
     assert out.startswith("n1-standard-8 + 1 x v100")
     result = cw("machine-type", "--provider", "aws", "--cpu", "1000", ok=False)
     assert result.exit_code == 1 and "closest: c5.24xlarge" in result.output

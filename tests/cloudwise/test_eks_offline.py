@@ -39,8 +39,12 @@ def test_golden_eks_inits_validates_and_plans_offline(offline_terraform, tmp_pat
 
 def test_cloudwise_plan_on_the_reference_eks_cluster_offline(offline_terraform, tmp_path):
     offline_copy(REPO / "terraform" / "eks", tmp_path)
-    result = subprocess.run([sys.executable, "-m", "cloudwise", "-C", str(tmp_path), "plan"],
-                            capture_output=True, text=True, timeout=200)
+    result = subprocess.run(
+        [sys.executable, "-m", "cloudwise", "-C", str(tmp_path), "plan"],
+        capture_output=True,
+        text=True,
+        timeout=200,
+    )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "Terraform has been successfully initialized" in result.stdout
     assert "Plan: 20 to add, 0 to change, 0 to destroy." in result.stdout

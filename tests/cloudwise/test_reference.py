@@ -14,14 +14,24 @@ pytestmark = pytest.mark.timeout(120)
 
 def test_regenerating_the_reference_clusters_changes_nothing(tmp_path):
     env = dict(os.environ, CLOUDWISE=f"{sys.executable} -m cloudwise")
-    result = subprocess.run([str(REPO / "scripts" / "cloudwise-reference.sh"), str(tmp_path)],
-                            capture_output=True, text=True, env=env, timeout=100)
+    result = subprocess.run(
+        [str(REPO / "scripts" / "cloudwise-reference.sh"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=100,
+    )
     assert result.returncode == 0, result.stderr
     for provider in ("gke", "eks"):
         fresh = {p.name: p.read_text() for p in (tmp_path / provider).iterdir()}
-        committed = {p.name: p.read_text() for p in (REPO / "terraform" / provider).iterdir()
-                     if p.is_file() and p.suffix in (".tf", ".yaml")}
-        assert fresh == committed, f"terraform/{provider} is stale: run scripts/cloudwise-reference.sh"
+        committed = {
+            p.name: p.read_text()
+            for p in (REPO / "terraform" / provider).iterdir()
+            if p.is_file() and p.suffix in (".tf", ".yaml")
+        }
+        assert fresh == committed, (
+            f"terraform/{provider} is stale: run scripts/cloudwise-reference.sh"
+        )
 
 
 @pytest.mark.parametrize("provider", ["gke", "eks"])

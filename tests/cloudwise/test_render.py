@@ -31,7 +31,9 @@ def test_rendering_matches_golden_files(name):
         for file, text in files.items():
             (folder / file).write_text(text)
     expected = {p.name: p.read_text() for p in folder.glob("*.tf")}
-    assert files == expected, "run CLOUDWISE_UPDATE_GOLDEN=1 pytest tests/cloudwise/test_render.py and review the diff"
+    assert files == expected, (
+        "run CLOUDWISE_UPDATE_GOLDEN=1 pytest tests/cloudwise/test_render.py and review the diff"
+    )
 
 
 @pytest.mark.parametrize("name", ["gke", "eks"])
@@ -50,8 +52,12 @@ def test_every_rendered_file_is_terraform_fmt_clean(terraform_bin, tmp_path):
     for folder in all_rendered_dirs():
         files = list(folder.glob("*.tf"))
         assert files, f"{folder} has no .tf files"
-        result = subprocess.run([terraform_bin, "fmt", "-check", "-diff", "-no-color", str(folder)],
-                                capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [terraform_bin, "fmt", "-check", "-diff", "-no-color", str(folder)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -97,7 +103,12 @@ def test_gke_pools_carry_autoscaling_accelerators_taints_labels_and_spot(tmp_pat
     assert config["guest_accelerator"][0]["type"] == "nvidia-tesla-t4"
     assert [t["key"] for t in config["taint"]] == ["nvidia.com/gpu", "workload"]
     assert config["labels"]["cloudwise.io/gpu-type"] == "t4"
-    assert render_pool["node_locations"] == ["us-central1-a", "us-central1-b", "us-central1-c", "us-central1-f"]
+    assert render_pool["node_locations"] == [
+        "us-central1-a",
+        "us-central1-b",
+        "us-central1-c",
+        "us-central1-f",
+    ]
     assert render_pool["autoscaling"][0] == {"total_min_node_count": 0, "total_max_node_count": 8}
     assert pools["actors"]["node_config"][0]["spot"] is True
     assert "taint" not in pools["actors"]["node_config"][0]
@@ -113,7 +124,11 @@ def test_eks_node_groups_carry_scaling_ami_labels_taints_and_autoscaler_tags(tmp
     assert learner["instance_types"] == ["p4d.24xlarge"]
     assert learner["ami_type"] == "AL2023_x86_64_NVIDIA"
     assert learner["scaling_config"][0] == {"min_size": 0, "max_size": 1, "desired_size": 0}
-    assert learner["taint"][0] == {"key": "nvidia.com/gpu", "value": "present", "effect": "NO_SCHEDULE"}
+    assert learner["taint"][0] == {
+        "key": "nvidia.com/gpu",
+        "value": "present",
+        "effect": "NO_SCHEDULE",
+    }
     assert learner["labels"]["cloudwise.io/gpu-count"] == "8"
     tags = learner["tags"]
     assert tags[f"{AUTOSCALER}/enabled"] == "true"
@@ -149,6 +164,8 @@ def test_rendered_clusters_enforce_network_policies(tmp_path):
     write(golden_spec("eks"), tmp_path / "eks")
     addons = _resources(tmp_path / "eks", "aws_eks_addon")
     assert addons["vpc_cni"]["addon_name"] == "vpc-cni"
-    assert _jsonencode_argument(addons["vpc_cni"]["configuration_values"]) == {"enableNetworkPolicy": "true"}
+    assert _jsonencode_argument(addons["vpc_cni"]["configuration_values"]) == {
+        "enableNetworkPolicy": "true"
+    }
     groups = _resources(tmp_path / "eks", "aws_eks_node_group")
     assert groups and all("aws_eks_addon.vpc_cni" in str(g["depends_on"]) for g in groups.values())

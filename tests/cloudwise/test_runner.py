@@ -38,8 +38,9 @@ SCRIPT = textwrap.dedent("""\
 def test_init_plan_apply_output_destroy_with_output_streamed(terraform_bin, tmp_path):
     (tmp_path / "main.tf").write_text(CONFIG)
     # A child process with a real stdout: terraform writes to it directly, as it would to a terminal.
-    result = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                            timeout=170)
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=170
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "Terraform has been successfully initialized" in out
@@ -91,5 +92,7 @@ def test_cloudwise_output_prints_applied_outputs(terraform_bin, tmp_path):
     runner.apply()
     assert cli.invoke(main, ["-C", str(tmp_path), "output"]).output == "pool = actors-8\n"
     assert cli.invoke(main, ["-C", str(tmp_path), "output", "pool"]).output == "actors-8\n"
-    assert '"pool": "actors-8"' in cli.invoke(main, ["-C", str(tmp_path), "output", "--json"]).output
+    assert (
+        '"pool": "actors-8"' in cli.invoke(main, ["-C", str(tmp_path), "output", "--json"]).output
+    )
     runner.destroy()

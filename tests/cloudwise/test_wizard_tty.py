@@ -11,8 +11,13 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def spawn(directory) -> pexpect.spawn:
-    return pexpect.spawn(sys.executable, ["-m", "cloudwise", "-C", str(directory), "init"],
-                         encoding="utf-8", timeout=30, dimensions=(40, 200))
+    return pexpect.spawn(
+        sys.executable,
+        ["-m", "cloudwise", "-C", str(directory), "init"],
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(40, 200),
+    )
 
 
 def answer(child: pexpect.spawn, prompt: str, reply: str) -> None:
@@ -20,7 +25,9 @@ def answer(child: pexpect.spawn, prompt: str, reply: str) -> None:
     child.sendline(reply)
 
 
-def add_pool(child, name, gpu="", cpu="", memory="", gpu_type=None, spot="", min_nodes="", max_nodes=""):
+def add_pool(
+    child, name, gpu="", cpu="", memory="", gpu_type=None, spot="", min_nodes="", max_nodes=""
+):
     answer(child, "Pool name", name)
     answer(child, "GPUs per node [0]:", gpu)
     answer(child, "vCPUs per node [8]:", cpu)
@@ -56,8 +63,20 @@ def test_wizard_builds_custom_pools_and_rejects_bad_ones_in_a_terminal(tmp_path)
     spec = ClusterSpec.load(tmp_path)
     assert (spec.provider, spec.region, spec.name, spec.project) == ("aws", "us-west-2", "rl", None)
     learner, actors = spec.pools
-    assert (learner.name, learner.gpu_type, learner.gpu, learner.memory_gb, learner.max_nodes) == ("learner", "v100", 1, 30, 2)
-    assert (actors.name, actors.cpu, actors.gpu, actors.spot, actors.max_nodes) == ("actors", 32, 0, True, 16)
+    assert (learner.name, learner.gpu_type, learner.gpu, learner.memory_gb, learner.max_nodes) == (
+        "learner",
+        "v100",
+        1,
+        30,
+        2,
+    )
+    assert (actors.name, actors.cpu, actors.gpu, actors.spot, actors.max_nodes) == (
+        "actors",
+        32,
+        0,
+        True,
+        16,
+    )
     assert '"p3.2xlarge"' in (tmp_path / "pools.tf").read_text()
 
 
@@ -69,10 +88,18 @@ def test_wizard_defaults_give_the_papers_cluster_on_gke(tmp_path):
         child.expect(r"\]: ?$")
         child.sendline("")
     answer(child, "[surreal]:", "")
-    child.expect_exact("gcloud container clusters get-credentials surreal --zone us-west1-b --project my-project")
+    child.expect_exact(
+        "gcloud container clusters get-credentials surreal --zone us-west1-b --project my-project"
+    )
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
     spec = ClusterSpec.load(tmp_path)
     assert spec.zone == "us-west1-b"
-    assert [p.name for p in spec.pools] == ["system", "actors-8", "actors-32", "learner-1gpu", "learner-4gpu"]
+    assert [p.name for p in spec.pools] == [
+        "system",
+        "actors-8",
+        "actors-32",
+        "learner-1gpu",
+        "learner-4gpu",
+    ]

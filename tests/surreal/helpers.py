@@ -12,9 +12,20 @@ from pathlib import Path
 
 import psutil
 
-QUICK = ["--set", "env.num_envs=4", "--set", "actor.rollout_length=16",
-         "--set", "algo.update_epochs=2", "--set", "algo.num_minibatches=2",
-         "--set", "eval.episodes=2", "--set", "eval.every_s=1"]
+QUICK = [
+    "--set",
+    "env.num_envs=4",
+    "--set",
+    "actor.rollout_length=16",
+    "--set",
+    "algo.update_epochs=2",
+    "--set",
+    "algo.num_minibatches=2",
+    "--set",
+    "eval.episodes=2",
+    "--set",
+    "eval.every_s=1",
+]
 
 
 def env_for(home: Path) -> dict[str, str]:
@@ -23,9 +34,15 @@ def env_for(home: Path) -> dict[str, str]:
 
 def start_launch(args: list[str], cwd: Path, home: Path) -> subprocess.Popen:
     """`surreal launch ARGS` in the background, in its own process group (like a terminal job)."""
-    return subprocess.Popen([sys.executable, "-m", "surreal", "launch", *args], cwd=cwd,
-                            env=env_for(home), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "surreal", "launch", *args],
+        cwd=cwd,
+        env=env_for(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def ctrl_c(proc: subprocess.Popen) -> None:
@@ -48,8 +65,9 @@ def wait_until(predicate, timeout: float, what: str, proc: subprocess.Popen | No
         if value:
             return value
         if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"launch ended ({proc.returncode}) while waiting for {what}:\n"
-                                 f"{proc.stdout.read()}")
+            raise AssertionError(
+                f"launch ended ({proc.returncode}) while waiting for {what}:\n{proc.stdout.read()}"
+            )
         time.sleep(0.2)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 

@@ -9,8 +9,9 @@ from surreal.testing import surreal_cli
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.mark.parametrize("command", [["--help"], ["launch", "--help"], ["eval", "--help"],
-                                     ["status", "--help"]])
+@pytest.mark.parametrize(
+    "command", [["--help"], ["launch", "--help"], ["eval", "--help"], ["status", "--help"]]
+)
 def test_help(command, tmp_path):
     result = surreal_cli(command, tmp_path, tmp_path / "home")
     assert result.returncode == 0, result.stderr
@@ -19,8 +20,21 @@ def test_help(command, tmp_path):
 
 
 def test_dry_run_prints_config_and_processes_and_writes_nothing(tmp_path):
-    result = surreal_cli(["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "3",
-                          "--set", "algo.lr=1e-3", "--dry-run"], tmp_path, tmp_path / "home")
+    result = surreal_cli(
+        [
+            "launch",
+            "ppo",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "3",
+            "--set",
+            "algo.lr=1e-3",
+            "--dry-run",
+        ],
+        tmp_path,
+        tmp_path / "home",
+    )
     assert result.returncode == 0, result.stderr
     assert '"lr": 0.001' in result.stdout
     for name in ("actor-0", "actor-2", "learner", "buffer", "param-server", "metrics", "evaluator"):
@@ -28,17 +42,24 @@ def test_dry_run_prints_config_and_processes_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.parametrize("args, message", [
-    (["launch", "ppx", "--env", "gym:CartPole-v1"], "did you mean 'ppo'"),
-    (["launch", "ppo", "--env", "gym:CartPol-v1"], "did you mean gym:CartPole-v1"),
-    (["launch", "ppo", "--env", "gym:CartPole-v1", "--set", "algo.clip=0.1"],
-     "did you mean 'algo.clip_coef'"),
-    (["launch", "ppo", "--env", "gym:CartPole-v1", "--set", "algo.lr=fast"],
-     "algo.lr expects float, got 'fast'"),
-    (["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "0"], "run.actors must be >= 1"),
-    (["launch", "--env", "gym:CartPole-v1"], "name an algorithm"),
-    (["launch", "--resume", "nowhere"], "not a run folder"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["launch", "ppx", "--env", "gym:CartPole-v1"], "did you mean 'ppo'"),
+        (["launch", "ppo", "--env", "gym:CartPol-v1"], "did you mean gym:CartPole-v1"),
+        (
+            ["launch", "ppo", "--env", "gym:CartPole-v1", "--set", "algo.clip=0.1"],
+            "did you mean 'algo.clip_coef'",
+        ),
+        (
+            ["launch", "ppo", "--env", "gym:CartPole-v1", "--set", "algo.lr=fast"],
+            "algo.lr expects float, got 'fast'",
+        ),
+        (["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "0"], "run.actors must be >= 1"),
+        (["launch", "--env", "gym:CartPole-v1"], "name an algorithm"),
+        (["launch", "--resume", "nowhere"], "not a run folder"),
+    ],
+)
 def test_bad_input_is_a_clear_error_and_starts_nothing(args, message, tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("SYMPHONY_HOME", str(home))

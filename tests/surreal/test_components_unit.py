@@ -61,14 +61,40 @@ def test_parameter_store_sends_weights_only_to_older_versions():
 
 def test_metrics_sink_writes_steps_and_status(tmp_path):
     sink = MetricsSink(tmp_path, total_steps=1000, tensorboard=False)
-    sink.handle({"source": "learner", "index": 0, "step": 512, "version": 2,
-                 "scalars": {"losses/policy_loss": 0.1, "charts/sps": 99.0}})
-    sink.handle({"source": "actor", "index": 0, "step": 0, "env_steps": 300,
-                 "episode_returns": [10.0, 20.0], "episode_lengths": [10, 20], "scalars": {}})
-    sink.handle({"source": "actor", "index": 0, "step": 0, "env_steps": 100,  # restarted
-                 "episode_returns": [], "episode_lengths": [], "scalars": {}})
-    sink.handle({"source": "evaluator", "index": 0, "step": 512,
-                 "scalars": {"charts/eval_return": 42.0}})
+    sink.handle(
+        {
+            "source": "learner",
+            "index": 0,
+            "step": 512,
+            "version": 2,
+            "scalars": {"losses/policy_loss": 0.1, "charts/sps": 99.0},
+        }
+    )
+    sink.handle(
+        {
+            "source": "actor",
+            "index": 0,
+            "step": 0,
+            "env_steps": 300,
+            "episode_returns": [10.0, 20.0],
+            "episode_lengths": [10, 20],
+            "scalars": {},
+        }
+    )
+    sink.handle(
+        {
+            "source": "actor",
+            "index": 0,
+            "step": 0,
+            "env_steps": 100,  # restarted
+            "episode_returns": [],
+            "episode_lengths": [],
+            "scalars": {},
+        }
+    )
+    sink.handle(
+        {"source": "evaluator", "index": 0, "step": 512, "scalars": {"charts/eval_return": 42.0}}
+    )
     sink.close()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     by_name = {r["name"]: r for r in records}

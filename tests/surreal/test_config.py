@@ -13,9 +13,18 @@ def _config() -> Config:
 
 
 def test_overrides_parse_each_field_type():
-    config = apply_overrides(_config(), [
-        "algo.lr=1e-3", "env.num_envs=4", "algo.norm_adv=false", "run.stop_at_return=475",
-        "algo.hidden_sizes=32,32", "env.max_episode_steps=none", "algo.loss=kl"])
+    config = apply_overrides(
+        _config(),
+        [
+            "algo.lr=1e-3",
+            "env.num_envs=4",
+            "algo.norm_adv=false",
+            "run.stop_at_return=475",
+            "algo.hidden_sizes=32,32",
+            "env.max_episode_steps=none",
+            "algo.loss=kl",
+        ],
+    )
     assert config.algo.lr == 1e-3 and config.env.num_envs == 4
     assert config.algo.norm_adv is False and config.run.stop_at_return == 475.0
     assert config.algo.hidden_sizes == (32, 32) and config.env.max_episode_steps is None

@@ -14,19 +14,54 @@ pytest.importorskip("torch")
 from surreal.testing import surreal_cli  # noqa: E402
 from tests.surreal.helpers import describe, processes_of, start_launch, status, wait_until  # noqa: E402
 
-SMALL = ["--set", "env.num_envs=1", "--set", "algo.hidden=64,64", "--set", "algo.batch_size=128",
-         "--set", "eval.episodes=5", "--set", "eval.every_s=2"]
+SMALL = [
+    "--set",
+    "env.num_envs=1",
+    "--set",
+    "algo.hidden=64,64",
+    "--set",
+    "algo.batch_size=128",
+    "--set",
+    "eval.episodes=5",
+    "--set",
+    "eval.every_s=2",
+]
 
 
 @pytest.mark.timeout(60)
 def test_dry_run_shows_k_replay_shards_and_k_parameter_servers_behind_proxies(tmp_path):
-    result = surreal_cli(["launch", "ddpg", "--env", "gym:Pendulum-v1", "--actors", "3", "--dry-run",
-                          "--set", "algo.replay_shards=3", "--set", "algo.param_shards=2"],
-                         tmp_path, tmp_path / "home")
+    result = surreal_cli(
+        [
+            "launch",
+            "ddpg",
+            "--env",
+            "gym:Pendulum-v1",
+            "--actors",
+            "3",
+            "--dry-run",
+            "--set",
+            "algo.replay_shards=3",
+            "--set",
+            "algo.param_shards=2",
+        ],
+        tmp_path,
+        tmp_path / "home",
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    for name in ("replay-proxy", "replay-0", "replay-1", "replay-2", "param-proxy",
-                 "param-server-0", "param-server-1", "learner", "actor-2", "evaluator", "metrics"):
+    for name in (
+        "replay-proxy",
+        "replay-0",
+        "replay-1",
+        "replay-2",
+        "param-proxy",
+        "param-server-0",
+        "param-server-1",
+        "learner",
+        "actor-2",
+        "evaluator",
+        "metrics",
+    ):
         assert f"name: {name}\n" in out, name
     assert "name: replay-3\n" not in out and "name: param-server-2\n" not in out
     assert not (tmp_path / "runs").exists()  # --dry-run writes nothing
@@ -36,15 +71,35 @@ def test_dry_run_shows_k_replay_shards_and_k_parameter_servers_behind_proxies(tm
 @pytest.mark.timeout(600)
 def test_ddpg_reaches_minus_200_on_pendulum_within_30k_env_steps(tmp_path):
     started = time.monotonic()
-    result = surreal_cli(["launch", "ddpg", "--env", "gym:Pendulum-v1", "--actors", "2",
-                          "--steps", "30000", "--name", "pend", "--trial", "a",
-                          "--set", "run.stop_at_return=-200", *SMALL], tmp_path, tmp_path / "home",
-                         timeout=560)
+    result = surreal_cli(
+        [
+            "launch",
+            "ddpg",
+            "--env",
+            "gym:Pendulum-v1",
+            "--actors",
+            "2",
+            "--steps",
+            "30000",
+            "--name",
+            "pend",
+            "--trial",
+            "a",
+            "--set",
+            "run.stop_at_return=-200",
+            *SMALL,
+        ],
+        tmp_path,
+        tmp_path / "home",
+        timeout=560,
+    )
     wall = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
     st = status(tmp_path / "runs" / "pend" / "a")
-    print(f"DDPG Pendulum-v1: best eval {st['best_eval_return']:.1f} at env step "
-          f"{st.get('eval_step')} (stored {st['global_step']}), wall {wall:.0f} s")
+    print(
+        f"DDPG Pendulum-v1: best eval {st['best_eval_return']:.1f} at env step "
+        f"{st.get('eval_step')} (stored {st['global_step']}), wall {wall:.0f} s"
+    )
     assert st["best_eval_return"] >= -200
     assert st["global_step"] <= 30000
 
@@ -52,36 +107,87 @@ def test_ddpg_reaches_minus_200_on_pendulum_within_30k_env_steps(tmp_path):
 @pytest.mark.timeout(400)
 def test_kill_9_of_a_replay_shard_and_a_parameter_server_training_goes_on(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "shard" / "a"
-    proc = start_launch(["ddpg", "--env", "gym:Pendulum-v1", "--actors", "2", "--steps", "10000000",
-                         "--name", "shard", "--trial", "a", "--set", "algo.replay_shards=2",
-                         "--set", "algo.param_shards=2", "--set", "algo.replay_start=500", *SMALL],
-                        tmp_path, home)
+    proc = start_launch(
+        [
+            "ddpg",
+            "--env",
+            "gym:Pendulum-v1",
+            "--actors",
+            "2",
+            "--steps",
+            "10000000",
+            "--name",
+            "shard",
+            "--trial",
+            "a",
+            "--set",
+            "algo.replay_shards=2",
+            "--set",
+            "algo.param_shards=2",
+            "--set",
+            "algo.replay_start=500",
+            *SMALL,
+        ],
+        tmp_path,
+        home,
+    )
     try:
         wait_until(lambda: status(run).get("version", 0) >= 10, 180, "learner updates", proc)
         replay = describe(home, "shard-a").process("replay-0")
-        wait_until(lambda: "buffer/shard0_started" in status(run), 30, "replay-0's first report", proc)
+        wait_until(
+            lambda: "buffer/shard0_started" in status(run), 30, "replay-0's first report", proc
+        )
         held, first_start = status(run)["buffer/shard0_added"], status(run)["buffer/shard0_started"]
         os.kill(replay.pid, signal.SIGKILL)
-        wait_until(lambda: (lambda p: p.restarts >= 1 and p.state == "running")(
-            describe(home, "shard-a").process("replay-0")), 60, "replay-0 to restart", proc)
+        wait_until(
+            lambda: (lambda p: p.restarts >= 1 and p.state == "running")(
+                describe(home, "shard-a").process("replay-0")
+            ),
+            60,
+            "replay-0 to restart",
+            proc,
+        )
         # The restarted shard reports with its own start time, and its count starts again from 0
         # (it may pass the dead shard's count within its first 2-s report when actors are fast).
-        wait_until(lambda: status(run).get("buffer/shard0_started", first_start) > first_start, 60,
-                   "the restarted shard to report", proc)
+        wait_until(
+            lambda: status(run).get("buffer/shard0_started", first_start) > first_start,
+            60,
+            "the restarted shard to report",
+            proc,
+        )
         restarted_count = status(run)["buffer/shard0_added"]
         server = describe(home, "shard-a").process("param-server-1")
         os.kill(server.pid, signal.SIGKILL)
-        wait_until(lambda: (lambda p: p.restarts >= 1 and p.state == "running")(
-            describe(home, "shard-a").process("param-server-1")), 60, "param-server-1 to restart", proc)
+        wait_until(
+            lambda: (lambda p: p.restarts >= 1 and p.state == "running")(
+                describe(home, "shard-a").process("param-server-1")
+            ),
+            60,
+            "param-server-1 to restart",
+            proc,
+        )
         version, step = status(run)["version"], status(run)["global_step"]
         # training goes on: new parameter versions, new experience, and the new shard refills
-        wait_until(lambda: status(run).get("version", 0) >= version + 5 and
-                   status(run).get("global_step", 0) > step + 300, 180, "training to go on", proc)
+        wait_until(
+            lambda: (
+                status(run).get("version", 0) >= version + 5
+                and status(run).get("global_step", 0) > step + 300
+            ),
+            180,
+            "training to go on",
+            proc,
+        )
         assert status(run)["buffer/shard0_started"] > first_start  # a fresh shard, refilling
-        wait_until(lambda: status(run)["buffer/shard0_added"] > restarted_count, 60,
-                   "the restarted shard to refill", proc)
-        print(f"replay-0 held {held} transitions when killed: that experience is lost "
-              "(plus chunks queued for it in the proxy); the other shard kept serving")
+        wait_until(
+            lambda: status(run)["buffer/shard0_added"] > restarted_count,
+            60,
+            "the restarted shard to refill",
+            proc,
+        )
+        print(
+            f"replay-0 held {held} transitions when killed: that experience is lost "
+            "(plus chunks queued for it in the proxy); the other shard kept serving"
+        )
         assert describe(home, "shard-a").process("learner").state == "running"
     finally:
         if proc.poll() is None:
@@ -96,8 +202,25 @@ def test_resume_continues_the_learner_from_its_checkpoint(tmp_path):
 
     home, run = tmp_path / "home", tmp_path / "runs" / "res" / "a"
     quick = ["--set", "algo.replay_start=300", "--set", "eval.every_s=0", *SMALL[:6]]
-    first = surreal_cli(["launch", "ddpg", "--env", "gym:Pendulum-v1", "--actors", "1", "--steps", "800",
-                         "--name", "res", "--trial", "a", *quick], tmp_path, home)
+    first = surreal_cli(
+        [
+            "launch",
+            "ddpg",
+            "--env",
+            "gym:Pendulum-v1",
+            "--actors",
+            "1",
+            "--steps",
+            "800",
+            "--name",
+            "res",
+            "--trial",
+            "a",
+            *quick,
+        ],
+        tmp_path,
+        home,
+    )
     assert first.returncode == 0, first.stdout + first.stderr
     before = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     again = surreal_cli(["launch", "--resume", str(run), "--steps", "1600"], tmp_path, home)
@@ -106,4 +229,7 @@ def test_resume_continues_the_learner_from_its_checkpoint(tmp_path):
     assert "resumed from" in (run / "logs" / "learner.log").read_text()
     assert after["counters"]["global_step"] >= 1600 > before["counters"]["global_step"]
     assert after["learner"]["iteration"] > before["learner"]["iteration"] > 0
-    assert after["learner"]["actor_opt"]["state"][0]["step"] > before["learner"]["actor_opt"]["state"][0]["step"]
+    assert (
+        after["learner"]["actor_opt"]["state"][0]["step"]
+        > before["learner"]["actor_opt"]["state"][0]["step"]
+    )

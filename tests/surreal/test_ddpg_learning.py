@@ -17,11 +17,13 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def _batch(rng, n=64, obs_dim=3, act_dim=1):
-    return {"obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
-            "act": rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
-            "rew": rng.normal(size=n).astype(np.float32),
-            "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
-            "discount": np.full(n, 0.99**3, np.float32)}
+    return {
+        "obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "act": rng.uniform(-1, 1, (n, act_dim)).astype(np.float32),
+        "rew": rng.normal(size=n).astype(np.float32),
+        "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "discount": np.full(n, 0.99**3, np.float32),
+    }
 
 
 def _flat(module):
@@ -115,7 +117,9 @@ def test_critic_regression_fits_a_fixed_target_and_checkpoint_round_trips():
 def test_actor_sigmas_spread_geometrically_over_actors():
     sigmas = [actor_sigma(0.1, 4.0, i, 5) for i in range(5)]
     assert sigmas[0] == pytest.approx(0.1) and sigmas[-1] == pytest.approx(0.4)
-    assert all(b / a == pytest.approx(4.0 ** 0.25) for a, b in zip(sigmas[:-1], sigmas[1:], strict=True))
+    assert all(
+        b / a == pytest.approx(4.0**0.25) for a, b in zip(sigmas[:-1], sigmas[1:], strict=True)
+    )
     assert actor_sigma(0.1, 4.0, 0, 1) == 0.1
 
 

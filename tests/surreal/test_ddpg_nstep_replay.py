@@ -17,7 +17,9 @@ def _trajectory(rng, length: int, ends: dict[int, str]):
     for t in range(length):
         nxt = rng.normal(size=3)
         kind = ends.get(t)
-        steps.append((obs, rng.normal(size=2), float(rng.normal()), nxt, kind == "term", kind == "trunc"))
+        steps.append(
+            (obs, rng.normal(size=2), float(rng.normal()), nxt, kind == "term", kind == "trunc")
+        )
         obs = rng.normal(size=3) if kind else nxt
     return steps
 
@@ -82,18 +84,28 @@ def test_dedup_chunk_stores_each_observation_once_and_round_trips():
 def test_storage_keeps_the_newest_capacity_transitions():
     storage = UniformStorage(5)
     for i in range(3):
-        storage.add({"obs": np.full((3, 1), i, np.float32), "next_obs": np.zeros((3, 1), np.float32),
-                     "act": np.zeros((3, 1), np.float32), "rew": np.arange(3, dtype=np.float32) + 3 * i,
-                     "discount": np.ones(3, np.float32)})
+        storage.add(
+            {
+                "obs": np.full((3, 1), i, np.float32),
+                "next_obs": np.zeros((3, 1), np.float32),
+                "act": np.zeros((3, 1), np.float32),
+                "rew": np.arange(3, dtype=np.float32) + 3 * i,
+                "discount": np.ones(3, np.float32),
+            }
+        )
     assert len(storage) == 5 and storage.added == 9
     assert sorted(storage.gather(np.arange(5))["rew"].tolist()) == [4, 5, 6, 7, 8]
 
 
 def test_sampler_waits_for_the_sampling_start_size():
     storage, sampler = UniformStorage(100), UniformSampler(start=10, seed=0)
-    chunk = {"obs": np.zeros((6, 2), np.float32), "next_obs": np.zeros((6, 2), np.float32),
-             "act": np.zeros((6, 1), np.float32), "rew": np.arange(6, dtype=np.float32),
-             "discount": np.ones(6, np.float32)}
+    chunk = {
+        "obs": np.zeros((6, 2), np.float32),
+        "next_obs": np.zeros((6, 2), np.float32),
+        "act": np.zeros((6, 1), np.float32),
+        "rew": np.arange(6, dtype=np.float32),
+        "discount": np.ones(6, np.float32),
+    }
     storage.add(chunk)
     assert not sampler.ready(storage)
     with pytest.raises(RuntimeError, match="sampling-start"):

@@ -18,21 +18,29 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def _chunk(shard_tag: float, n: int = 8) -> dict[str, np.ndarray]:
-    return {"obs": np.full((n, 3), shard_tag, np.float32), "next_obs": np.zeros((n, 3), np.float32),
-            "act": np.zeros((n, 1), np.float32), "rew": np.full(n, shard_tag, np.float32),
-            "discount": np.ones(n, np.float32)}
+    return {
+        "obs": np.full((n, 3), shard_tag, np.float32),
+        "next_obs": np.zeros((n, 3), np.float32),
+        "act": np.zeros((n, 1), np.float32),
+        "rew": np.full(n, shard_tag, np.float32),
+        "discount": np.ones(n, np.float32),
+    }
 
 
 def _addresses() -> dict[str, str]:
-    return {k: f"tcp://127.0.0.1:{free_port()}" for k in ("push", "push_back", "sample", "sample_back")}
+    return {
+        k: f"tcp://127.0.0.1:{free_port()}" for k in ("push", "push_back", "sample", "sample_back")
+    }
 
 
 def test_chunks_spread_over_shards_and_samples_come_from_every_shard():
     a = _addresses()
     shards = [ReplayShard(capacity=1000, start=8, seed=k, index=k) for k in range(3)]
     with start_replay_proxies(a["push"], a["push_back"], a["sample"], a["sample_back"]):
-        threads = [threading.Thread(target=s.serve, args=(a["push_back"], a["sample_back"], 0.05))
-                   for s in shards]
+        threads = [
+            threading.Thread(target=s.serve, args=(a["push_back"], a["sample_back"], 0.05))
+            for s in shards
+        ]
         for t in threads:
             t.start()
         try:
@@ -44,7 +52,9 @@ def test_chunks_spread_over_shards_and_samples_come_from_every_shard():
             while sum(s.storage.added for s in shards) < 480 and time.monotonic() < deadline:
                 client.request({"op": "stats"})  # polling with a deadline until all are stored
             added = [s.storage.added for s in shards]
-            assert sum(added) == 480 and min(added) >= 8 * 10  # round robin: every shard got a share
+            assert (
+                sum(added) == 480 and min(added) >= 8 * 10
+            )  # round robin: every shard got a share
             seen = {client.request({"op": "sample", "batch_size": 4})["shard"] for _ in range(12)}
             assert seen == {0, 1, 2}  # the learner's requests reach every shard
             reply = client.request({"op": "sample", "batch_size": 16})

@@ -25,7 +25,9 @@ ENV = "gym:CartPole-v1"
 
 def _master(cfg, tmp_path, generations, min_workers=2):
     _, policy, state, noise = build(ENV, cfg, 0, str(tmp_path))
-    return ESMaster(policy, state, noise, cfg, generations=generations, seed=0, min_workers=min_workers)
+    return ESMaster(
+        policy, state, noise, cfg, generations=generations, seed=0, min_workers=min_workers
+    )
 
 
 @pytest.mark.timeout(120)
@@ -62,20 +64,41 @@ def test_kill_9_of_a_worker_mid_generation_does_not_stop_the_master(tmp_path):
     cfg = ESConfig(hidden=(16, 16), population=8, noise_size=200_000, task_timeout=1.0)
     master = _master(cfg, tmp_path, generations=6)
     address = f"tcp://127.0.0.1:{free_port()}"
-    cmd = [sys.executable, "-m", "surreal.algos.es.worker", "--env", ENV, "--master", address,
-           "--noise-dir", str(tmp_path), "--config", json.dumps({"hidden": [16, 16], "population": 8,
-                                                                "noise_size": 200_000})]
+    cmd = [
+        sys.executable,
+        "-m",
+        "surreal.algos.es.worker",
+        "--env",
+        ENV,
+        "--master",
+        address,
+        "--noise-dir",
+        str(tmp_path),
+        "--config",
+        json.dumps({"hidden": [16, 16], "population": 8, "noise_size": 200_000}),
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    procs = [subprocess.Popen([*cmd, "--name", f"w{i}"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [*cmd, "--name", f"w{i}"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for i in range(2)
+    ]
     killed = {}
 
     def killer():
         deadline = time.monotonic() + 60
         with master.lock:
             while time.monotonic() < deadline and not master.done:
-                held = [t for t, w in master.holders.items()
-                        if w == "w0" and t not in master.gen.results and master.gen.number >= 1]
+                held = [
+                    t
+                    for t, w in master.holders.items()
+                    if w == "w0" and t not in master.gen.results and master.gen.number >= 1
+                ]
                 if held:
                     # Freeze w0, let any answer it already sent arrive, then kill it if the pair
                     # is still unanswered: the master must then finish without it.

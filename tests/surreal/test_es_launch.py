@@ -17,8 +17,21 @@ SMALL = ["--set", "algo.hidden=32,32", "--set", "algo.population=16", "--set", "
 
 @pytest.mark.timeout(60)
 def test_dry_run_shows_a_master_and_grouped_workers(tmp_path):
-    result = surreal_cli(["launch", "es", "--env", "gym:CartPole-v1", "--actors", "5", "--dry-run",
-                          "--set", "actor.group_size=2"], tmp_path, tmp_path / "home")
+    result = surreal_cli(
+        [
+            "launch",
+            "es",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "5",
+            "--dry-run",
+            "--set",
+            "actor.group_size=2",
+        ],
+        tmp_path,
+        tmp_path / "home",
+    )
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "- surreal.algos.es.processes\n  - master\n" in out  # the master runs as "learner"
@@ -32,19 +45,41 @@ def test_dry_run_shows_a_master_and_grouped_workers(tmp_path):
 def test_es_reaches_475_on_cartpole(tmp_path):
     before = set(Path("/dev/shm").glob("surreal-es-noise-*"))
     started = time.monotonic()
-    result = surreal_cli(["launch", "es", "--env", "gym:CartPole-v1", "--actors", "2",
-                          "--steps", "2000000", "--name", "cart", "--trial", "a",
-                          "--set", "run.stop_at_return=475", *SMALL], tmp_path, tmp_path / "home",
-                         timeout=360)
+    result = surreal_cli(
+        [
+            "launch",
+            "es",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "2",
+            "--steps",
+            "2000000",
+            "--name",
+            "cart",
+            "--trial",
+            "a",
+            "--set",
+            "run.stop_at_return=475",
+            *SMALL,
+        ],
+        tmp_path,
+        tmp_path / "home",
+        timeout=360,
+    )
     wall = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
     run = tmp_path / "runs" / "cart" / "a"
     st = status(run)
-    print(f"ES CartPole-v1: best eval {st['best_eval_return']:.1f} after {st['global_step']} env "
-          f"steps, wall {wall:.0f} s")
+    print(
+        f"ES CartPole-v1: best eval {st['best_eval_return']:.1f} after {st['global_step']} env "
+        f"steps, wall {wall:.0f} s"
+    )
     assert st["best_eval_return"] >= 475
     assert not processes_of(run)
-    assert set(Path("/dev/shm").glob("surreal-es-noise-*")) <= before  # the master removed its table
+    assert (
+        set(Path("/dev/shm").glob("surreal-es-noise-*")) <= before
+    )  # the master removed its table
     evaluated = surreal_cli(["eval", str(run), "--episodes", "3"], tmp_path, tmp_path / "home")
     assert evaluated.returncode == 0, evaluated.stderr
     assert "3 episodes" in evaluated.stdout

@@ -20,7 +20,11 @@ pytestmark = pytest.mark.timeout(60)
 
 class Box:
     def __init__(self, dim):
-        self.shape, self.low, self.high = (dim,), -2 * np.ones(dim, np.float32), 2 * np.ones(dim, np.float32)
+        self.shape, self.low, self.high = (
+            (dim,),
+            -2 * np.ones(dim, np.float32),
+            2 * np.ones(dim, np.float32),
+        )
 
 
 class Discrete:
@@ -118,9 +122,15 @@ def test_states_that_apply_the_same_records_stay_identical(tmp_path):
     a, b = ESState(theta, 3, cfg), ESState(theta, 3, cfg)
     rng = np.random.default_rng(0)
     for g in range(3):
-        rec = {"generation": g, "indices": rng.integers(0, 9000, 4), "r_pos": rng.normal(size=4),
-               "r_neg": rng.normal(size=4), "obs_sum": rng.normal(size=3), "obs_sumsq": np.ones(3) * 5,
-               "obs_count": 4.0}
+        rec = {
+            "generation": g,
+            "indices": rng.integers(0, 9000, 4),
+            "r_pos": rng.normal(size=4),
+            "r_neg": rng.normal(size=4),
+            "obs_sum": rng.normal(size=3),
+            "obs_sumsq": np.ones(3) * 5,
+            "obs_count": 4.0,
+        }
         a.apply(rec, noise)
         b.apply(rec, noise)
     assert a.checksum() == b.checksum() and a.generation == 3

@@ -41,11 +41,13 @@ def test_gae_matches_reference_loop(seed):
     terminated = rng.random((steps, envs)) < 0.1
     truncated = (rng.random((steps, envs)) < 0.1) & ~terminated
     final_value = np.where(truncated, rng.normal(size=(steps, envs)), 0.0)
-    expected = reference_gae(rewards, values, next_value, terminated, truncated, final_value,
-                             0.97, 0.9)
+    expected = reference_gae(
+        rewards, values, next_value, terminated, truncated, final_value, 0.97, 0.9
+    )
     t = lambda x: torch.as_tensor(x)  # noqa: E731
-    adv, ret = gae(t(rewards), t(values), t(next_value), t(terminated), t(truncated),
-                   t(final_value), 0.97, 0.9)
+    adv, ret = gae(
+        t(rewards), t(values), t(next_value), t(terminated), t(truncated), t(final_value), 0.97, 0.9
+    )
     np.testing.assert_allclose(adv.numpy(), expected, rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(ret.numpy(), expected + values, rtol=1e-6, atol=1e-8)
 

@@ -15,9 +15,27 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("launch")
-    result = surreal_cli(["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "2",
-                          "--steps", "3000", "--name", "smoke", "--trial", "a",
-                          "--set", "run.checkpoint_every=2", *QUICK], root, root / "home")
+    result = surreal_cli(
+        [
+            "launch",
+            "ppo",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "2",
+            "--steps",
+            "3000",
+            "--name",
+            "smoke",
+            "--trial",
+            "a",
+            "--set",
+            "run.checkpoint_every=2",
+            *QUICK,
+        ],
+        root,
+        root / "home",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     return root, root / "runs" / "smoke" / "a", result
 
@@ -29,8 +47,14 @@ def test_run_writes_config_metrics_tensorboard_and_checkpoint(finished_run):
     assert config["run"]["actors"] == 2 and config["env"]["num_envs"] == 4
     records = metric_records(run)
     names = {r["name"] for r in records}
-    for name in ("charts/episodic_return", "charts/sps", "losses/policy_loss",
-                 "losses/approx_kl", "losses/value_loss", "charts/eval_return"):
+    for name in (
+        "charts/episodic_return",
+        "charts/sps",
+        "losses/policy_loss",
+        "losses/approx_kl",
+        "losses/value_loss",
+        "charts/eval_return",
+    ):
         assert name in names, name
     assert all(isinstance(r["step"], int) for r in records)
     assert any((run / "tb").glob("events.out.tfevents.*"))
@@ -54,8 +78,9 @@ def test_eval_records_a_video(finished_run):
     pytest.importorskip("pygame")  # CartPole renders with pygame (gymnasium[classic-control])
     root, run, _ = finished_run
     video = root / "episode.gif"
-    result = surreal_cli(["eval", str(run), "--episodes", "1", "--video", str(video)], root,
-                         root / "home")
+    result = surreal_cli(
+        ["eval", str(run), "--episodes", "1", "--video", str(video)], root, root / "home"
+    )
     assert result.returncode == 0, result.stderr
     assert video.stat().st_size > 1000
 
@@ -76,9 +101,26 @@ def test_resume_continues_the_global_step_and_optimizer(finished_run):
 
 def test_custom_learner_from_a_file(tmp_path):
     example = Path(__file__).resolve().parents[2] / "examples" / "02_custom_learner" / "a2c.py"
-    result = surreal_cli(["launch", f"{example}:A2C", "--env", "gym:CartPole-v1", "--actors", "1",
-                          "--steps", "2000", "--set", "eval.every_s=0", "--set", "env.num_envs=4",
-                          "--set", "actor.rollout_length=16"], tmp_path, tmp_path / "home")
+    result = surreal_cli(
+        [
+            "launch",
+            f"{example}:A2C",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "1",
+            "--steps",
+            "2000",
+            "--set",
+            "eval.every_s=0",
+            "--set",
+            "env.num_envs=4",
+            "--set",
+            "actor.rollout_length=16",
+        ],
+        tmp_path,
+        tmp_path / "home",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     (run,) = (tmp_path / "runs").glob("*/t1")
     names = {r["name"] for r in metric_records(run)}
@@ -91,9 +133,29 @@ def test_same_run_on_the_tmux_backend(tmp_path):
 
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (make system-deps)")
-    result = surreal_cli(["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "1",
-                          "--steps", "1000", "--backend", "tmux", "--name", "tm", "--trial", "a",
-                          *QUICK], tmp_path, tmp_path / "home")
+    result = surreal_cli(
+        [
+            "launch",
+            "ppo",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "1",
+            "--steps",
+            "1000",
+            "--backend",
+            "tmux",
+            "--name",
+            "tm",
+            "--trial",
+            "a",
+            *QUICK,
+        ],
+        tmp_path,
+        tmp_path / "home",
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert (tmp_path / "runs" / "tm" / "a" / "checkpoints" / "latest.pt").is_file()
-    assert "losses/policy_loss" in {r["name"] for r in metric_records(tmp_path / "runs" / "tm" / "a")}
+    assert "losses/policy_loss" in {
+        r["name"] for r in metric_records(tmp_path / "runs" / "tm" / "a")
+    }

@@ -73,7 +73,8 @@ def test_learner_recomputes_the_states_the_actor_had(bptt_length):
     assert np.abs(batch["lstm_h"][1, 0]).sum() > 0, "segment 2 starts from a carried state"
     with torch.no_grad():
         features, hs, cs = learner.model.unroll(
-            seq["image"], seq["proprio"], (seq["lstm_h"][0], seq["lstm_c"][0]), seq["starts"])
+            seq["image"], seq["proprio"], (seq["lstm_h"][0], seq["lstm_c"][0]), seq["starts"]
+        )
         dist = learner.model.distribution(features.flatten(0, 1))
         logprob = learner.model.log_prob(dist, seq["actions"].flatten(0, 1))
         value = learner.model.value(features.flatten(0, 1))
@@ -88,9 +89,12 @@ def test_without_the_episode_starts_the_states_differ():
     learner, batch = collect(0)
     seq = learner.sub_trajectories(batch)
     with torch.no_grad():
-        _, hs, _ = learner.model.unroll(seq["image"], seq["proprio"],
-                                        (seq["lstm_h"][0], seq["lstm_c"][0]),
-                                        torch.zeros_like(seq["starts"]))
+        _, hs, _ = learner.model.unroll(
+            seq["image"],
+            seq["proprio"],
+            (seq["lstm_h"][0], seq["lstm_c"][0]),
+            torch.zeros_like(seq["starts"]),
+        )
     assert not torch.allclose(hs, seq["lstm_h"], atol=1e-3)
 
 

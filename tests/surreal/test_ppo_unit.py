@@ -34,8 +34,15 @@ def test_learn_reports_the_fixed_vocabulary(loss):
     learner = PPOLearner(PPOConfig(loss=loss, update_epochs=2, num_minibatches=2), info)
     before = learner.params()
     metrics = learner.learn(fake_segment_batch(info))
-    for key in ("losses/policy_loss", "losses/value_loss", "losses/entropy", "losses/approx_kl",
-                "losses/clipfrac", "losses/explained_variance", "charts/learning_rate"):
+    for key in (
+        "losses/policy_loss",
+        "losses/value_loss",
+        "losses/entropy",
+        "losses/approx_kl",
+        "losses/clipfrac",
+        "losses/explained_variance",
+        "charts/learning_rate",
+    ):
         assert np.isfinite(metrics[key]), key
     after = learner.params()
     assert any(not np.allclose(before[k], after[k]) for k in before if k.startswith("model/"))
@@ -84,6 +91,8 @@ def test_state_dict_restores_model_optimizer_and_normalizer():
     b = PPOLearner(PPOConfig(update_epochs=1, num_minibatches=2), info)
     b.load_state_dict(a.state_dict())
     assert b.iterations == 1
-    assert b.optimizer.state_dict()["state"][0]["step"] == a.optimizer.state_dict()["state"][0]["step"]
+    assert (
+        b.optimizer.state_dict()["state"][0]["step"] == a.optimizer.state_dict()["state"][0]["step"]
+    )
     for key, value in a.params().items():
         np.testing.assert_array_equal(b.params()[key], value)

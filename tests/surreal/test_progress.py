@@ -15,8 +15,13 @@ def _buffer_field(status: dict) -> str:
 
 def test_replay_shards_show_the_transitions_they_hold_not_a_fraction_of_their_capacity():
     # DDPG: each shard reports its fill as a fraction of a 1M capacity (0.0015 would print "0")
-    status = {"buffer/fill": 0.0015, "buffer/shard0_size": 1500, "buffer/shard1_size": 1200,
-              "buffer/shard0_added": 1500, "buffer/shard1_added": 1200}
+    status = {
+        "buffer/fill": 0.0015,
+        "buffer/shard0_size": 1500,
+        "buffer/shard1_size": 1200,
+        "buffer/shard0_added": 1500,
+        "buffer/shard1_added": 1200,
+    }
     assert _buffer_field(status) == "2,700"
 
 
@@ -32,9 +37,15 @@ def test_a_replay_shard_reports_the_size_the_progress_line_sums():
 
     shard = ReplayShard(capacity=1_000_000, start=10, index=1)
     n = 8
-    shard.add({"obs": np.zeros((n, 3), np.float32), "next_obs": np.zeros((n, 3), np.float32),
-               "act": np.zeros((n, 1), np.float32), "rew": np.zeros(n, np.float32),
-               "discount": np.ones(n, np.float32)})
+    shard.add(
+        {
+            "obs": np.zeros((n, 3), np.float32),
+            "next_obs": np.zeros((n, 3), np.float32),
+            "act": np.zeros((n, 1), np.float32),
+            "rew": np.zeros(n, np.float32),
+            "discount": np.ones(n, np.float32),
+        }
+    )
     reports: list[dict] = []
 
     class Comp:

@@ -24,18 +24,44 @@ pytestmark = pytest.mark.timeout(300)
 def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "rel" / "a"
     shm_before = shm_segments()
-    proc = start_launch(["ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "10000000",
-                         "--name", "rel", "--trial", "a", *QUICK], tmp_path, home)
+    proc = start_launch(
+        [
+            "ppo",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "2",
+            "--steps",
+            "10000000",
+            "--name",
+            "rel",
+            "--trial",
+            "a",
+            *QUICK,
+        ],
+        tmp_path,
+        home,
+    )
     try:
         wait_until(lambda: status(run).get("global_step", 0) > 0, 120, "first learner step", proc)
         actor = describe(home, "rel-a").process("actor-0")
         os.kill(actor.pid, signal.SIGKILL)
-        wait_until(lambda: (lambda a: a.restarts >= 1 and a.state == "running" and a.pid != actor.pid)(
-            describe(home, "rel-a").process("actor-0")), 60, "actor-0 to restart", proc)
+        wait_until(
+            lambda: (lambda a: a.restarts >= 1 and a.state == "running" and a.pid != actor.pid)(
+                describe(home, "rel-a").process("actor-0")
+            ),
+            60,
+            "actor-0 to restart",
+            proc,
+        )
         after_kill = status(run)["global_step"]
         # training goes on, and the restarted actor contributes again
-        wait_until(lambda: status(run).get("global_step", 0) > after_kill + 2000, 120,
-                   "training to continue", proc)
+        wait_until(
+            lambda: status(run).get("global_step", 0) > after_kill + 2000,
+            120,
+            "training to continue",
+            proc,
+        )
         assert describe(home, "rel-a").process("learner").state == "running"
         assert processes_of(run)
         ctrl_c(proc)
@@ -51,13 +77,31 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
 
 def test_killed_learner_resumes_with_optimizer_state(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "kill" / "a"
-    proc = start_launch(["ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "10000000",
-                         "--name", "kill", "--trial", "a", "--set", "run.checkpoint_every=2",
-                         *QUICK], tmp_path, home)
+    proc = start_launch(
+        [
+            "ppo",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "2",
+            "--steps",
+            "10000000",
+            "--name",
+            "kill",
+            "--trial",
+            "a",
+            "--set",
+            "run.checkpoint_every=2",
+            *QUICK,
+        ],
+        tmp_path,
+        home,
+    )
     try:
         ckpt = run / "checkpoints" / "latest.pt"
-        wait_until(lambda: ckpt.is_file() and status(run).get("charts/sps"), 120, "a checkpoint",
-                   proc)
+        wait_until(
+            lambda: ckpt.is_file() and status(run).get("charts/sps"), 120, "a checkpoint", proc
+        )
         learner = describe(home, "kill-a").process("learner")
         os.kill(learner.pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=60)
@@ -71,8 +115,9 @@ def test_killed_learner_resumes_with_optimizer_state(tmp_path):
     step = saved["counters"]["global_step"]
     adam_steps = saved["learner"]["optimizer"]["state"][0]["step"]
     assert adam_steps > 0
-    result = surreal_cli(["launch", "--resume", str(run), "--steps", str(step + 2000)], tmp_path,
-                         home)
+    result = surreal_cli(
+        ["launch", "--resume", str(run), "--steps", str(step + 2000)], tmp_path, home
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     resumed = torch.load(ckpt, weights_only=False)
     assert resumed["counters"]["global_step"] >= step + 2000

@@ -13,9 +13,22 @@ pytest.importorskip("robosuite")
 pytestmark = pytest.mark.timeout(300)
 
 CAMERA_KEYS = "env.obs_keys=agentview_image,robot0_proprio-state"
-SHORT = ["--actors", "1", "--set", "env.num_envs=1", "--set", "eval.every_s=0",
-         "--set", "run.checkpoint_every=1", "--set", "algo.update_epochs=1",
-         "--set", "algo.num_minibatches=1", "--set", "env.max_episode_steps=40"]
+SHORT = [
+    "--actors",
+    "1",
+    "--set",
+    "env.num_envs=1",
+    "--set",
+    "eval.every_s=0",
+    "--set",
+    "run.checkpoint_every=1",
+    "--set",
+    "algo.update_epochs=1",
+    "--set",
+    "algo.num_minibatches=1",
+    "--set",
+    "env.max_episode_steps=40",
+]
 
 
 def test_state_mode_observations_actions_and_time_limit():
@@ -48,27 +61,51 @@ def test_camera_mode_renders_an_84px_image_with_fast_offscreen_settings():
 
 def test_a_key_that_does_not_exist_is_a_clear_error():
     with pytest.raises(ValueError, match=r"\['cube_poz'\] do not exist.*cube_pos"):
-        make_env("robosuite:Lift", EnvConfig(id="robosuite:Lift",
-                                             obs_keys=["robot0_proprio-state", "cube_poz"]))
+        make_env(
+            "robosuite:Lift",
+            EnvConfig(id="robosuite:Lift", obs_keys=["robot0_proprio-state", "cube_poz"]),
+        )
     with pytest.raises(ValueError, match="put the camera image first"):
-        make_env("robosuite:Lift", EnvConfig(id="robosuite:Lift",
-                                             obs_keys=["robot0_proprio-state", "agentview_image"]))
+        make_env(
+            "robosuite:Lift",
+            EnvConfig(id="robosuite:Lift", obs_keys=["robot0_proprio-state", "agentview_image"]),
+        )
     with pytest.raises(UnknownEnvironment, match="did you mean robosuite:Lift"):
         check_env("robosuite:Lfit")
 
 
 def test_launching_the_vision_model_on_state_observations_fails_before_anything_starts(tmp_path):
-    result = surreal_cli(["launch", "ppo", "--env", "robosuite:Lift", "--set",
-                          "algo.network=conv_lstm"], tmp_path, tmp_path / "home", timeout=120)
+    result = surreal_cli(
+        ["launch", "ppo", "--env", "robosuite:Lift", "--set", "algo.network=conv_lstm"],
+        tmp_path,
+        tmp_path / "home",
+        timeout=120,
+    )
     assert result.returncode == 2
     assert "put a camera key first in env.obs_keys" in result.stderr
     assert not (tmp_path / "runs").exists()
 
 
 def launch(tmp_path, name: str, steps: int, *args: str):
-    result = surreal_cli(["launch", "ppo", "--env", "robosuite:Lift", "--steps", str(steps),
-                          "--name", name, "--trial", "a", *SHORT, *args], tmp_path,
-                         tmp_path / "home", timeout=280)
+    result = surreal_cli(
+        [
+            "launch",
+            "ppo",
+            "--env",
+            "robosuite:Lift",
+            "--steps",
+            str(steps),
+            "--name",
+            name,
+            "--trial",
+            "a",
+            *SHORT,
+            *args,
+        ],
+        tmp_path,
+        tmp_path / "home",
+        timeout=280,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     run = tmp_path / "runs" / name / "a"
     return run, torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
@@ -91,9 +128,19 @@ def test_ppo_on_lift_from_state_through_surreal_launch(tmp_path):
 
 
 def test_ppo_on_lift_from_camera_with_conv_lstm_and_a_video(tmp_path):
-    run, state = launch(tmp_path, "lift-camera", 160, "--set", CAMERA_KEYS,
-                        "--set", "algo.network=conv_lstm", "--set", "actor.rollout_length=32",
-                        "--set", "algo.bptt_length=16")
+    run, state = launch(
+        tmp_path,
+        "lift-camera",
+        160,
+        "--set",
+        CAMERA_KEYS,
+        "--set",
+        "algo.network=conv_lstm",
+        "--set",
+        "actor.rollout_length=32",
+        "--set",
+        "algo.bptt_length=16",
+    )
     assert_learned_from_actors(run, state, 160, 5)
     params = state["params"]
     assert params["model/lstm.weight_hh"].shape == (400, 100)  # LSTM of 100 units (4 gates)
@@ -103,8 +150,12 @@ def test_ppo_on_lift_from_camera_with_conv_lstm_and_a_video(tmp_path):
     assert "robosuite" in (run / "logs" / "actor-0.log").read_text()
     assert "robosuite" not in (run / "logs" / "learner.log").read_text()
     video = tmp_path / ("episode.mp4" if _has_ffmpeg() else "episode.gif")
-    result = surreal_cli(["eval", str(run), "--episodes", "1", "--video", str(video)], tmp_path,
-                         tmp_path / "home", timeout=200)
+    result = surreal_cli(
+        ["eval", str(run), "--episodes", "1", "--video", str(video)],
+        tmp_path,
+        tmp_path / "home",
+        timeout=200,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     import imageio.v2 as imageio
 

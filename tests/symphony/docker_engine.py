@@ -46,8 +46,11 @@ class DockerEngine:
     def start(self) -> DockerEngine:
         out = subprocess.run(["bash", str(UP)], capture_output=True, text=True, timeout=120)
         if out.returncode != 0:
-            pytest.fail(f"scripts/dockerd-up.sh failed (install the engine with "
-                        f"scripts/install-system-deps.sh, run as root):\n{out.stderr}", pytrace=False)
+            pytest.fail(
+                f"scripts/dockerd-up.sh failed (install the engine with "
+                f"scripts/install-system-deps.sh, run as root):\n{out.stderr}",
+                pytrace=False,
+            )
         for line in out.stdout.splitlines():
             key, _, value = line.removeprefix("export ").partition("=")
             self.env[key] = value
@@ -61,8 +64,12 @@ class DockerEngine:
     def stop(self) -> None:
         if self.client is not None:
             self.client.close()
-        out = subprocess.run(["bash", str(DOWN), self.env["SYMPHONY_DOCKERD_DIR"]],
-                             capture_output=True, text=True, timeout=60)
+        out = subprocess.run(
+            ["bash", str(DOWN), self.env["SYMPHONY_DOCKERD_DIR"]],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         for key, value in self.saved.items():
             if value is None:
                 os.environ.pop(key, None)
@@ -81,8 +88,13 @@ class DockerEngine:
             return tag
         except docker.errors.ImageNotFound:
             pass
-        out = subprocess.run(["bash", str(MAKE_BASE), kind, tag], capture_output=True, text=True,
-                             timeout=300, env={**os.environ, **env})
+        out = subprocess.run(
+            ["bash", str(MAKE_BASE), kind, tag],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **env},
+        )
         if out.returncode != 0:
             pytest.fail(f"make-base-image.sh {kind} failed:\n{out.stderr}", pytrace=False)
         return tag
@@ -109,5 +121,6 @@ def busybox_image(docker_engine: DockerEngine) -> str:
 @pytest.fixture
 def python_image(docker_engine: DockerEngine) -> str:
     """This machine's Python with PYTHON_PACKAGES, imported locally (~10 s the first time)."""
-    return docker_engine.ensure_image("python", python_image_tag(), PYTHON=sys.executable,
-                                      PY_PACKAGES=" ".join(PYTHON_PACKAGES))
+    return docker_engine.ensure_image(
+        "python", python_image_tag(), PYTHON=sys.executable, PY_PACKAGES=" ".join(PYTHON_PACKAGES)
+    )

@@ -43,13 +43,21 @@ class SlurmCluster:
 
     def __init__(self, state_dir: Path, nodes: int = 2) -> None:
         self.state_dir = state_dir
-        self.script_env = {**os.environ, "SLURM_NODES": str(nodes),
-                           "SLURM_CTLD_PORT": str(_free_port_run(nodes + 1))}
+        self.script_env = {
+            **os.environ,
+            "SLURM_NODES": str(nodes),
+            "SLURM_CTLD_PORT": str(_free_port_run(nodes + 1)),
+        }
         self.env: dict[str, str] = {}
 
     def start(self) -> SlurmCluster:
-        out = subprocess.run(["bash", str(UP), str(self.state_dir)], env=self.script_env,
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            ["bash", str(UP), str(self.state_dir)],
+            env=self.script_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         if out.returncode != 0:
             raise RuntimeError(f"slurm-up.sh failed:\n{out.stderr}")
         line = out.stdout.strip().splitlines()[-1]
@@ -58,13 +66,25 @@ class SlurmCluster:
         return self
 
     def stop(self) -> None:
-        subprocess.run(["bash", str(DOWN), str(self.state_dir)], env=self.script_env,
-                       capture_output=True, text=True, timeout=120, check=True)
+        subprocess.run(
+            ["bash", str(DOWN), str(self.state_dir)],
+            env=self.script_env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+        )
 
     def squeue_ids(self) -> list[str]:
         """Ids of every job the cluster still has queued or running."""
-        out = subprocess.run(["squeue", "-h", "-o", "%i"], env={**os.environ, **self.env},
-                             capture_output=True, text=True, check=True, timeout=30)
+        out = subprocess.run(
+            ["squeue", "-h", "-o", "%i"],
+            env={**os.environ, **self.env},
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        )
         return out.stdout.split()
 
 
@@ -72,6 +92,8 @@ def require_slurm() -> None:
     """Skip unless the Slurm and munge binaries are installed and we are root."""
     missing = [b for b in NEEDED if shutil.which(b) is None]
     if missing:
-        pytest.skip(f"Slurm not installed ({missing}); run `bash scripts/install-system-deps.sh` as root")
+        pytest.skip(
+            f"Slurm not installed ({missing}); run `bash scripts/install-system-deps.sh` as root"
+        )
     if os.geteuid() != 0:
         pytest.skip("the test Slurm cluster needs root (slurmd starts jobs as their owner)")

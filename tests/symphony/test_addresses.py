@@ -11,15 +11,21 @@ pytestmark = pytest.mark.timeout(30)
 
 
 def _exp() -> Experiment:
-    return Experiment("e").add(
-        Process("replay-server", "x").binds("replay-0"),
-        Process("learner", "y").connects("replay-0").binds("params"),
-    ).validate()
+    return (
+        Experiment("e")
+        .add(
+            Process("replay-server", "x").binds("replay-0"),
+            Process("learner", "y").connects("replay-0").binds("params"),
+        )
+        .validate()
+    )
 
 
 def test_env_names_are_upper_case_with_underscores():
     exp = _exp()
-    env = process_env(exp, exp.process("learner"), {"replay-0": ("h1", 5000), "params": ("h2", 6000)})
+    env = process_env(
+        exp, exp.process("learner"), {"replay-0": ("h1", 5000), "params": ("h2", 6000)}
+    )
     assert env["SYMPH_REPLAY_0_HOST"] == "h1"
     assert env["SYMPH_REPLAY_0_PORT"] == "5000"
     assert env["SYMPH_REPLAY_0_ADDR"] == "h1:5000"

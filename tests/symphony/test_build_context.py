@@ -38,7 +38,9 @@ def test_two_folders_and_a_file_land_where_asked_without_excluded_paths(tmp_path
     root = _tree(tmp_path)
     entries = [ContextEntry.parse("code", root), ContextEntry.parse("conf:etc/conf", root)]
     buf = io.BytesIO()
-    write_context(entries, buf, excludes=("**/__pycache__", "code/data"), dockerfile=root / "Dockerfile")
+    write_context(
+        entries, buf, excludes=("**/__pycache__", "code/data"), dockerfile=root / "Dockerfile"
+    )
     members = _members(buf.getvalue())
     assert {"code/pkg/mod.py", "etc/conf/run.yaml", "Dockerfile"} <= set(members)
     assert not any("__pycache__" in name or name.startswith("code/data") for name in members)
@@ -70,14 +72,17 @@ def test_two_sources_for_one_path_and_bad_entries_are_errors(tmp_path: Path) -> 
         ContextEntry.parse("conf:../up", root)
 
 
-@pytest.mark.parametrize(("path", "pattern", "excluded"), [
-    ("a/b/__pycache__/x.pyc", "**/__pycache__", True),
-    ("a/x.pyc", "**/*.pyc", True),
-    ("data/big/file", "data", True),
-    ("src/data", "data", False),
-    ("src/data", "*/data", True),
-    ("a/x.py", "**/*.pyc", False),
-])
+@pytest.mark.parametrize(
+    ("path", "pattern", "excluded"),
+    [
+        ("a/b/__pycache__/x.pyc", "**/__pycache__", True),
+        ("a/x.pyc", "**/*.pyc", True),
+        ("data/big/file", "data", True),
+        ("src/data", "data", False),
+        ("src/data", "*/data", True),
+        ("a/x.py", "**/*.pyc", False),
+    ],
+)
 def test_exclude_patterns(path: str, pattern: str, excluded: bool) -> None:
     assert is_excluded(path, [pattern]) is excluded
 
@@ -92,12 +97,16 @@ def test_named_builds_resolve_paths_relative_to_the_file(tmp_path: Path) -> None
         "    context: [code, {src: conf, dest: etc/conf}]\n"
         "    exclude: [code/data]\n"
         "    build_args: {BASE_IMAGE: base:1}\n"
-        "  other: {tag: me/other:1, context: [conf]}\n")
+        "  other: {tag: me/other:1, context: [conf]}\n"
+    )
     configs = load_build_configs(root / "builds.yaml")
     assert sorted(configs) == ["other", "train"]
     train = configs["train"]
     assert train.tag == "me/train:1" and train.dockerfile == root / "Dockerfile"
-    assert [(e.src, e.dest) for e in train.context] == [(root / "code", "code"), (root / "conf", "etc/conf")]
+    assert [(e.src, e.dest) for e in train.context] == [
+        (root / "code", "code"),
+        (root / "conf", "etc/conf"),
+    ]
     assert train.build_args == {"BASE_IMAGE": "base:1"} and "code/data" in train.excludes
     with pytest.raises(ContextError, match="choose one of: other, train"):
         load_build_config(root / "builds.yaml", "nope")
@@ -112,17 +121,38 @@ def test_the_project_build_config_names_cpu_and_cuda_from_docker_folder() -> Non
         text = config.dockerfile.read_text()
         # The base image is a build arg, so the image can be built FROM a local image.
         assert text.index("ARG BASE_IMAGE=") < text.index("FROM ${BASE_IMAGE}")
-        assert {e.dest for e in config.context} >= {"symphony", "caraml", "surreal", "cloudwise", "pyproject.toml"}
+        assert {e.dest for e in config.context} >= {
+            "symphony",
+            "caraml",
+            "surreal",
+            "cloudwise",
+            "pyproject.toml",
+        }
 
 
-def test_build_help_and_dry_run_touch_no_engine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_help_and_dry_run_touch_no_engine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     root = _tree(tmp_path)
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
     runner = CliRunner()
     assert "several local folders" in runner.invoke(build, ["--help"]).output
-    result = runner.invoke(build, ["-t", "me/x:1", "--add", str(root / "code"), "--add",
-                                   f"{root / 'conf'}:etc", "--dockerfile", str(root / "Dockerfile"),
-                                   "--exclude", "code/data", "--dry-run"])
+    result = runner.invoke(
+        build,
+        [
+            "-t",
+            "me/x:1",
+            "--add",
+            str(root / "code"),
+            "--add",
+            f"{root / 'conf'}:etc",
+            "--dockerfile",
+            str(root / "Dockerfile"),
+            "--exclude",
+            "code/data",
+            "--dry-run",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "code/pkg/mod.py" in result.output and "etc/run.yaml" in result.output
     assert "big.bin" not in result.output and "__pycache__" not in result.output

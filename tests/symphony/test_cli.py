@@ -40,49 +40,72 @@ GOOD = """
 """
 
 BAD = {
-    "unbound connects": ("""
+    "unbound connects": (
+        """
         from symphony import Experiment, Process
 
         def make_experiment():
             return Experiment("bad").add(
                 Process("a", ["sh", "-c", "touch MARKER"]).connects("replay"))
-    """, "add `.binds('replay')` to the process that serves it"),
-    "duplicate names": ("""
+    """,
+        "add `.binds('replay')` to the process that serves it",
+    ),
+    "duplicate names": (
+        """
         from symphony import Experiment, Process
 
         def make_experiment():
             return Experiment("bad").add(
                 Process("a", ["sh", "-c", "touch MARKER"]), Process("a", ["true"]))
-    """, "name 'a' is used twice"),
-    "no make_experiment": ("""
+    """,
+        "name 'a' is used twice",
+    ),
+    "no make_experiment": (
+        """
         from symphony import Experiment
         EXP = Experiment("bad")
-    """, "has no make_experiment() function"),
-    "empty command": ("""
+    """,
+        "has no make_experiment() function",
+    ),
+    "empty command": (
+        """
         from symphony import Experiment, Process
 
         def make_experiment():
             return Experiment("bad").add(Process("a", ["sh", "-c", "touch MARKER"]), Process("b", []))
-    """, "process 'b' has no command"),
-    "program not found": ("""
+    """,
+        "process 'b' has no command",
+    ),
+    "program not found": (
+        """
         from symphony import Experiment, Process
 
         def make_experiment():
             return Experiment("bad").add(
                 Process("a", ["sh", "-c", "touch MARKER"]), Process("b", ["no-such-program-xyz"]))
-    """, "program 'no-such-program-xyz' is not found"),
-    "bad name": ("""
+    """,
+        "program 'no-such-program-xyz' is not found",
+    ),
+    "bad name": (
+        """
         from symphony import Experiment, Process
 
         def make_experiment():
             return Experiment("Bad_Exp").add(Process("a", ["sh", "-c", "touch MARKER"]))
-    """, "not a DNS-1123 label"),
+    """,
+        "not a DNS-1123 label",
+    ),
 }
 
 
-@pytest.mark.parametrize("case, backend", [(case, "local") for case in sorted(BAD)] + [
-    ("program not found", "tmux"), ("unbound connects", "tmux"), ("empty command", "tmux")])
-def test_bad_input_is_a_clear_error_and_starts_nothing(case, backend, tmp_path, symphony_home, request):
+@pytest.mark.parametrize(
+    "case, backend",
+    [(case, "local") for case in sorted(BAD)]
+    + [("program not found", "tmux"), ("unbound connects", "tmux"), ("empty command", "tmux")],
+)
+def test_bad_input_is_a_clear_error_and_starts_nothing(
+    case, backend, tmp_path, symphony_home, request
+):
     if backend == "tmux":
         request.getfixturevalue("tmux_socket")  # anything that started would land on its own server
     path, marker = _write(tmp_path, BAD[case][0])
@@ -97,7 +120,10 @@ def test_unknown_backend_lists_the_known_ones_and_starts_nothing(tmp_path, symph
     path, marker = _write(tmp_path, GOOD)
     result = cli("launch", str(path), "--backend", "nomad")
     assert result.returncode == 1
-    assert "unknown backend 'nomad'; choose one of: local, tmux, test, compose, kube, slurm" in result.stderr
+    assert (
+        "unknown backend 'nomad'; choose one of: local, tmux, test, compose, kube, slurm"
+        in result.stderr
+    )
     assert Records().all() == [] and not marker.exists()
 
 
@@ -137,9 +163,14 @@ def test_names_resolve_by_unique_prefix_else_list_the_candidates(records):
         records.create(Experiment(name).add(Process("node", ["true"])), "local")
     ambiguous = cli("describe", "ring")
     assert ambiguous.returncode == 1
-    assert "'ring' is ambiguous: it matches experiment names ['ring-one', 'ring-two']" in ambiguous.stderr
+    assert (
+        "'ring' is ambiguous: it matches experiment names ['ring-one', 'ring-two']"
+        in ambiguous.stderr
+    )
     unknown = cli("logs", "zzz", "node")
-    assert "no experiment matches 'zzz'; experiment names: ['ring-one', 'ring-two']" in unknown.stderr
+    assert (
+        "no experiment matches 'zzz'; experiment names: ['ring-one', 'ring-two']" in unknown.stderr
+    )
     assert "pending" in cli("describe", "ring-t").stdout
     assert "no process matches 'x'; process names: ['node']" in cli("logs", "ring-one", "x").stderr
     assert cli("delete", "ring-o").stdout == "deleted ring-one\n"
@@ -156,7 +187,9 @@ def test_list_shows_teammates_experiments_and_mine_filters_them(records):
 
 
 @pytest.mark.parametrize("backend", ["local", "tmux"])
-def test_a_relative_cwd_is_relative_to_the_launch_directory(backend, tmp_path, symphony_home, request):
+def test_a_relative_cwd_is_relative_to_the_launch_directory(
+    backend, tmp_path, symphony_home, request
+):
     if backend == "tmux":
         request.getfixturevalue("tmux_socket")
     (tmp_path / "sub").mkdir()
@@ -181,16 +214,24 @@ def test_the_test_backend_runs_attached_from_the_cli(tmp_path, symphony_home):
 
 def test_bad_name_and_bad_backend_option_are_errors_that_start_nothing(tmp_path, symphony_home):
     path, marker = _write(tmp_path, GOOD)
-    assert "--name 'Bad_Name' is not a DNS-1123 label" in cli("launch", str(path), "--name", "Bad_Name").stderr
+    assert (
+        "--name 'Bad_Name' is not a DNS-1123 label"
+        in cli("launch", str(path), "--name", "Bad_Name").stderr
+    )
     unknown = cli("launch", str(path), "-o", "colour=red")
     assert "unknown local backend option(s) ['colour']; known: grace_s" in unknown.stderr
-    assert "unknown local backend option(s)" in cli("launch", str(path), "--dry-run", "-o", "colour=red").stderr
+    assert (
+        "unknown local backend option(s)"
+        in cli("launch", str(path), "--dry-run", "-o", "colour=red").stderr
+    )
     assert Records().all() == [] and not marker.exists()
 
 
 def test_config_file_sets_default_backend_and_backend_options(tmp_path, symphony_home, monkeypatch):
     config = tmp_path / "config.yaml"
-    config.write_text("backend: test\nbackend_options: {test: {colour: red}}\nlist_backends: [nomad]\n")
+    config.write_text(
+        "backend: test\nbackend_options: {test: {colour: red}}\nlist_backends: [nomad]\n"
+    )
     monkeypatch.setenv("SYMPHONY_CONFIG", str(config))
     path, marker = _write(tmp_path, GOOD)
     result = cli("launch", str(path))
@@ -212,10 +253,13 @@ def test_option_values_keep_colons_as_strings_and_parse_numbers_and_yaml(tmp_pat
     from symphony.cli import _option_value
 
     assert _option_value("2:00:00") == "2:00:00"  # plain YAML would make this 7200
-    assert _option_value("90") == 90 and _option_value("1.5") == 1.5 and _option_value("true") is True
+    assert (
+        _option_value("90") == 90 and _option_value("1.5") == 1.5 and _option_value("true") is True
+    )
     assert _option_value("{learner: [creds]}") == {"learner": ["creds"]}
     assert _option_value("me/exp:1") == "me/exp:1"
-    result = cli("launch", "examples/01_ring/ring.py", "-b", "slurm", "--dry-run",
-                 "-o", "time_limit=2:00:00")
+    result = cli(
+        "launch", "examples/01_ring/ring.py", "-b", "slurm", "--dry-run", "-o", "time_limit=2:00:00"
+    )
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --time=2:00:00" in result.stdout

@@ -25,14 +25,20 @@ from symphony.spec import Experiment, Process, ProcessGroup, RestartPolicy
 from tests.symphony import docker_engine as engine
 from tests.symphony.docker_engine import DockerEngine
 
-docker_engine, busybox_image, python_image = engine.docker_engine, engine.busybox_image, engine.python_image
+docker_engine, busybox_image, python_image = (
+    engine.docker_engine,
+    engine.busybox_image,
+    engine.python_image,
+)
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(240)]
 ROOT = Path(__file__).resolve().parents[2]
 RING = ROOT / "examples" / "01_ring"
 
 
 def _containers(engine: DockerEngine, experiment: str) -> list:
-    return engine.client.containers.list(all=True, filters={"label": f"io.symphony.experiment={experiment}"})
+    return engine.client.containers.list(
+        all=True, filters={"label": f"io.symphony.experiment={experiment}"}
+    )
 
 
 def _until(predicate, timeout: float = 60.0, what: str = "condition"):
@@ -49,21 +55,41 @@ def _until(predicate, timeout: float = 60.0, what: str = "condition"):
 def ring_image(docker_engine: DockerEngine, python_image: str, tmp_path: Path) -> str:
     """The local Python image plus the ring example at the path its spec names as cwd."""
     (tmp_path / "Dockerfile").write_text(f"FROM {python_image}\nCOPY . /\n")
-    config = BuildConfig(tag="symphony-test/ring:latest", dockerfile=tmp_path / "Dockerfile",
-                         context=(ContextEntry.of(RING, str(RING).lstrip("/")),))
+    config = BuildConfig(
+        tag="symphony-test/ring:latest",
+        dockerfile=tmp_path / "Dockerfile",
+        context=(ContextEntry.of(RING, str(RING).lstrip("/")),),
+    )
     return build_image(config, docker_engine.client).tag
 
 
 def _symphony(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "symphony", *args], capture_output=True, text=True,
-                          timeout=120, env={**os.environ, **env}, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "symphony", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+        cwd=ROOT,
+    )
 
 
 def test_ring_example_runs_under_compose_and_is_managed_by_the_cli(
-        tmp_path: Path, docker_engine: DockerEngine, ring_image: str) -> None:
+    tmp_path: Path, docker_engine: DockerEngine, ring_image: str
+) -> None:
     env = {"SYMPHONY_HOME": str(tmp_path / "home"), "RING_ROUNDS": "0"}
-    launched = _symphony("launch", str(RING / "ring.py"), "--backend", "compose", "--detach",
-                         "-o", "network=host", "-o", f"image={ring_image}", env=env)
+    launched = _symphony(
+        "launch",
+        str(RING / "ring.py"),
+        "--backend",
+        "compose",
+        "--detach",
+        "-o",
+        "network=host",
+        "-o",
+        f"image={ring_image}",
+        env=env,
+    )
     assert launched.returncode == 0, launched.stderr
     try:
         record = Records(tmp_path / "home").load("ring")
@@ -71,20 +97,27 @@ def test_ring_example_runs_under_compose_and_is_managed_by_the_cli(
         assert record.data["images"][ring_image]["id"] == image_id
         assert Path(record.data["launch_files"][0]).read_text() == (RING / "ring.py").read_text()
         assert yaml.safe_load(Path(record.data["compose_file"]).read_text())["services"].keys() == {
-            "node-0", "node-1", "node-2"}
+            "node-0",
+            "node-1",
+            "node-2",
+        }
 
         listing = _symphony("list", env=env)
         assert listing.returncode == 0 and "ring" in listing.stdout and "compose" in listing.stdout
         # The counter goes round: node 2 passes counts it got from node 1 back to node 0.
-        _until(lambda: "node 0 got count" in _symphony("logs", "ring", "node-0", env=env).stdout,
-               what="the counter to come round to node 0")
+        _until(
+            lambda: "node 0 got count" in _symphony("logs", "ring", "node-0", env=env).stdout,
+            what="the counter to come round to node 0",
+        )
         described = _symphony("describe", "ring", env=env)
         assert described.returncode == 0, described.stderr
         for node in ("node-0", "node-1", "node-2"):
             line = next(ln for ln in described.stdout.splitlines() if ln.split()[:1] == [node])
             assert "running" in line
         assert len(_containers(docker_engine, "ring")) == 3
-        executed = _symphony("exec", "ring", "node-1", "--", "sh", "-c", "echo $SYMPH_PROCESS; exit 3", env=env)
+        executed = _symphony(
+            "exec", "ring", "node-1", "--", "sh", "-c", "echo $SYMPH_PROCESS; exit 3", env=env
+        )
         assert executed.returncode == 3 and executed.stdout == "node-1\n"
     finally:
         deleted = _symphony("delete", "ring", env=env)
@@ -94,20 +127,37 @@ def test_ring_example_runs_under_compose_and_is_managed_by_the_cli(
 
 
 def test_failed_process_shows_failed_with_logs_and_groups_share_ipc(
-        tmp_path: Path, docker_engine: DockerEngine, busybox_image: str) -> None:
+    tmp_path: Path, docker_engine: DockerEngine, busybox_image: str
+) -> None:
     writer = Process("writer", "echo hello > /dev/shm/token && exec sleep 60")
-    reader = Process("reader", "for i in $(seq 200); do [ -f /dev/shm/token ] && cat /dev/shm/token "
-                               "&& exit 0; sleep 0.1; done; echo no token; exit 1")
+    reader = Process(
+        "reader",
+        "for i in $(seq 200); do [ -f /dev/shm/token ] && cat /dev/shm/token "
+        "&& exit 0; sleep 0.1; done; echo no token; exit 1",
+    )
     bad = Process("bad", "echo going down; echo oops >&2; exit 3")
-    flaky = Process("flaky", "echo try; exit 1", restart=RestartPolicy("on-failure", max_restarts=2))
-    exp = Experiment("mixed", image=busybox_image).add(ProcessGroup("pair", [writer, reader]), bad, flaky)
+    flaky = Process(
+        "flaky", "echo try; exit 1", restart=RestartPolicy("on-failure", max_restarts=2)
+    )
+    exp = Experiment("mixed", image=busybox_image).add(
+        ProcessGroup("pair", [writer, reader]), bad, flaky
+    )
     records = Records(tmp_path / "home")
     handle = launch(exp, "compose", records=records, network="host")
     try:
         ended = ("reader", "bad", "flaky")
-        status = _until(lambda: (s := handle.status()) and all(
-            s.process(n).state in ("exited", "failed") and s.process(n).restarts >= (2 if n == "flaky" else 0)
-            for n in ended) and s, what="reader, bad and flaky to end")
+        status = _until(
+            lambda: (
+                (s := handle.status())
+                and all(
+                    s.process(n).state in ("exited", "failed")
+                    and s.process(n).restarts >= (2 if n == "flaky" else 0)
+                    for n in ended
+                )
+                and s
+            ),
+            what="reader, bad and flaky to end",
+        )
         assert status.process("bad").state == "failed" and status.process("bad").exit_code == 3
         assert status.process("reader").state == "exited"  # it read the writer's shared memory
         assert status.process("writer").state == "running"
@@ -128,15 +178,22 @@ def test_failed_process_shows_failed_with_logs_and_groups_share_ipc(
 
 
 def test_attached_ring_runs_to_the_end_and_leaves_its_record(
-        tmp_path: Path, docker_engine: DockerEngine, ring_image: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, docker_engine: DockerEngine, ring_image: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("RING_ROUNDS", "2")
     sys.path.insert(0, str(RING))
     try:
         from ring import make_experiment
     finally:
         sys.path.remove(str(RING))
-    handle = launch(make_experiment(), "compose", detach=False, records=Records(tmp_path / "home"),
-                    network="host", image=ring_image)
+    handle = launch(
+        make_experiment(),
+        "compose",
+        detach=False,
+        records=Records(tmp_path / "home"),
+        network="host",
+        image=ring_image,
+    )
     try:
         status = handle.status()
         assert status.status == "finished" and handle.record.data["exit_code"] == 0
@@ -148,33 +205,52 @@ def test_attached_ring_runs_to_the_end_and_leaves_its_record(
 
 
 def test_dry_run_prints_a_valid_compose_file_and_starts_nothing(
-        tmp_path: Path, docker_engine: DockerEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, docker_engine: DockerEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "config.yaml"
     config.write_text("backend_options:\n  compose: {network: host, image: none/such:1}\n")
     monkeypatch.setenv("SYMPHONY_CONFIG", str(config))
     monkeypatch.setenv("SYMPHONY_HOME", str(tmp_path / "home"))
-    result = CliRunner().invoke(main, ["launch", str(RING / "ring.py"), "--backend", "compose", "--dry-run"])
+    result = CliRunner().invoke(
+        main, ["launch", str(RING / "ring.py"), "--backend", "compose", "--dry-run"]
+    )
     assert result.exit_code == 0, result.output
     compose = yaml.safe_load(result.output)
-    assert schema_errors(compose) == [] and set(compose["services"]) == {"node-0", "node-1", "node-2"}
+    assert schema_errors(compose) == [] and set(compose["services"]) == {
+        "node-0",
+        "node-1",
+        "node-2",
+    }
     assert compose["services"]["node-0"]["network_mode"] == "host"
     assert _containers(docker_engine, "ring") == [] and Records(tmp_path / "home").all() == []
     assert ComposeBackend.name == "compose"
 
 
-def test_engine_scripts_leave_no_process_or_folder_behind(tmp_path: Path, docker_engine: DockerEngine) -> None:
+def test_engine_scripts_leave_no_process_or_folder_behind(
+    tmp_path: Path, docker_engine: DockerEngine
+) -> None:
     """A second engine (the session's holds the shared data-root, so this one gets a throwaway
     one) runs a container; dockerd-down.sh stops the container, the engine and its helpers."""
     import psutil
 
-    up = subprocess.run(["bash", str(engine.UP)], capture_output=True, text=True, timeout=120,
-                        env={**os.environ, "SYMPHONY_DOCKERD_DATA": str(tmp_path / "data")})
+    up = subprocess.run(
+        ["bash", str(engine.UP)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "SYMPHONY_DOCKERD_DATA": str(tmp_path / "data")},
+    )
     assert up.returncode == 0, up.stderr
     env = dict(line.removeprefix("export ").split("=", 1) for line in up.stdout.splitlines())
     run_dir = Path(env["SYMPHONY_DOCKERD_DIR"])
     pid = int((run_dir / "dockerd.pid").read_text())
-    made = subprocess.run(["bash", str(engine.MAKE_BASE), "busybox", "t/bb:1"], capture_output=True,
-                          text=True, timeout=60, env={**os.environ, **env})
+    made = subprocess.run(
+        ["bash", str(engine.MAKE_BASE), "busybox", "t/bb:1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **env},
+    )
     assert made.returncode == 0, made.stderr
     import docker
 
@@ -182,14 +258,19 @@ def test_engine_scripts_leave_no_process_or_folder_behind(tmp_path: Path, docker
     client.containers.run("t/bb:1", ["sleep", "300"], network_mode="none", detach=True, init=True)
     family = [pid] + [c.pid for c in psutil.Process(pid).children(recursive=True)]
     client.close()
-    down = subprocess.run(["bash", str(engine.DOWN), str(run_dir)], capture_output=True, text=True,
-                          timeout=90)
+    down = subprocess.run(
+        ["bash", str(engine.DOWN), str(run_dir)], capture_output=True, text=True, timeout=90
+    )
     assert down.returncode == 0, down.stderr
     assert not run_dir.exists()
-    assert [p for p in family if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"] == []
+    assert [
+        p for p in family if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"
+    ] == []
 
 
-def test_a_missing_image_fails_before_anything_starts(tmp_path: Path, docker_engine: DockerEngine) -> None:
+def test_a_missing_image_fails_before_anything_starts(
+    tmp_path: Path, docker_engine: DockerEngine
+) -> None:
     records = Records(tmp_path / "home")
     exp = Experiment("no-image", image="symphony-test/never-built:1").add(Process("p", ["true"]))
     with pytest.raises(BackendError, match="symphony build"):

@@ -25,13 +25,21 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def _experiment() -> Experiment:
-    learner = Process("learner", ["python", "-m", "learn", "--lr", "3e-4"],
-                      resources=Resources(cpu=4, memory_gb=8, gpu=1),
-                      restart=RestartPolicy("on-failure", max_restarts=2)).binds("params").connects("replay")
+    learner = (
+        Process(
+            "learner",
+            ["python", "-m", "learn", "--lr", "3e-4"],
+            resources=Resources(cpu=4, memory_gb=8, gpu=1),
+            restart=RestartPolicy("on-failure", max_restarts=2),
+        )
+        .binds("params")
+        .connects("replay")
+    )
     fetcher = Process("fetcher", "python fetch.py --port $SYMPH_REPLAY_PORT").connects("replay")
     replay = Process("replay", ["python", "replay.py"], cwd="/app").binds("replay").exposes("stats")
-    actor = Process("actor-0", ["python", "act.py"], image="me/actor:2",
-                    restart=RestartPolicy("always")).connects("replay", "params")
+    actor = Process(
+        "actor-0", ["python", "act.py"], image="me/actor:2", restart=RestartPolicy("always")
+    ).connects("replay", "params")
     exp = Experiment("ppo-run", image="me/surreal:1")
     return exp.add(ProcessGroup("learn", [learner, fetcher]), replay, actor).validate()
 
@@ -68,7 +76,9 @@ def test_service_mode_addresses_are_group_services_with_stable_ports() -> None:
 
 def test_host_mode_uses_loopback_and_the_given_ports() -> None:
     exp = _experiment()
-    endpoints = {s: Address("127.0.0.1", 20000 + i, "127.0.0.1") for i, s in enumerate(exp.services())}
+    endpoints = {
+        s: Address("127.0.0.1", 20000 + i, "127.0.0.1") for i, s in enumerate(exp.services())
+    }
     services = render_compose(exp, "alice", ComposeOptions(network="host"), endpoints)["services"]
     assert all(s["network_mode"] == "host" for s in services.values())
     assert not any("ports" in s for s in services.values())
@@ -91,17 +101,23 @@ def test_a_group_shares_network_and_ipc_through_its_sandbox() -> None:
 
 def test_process_settings_map_to_compose_keys() -> None:
     services = render_compose(_experiment(), "alice", ComposeOptions())["services"]
-    learner, fetcher, replay, actor = (services[n] for n in ("learner", "fetcher", "replay", "actor-0"))
+    learner, fetcher, replay, actor = (
+        services[n] for n in ("learner", "fetcher", "replay", "actor-0")
+    )
     assert learner["cpus"] == 4.0 and learner["mem_limit"] == "8192m"
     assert learner["deploy"]["resources"]["reservations"]["devices"] == [
-        {"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}]
+        {"driver": "nvidia", "count": 1, "capabilities": ["gpu"]}
+    ]
     assert learner["restart"] == "on-failure:2" and actor["restart"] == "always"
     assert replay["restart"] == "no" and replay["working_dir"] == "/app"
     assert learner["entrypoint"] == ["python", "-m", "learn", "--lr", "3e-4"]
     # `$` reaches the container's shell untouched (compose would interpolate a single `$`).
     assert fetcher["entrypoint"] == ["/bin/sh", "-c", "python fetch.py --port $$SYMPH_REPLAY_PORT"]
     assert actor["image"] == "me/actor:2" and replay["image"] == "me/surreal:1"
-    assert learner["labels"][EXPERIMENT_LABEL] == "ppo-run" and learner["labels"][OWNER_LABEL] == "alice"
+    assert (
+        learner["labels"][EXPERIMENT_LABEL] == "ppo-run"
+        and learner["labels"][OWNER_LABEL] == "alice"
+    )
     assert learner["environment"]["SYMPH_GROUP"] == "learn"
 
 
@@ -109,7 +125,9 @@ def test_a_process_without_an_image_is_an_error_with_the_fix() -> None:
     exp = Experiment("no-image").add(Process("p", ["true"])).validate()
     with pytest.raises(BackendError, match="symphony build"):
         render_compose(exp, "alice", ComposeOptions())
-    assert render_compose(exp, "alice", ComposeOptions(image="x:1"))["services"]["p"]["image"] == "x:1"
+    assert (
+        render_compose(exp, "alice", ComposeOptions(image="x:1"))["services"]["p"]["image"] == "x:1"
+    )
 
 
 @pytest.mark.parametrize("network", ["service", "host"])
@@ -118,13 +136,18 @@ def test_docker_compose_itself_accepts_the_file(tmp_path: Path, network: str) ->
     compose = render_compose(_experiment(), "alice", ComposeOptions(network=network))
     path = tmp_path / "compose.yaml"
     path.write_text(yaml.safe_dump(compose))
-    done = subprocess.run(["docker-compose", "-f", str(path), "config", "-q"], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run(
+        ["docker-compose", "-f", str(path), "config", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
 
 
 def test_compose_command_prefers_the_plugin_then_docker_compose(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.delenv("SYMPHONY_COMPOSE_COMMAND", raising=False)
     fake = tmp_path / "docker"
     fake.write_text('#!/bin/sh\n[ "$1 $2" = "compose version" ] && exit "$PLUGIN_EXIT"\nexit 1\n')

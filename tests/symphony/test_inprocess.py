@@ -50,7 +50,9 @@ def test_callables_talk_through_their_declared_services(records):
         Process("server", ["unused"]).binds("echo"),
         Process("client", ["unused"]).connects("echo"),
     )
-    handle = symphony.launch(exp, "test", records=records, targets={"server": _echo_server, "client": _client})
+    handle = symphony.launch(
+        exp, "test", records=records, targets={"server": _echo_server, "client": _client}
+    )
     try:
         assert "".join(handle.backend.logs(handle.record, "client", follow=True)) == "reply HELLO\n"
         status = handle.status()
@@ -72,7 +74,9 @@ def test_restart_policy_applies_to_a_crashing_callable(records):
         if len(calls) < 3:
             raise ValueError("boom")
 
-    exp = Experiment("flaky").add(Process("p", ["unused"], restart=RestartPolicy("on-failure", 5, 0.01)))
+    exp = Experiment("flaky").add(
+        Process("p", ["unused"], restart=RestartPolicy("on-failure", 5, 0.01))
+    )
     handle = symphony.launch(exp, "test", records=records, targets={"p": flaky})
     status = handle.wait(timeout=30)
     assert (status.process("p").state, status.process("p").restarts) == ("exited", 2)

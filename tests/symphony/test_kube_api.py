@@ -46,40 +46,76 @@ def records(tmp_path):
 
 def stored(endpoint, namespace):
     """kind/name -> object, for every namespaced object the endpoint holds in `namespace`."""
-    return {f"{obj.raw['kind']}/{key[2]}": obj.raw for key, obj in endpoint.kmock.objects.items()
-            if key[1] == namespace and not obj.deleted}
+    return {
+        f"{obj.raw['kind']}/{key[2]}": obj.raw
+        for key, obj in endpoint.kmock.objects.items()
+        if key[1] == namespace and not obj.deleted
+    }
 
 
 def pod(ns, name, group, containers, node="node-1"):
     """A pod as its controller and kubelet would leave it: containers = {name: state dict}."""
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns,
-                     "labels": {LABEL_EXPERIMENT: ns, LABEL_GROUP: group,
-                                "app.kubernetes.io/managed-by": "symphony"}},
-        "spec": {**({"nodeName": node} if node else {}), "containers": [{"name": c, "image": "i"} for c in containers]},
-        "status": {"phase": "Running", "containerStatuses": [
-            {"name": c, "ready": True, "restartCount": restarts, "image": "i", "imageID": "",
-             "state": state} for c, (state, restarts) in containers.items()]},
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": {
+                LABEL_EXPERIMENT: ns,
+                LABEL_GROUP: group,
+                "app.kubernetes.io/managed-by": "symphony",
+            },
+        },
+        "spec": {
+            **({"nodeName": node} if node else {}),
+            "containers": [{"name": c, "image": "i"} for c in containers],
+        },
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [
+                {
+                    "name": c,
+                    "ready": True,
+                    "restartCount": restarts,
+                    "image": "i",
+                    "imageID": "",
+                    "state": state,
+                }
+                for c, (state, restarts) in containers.items()
+            ],
+        },
     }
 
 
 def launch(endpoint, records, module_name, **options):
     module = _example(module_name)
-    backend = KubeBackend(records, host=endpoint.url, owner="alice",
-                          secrets=getattr(module, "SECRETS", {}), poll_s=0.05, **options)
+    backend = KubeBackend(
+        records,
+        host=endpoint.url,
+        owner="alice",
+        secrets=getattr(module, "SECRETS", {}),
+        poll_s=0.05,
+        **options,
+    )
     exp = module.make_experiment()
     record = records.create(exp, "kube")
     backend.launch(exp, record)
     return backend, exp, record
 
 
-def test_launch_creates_exactly_the_rendered_objects_and_copies_secrets_by_value(endpoint, records, tmp_path):
+def test_launch_creates_exactly_the_rendered_objects_and_copies_secrets_by_value(
+    endpoint, records, tmp_path
+):
     key = tmp_path / "key.json"
     key.write_text("top-secret-value")
-    backend, exp, record = launch(endpoint, records, "ppo_gpu",
-                                  cluster_spec=str(EXAMPLES / "cloudwise.yaml"),
-                                  secret_files={"gcs-credentials": str(key)})
+    backend, exp, record = launch(
+        endpoint,
+        records,
+        "ppo_gpu",
+        cluster_spec=str(EXAMPLES / "cloudwise.yaml"),
+        secret_files={"gcs-credentials": str(key)},
+    )
     manifests = backend.manifests(exp)
     ns = manifests[0]["metadata"]["name"]
     assert endpoint.namespaces[ns]["metadata"]["labels"] == manifests[0]["metadata"]["labels"]
@@ -94,8 +130,14 @@ def test_secrets_are_copied_from_the_secrets_namespace(endpoint, records):
     from symphony.backends.kube_api import KubeApi
 
     api = KubeApi.connect(host=endpoint.url)
-    api.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "gcs-credentials",
-                "namespace": "symphony-secrets"}, "data": {"key.json": base64.b64encode(b"v").decode()}})
+    api.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "gcs-credentials", "namespace": "symphony-secrets"},
+            "data": {"key.json": base64.b64encode(b"v").decode()},
+        }
+    )
     launch(endpoint, records, "ppo_gpu")
     assert stored(endpoint, "ppo-gpu")["Secret/gcs-credentials"]["data"] == {"key.json": "dg=="}
 
@@ -103,7 +145,10 @@ def test_secrets_are_copied_from_the_secrets_namespace(endpoint, records):
 def test_a_missing_secret_fails_the_launch_and_removes_the_namespace(endpoint, records):
     with pytest.raises(BackendError, match="create it there"):
         launch(endpoint, records, "ppo_gpu")
-    assert "ppo-gpu" not in endpoint.namespaces or endpoint.namespaces["ppo-gpu"]["status"]["phase"] == "Terminating"
+    assert (
+        "ppo-gpu" not in endpoint.namespaces
+        or endpoint.namespaces["ppo-gpu"]["status"]["phase"] == "Terminating"
+    )
     assert stored(endpoint, "ppo-gpu") == {}
 
 
@@ -116,24 +161,49 @@ def test_launching_into_an_existing_namespace_is_refused(endpoint, records, tmp_
 def test_describe_reports_container_state_restarts_pod_and_node(endpoint, records):
     backend, exp, record = launch(endpoint, records, "echo")
     assert {p.state for p in backend.describe(record).processes} == {"pending"}
-    endpoint.add_pod(pod("echo", "server-7f9", "server",
-                         {"server": ({"running": {"startedAt": "2026-01-01T00:00:00Z"}}, 2)}))
-    endpoint.add_pod(pod("echo", "client-x2", "client",
-                         {"client": ({"terminated": {"exitCode": 0, "reason": "Completed"}}, 0)}, node="node-2"))
+    endpoint.add_pod(
+        pod(
+            "echo",
+            "server-7f9",
+            "server",
+            {"server": ({"running": {"startedAt": "2026-01-01T00:00:00Z"}}, 2)},
+        )
+    )
+    endpoint.add_pod(
+        pod(
+            "echo",
+            "client-x2",
+            "client",
+            {"client": ({"terminated": {"exitCode": 0, "reason": "Completed"}}, 0)},
+            node="node-2",
+        )
+    )
     status = backend.describe(record)
     server, client = status.process("server"), status.process("client")
-    assert (server.state, server.restarts, server.location) == ("running", 2, "pod server-7f9 on node-1")
-    assert (client.state, client.exit_code, client.location) == ("exited", 0, "pod client-x2 on node-2")
+    assert (server.state, server.restarts, server.location) == (
+        "running",
+        2,
+        "pod server-7f9 on node-1",
+    )
+    assert (client.state, client.exit_code, client.location) == (
+        "exited",
+        0,
+        "pod client-x2 on node-2",
+    )
     assert status.details["pods"] == {"server-7f9": "Running", "client-x2": "Running"}
 
 
 def test_list_shows_every_symphony_namespace_with_its_owner(endpoint, records, tmp_path):
     launch(endpoint, records, "echo")
-    teammate = KubeBackend(Records(tmp_path / "bob"), host=endpoint.url, owner="bob", namespace="bob-echo")
+    teammate = KubeBackend(
+        Records(tmp_path / "bob"), host=endpoint.url, owner="bob", namespace="bob-echo"
+    )
     exp = _example("echo").make_experiment()
     teammate.launch(exp, Records(tmp_path / "bob").create(exp, "kube"))
     endpoint.add_pod(pod("echo", "server-1", "server", {"server": ({"running": {}}, 0)}))
-    rows = {(r.name, r.owner) : r for r in KubeBackend(records, host=endpoint.url, poll_s=0.05).list()}
+    rows = {
+        (r.name, r.owner): r for r in KubeBackend(records, host=endpoint.url, poll_s=0.05).list()
+    }
     assert set(rows) == {("echo", "alice"), ("echo", "bob")}
     assert (rows["echo", "alice"].processes, rows["echo", "alice"].running) == (2, 1)
 
@@ -217,11 +287,17 @@ def test_attached_launch_returns_when_every_process_ended(endpoint, records):
     exp = module.make_experiment()
     record = records.create(exp, "kube")
     done = threading.Event()
-    thread = threading.Thread(target=lambda: (backend.launch(exp, record, detach=False), done.set()))
+    thread = threading.Thread(
+        target=lambda: (backend.launch(exp, record, detach=False), done.set())
+    )
     thread.start()
-    endpoint.add_pod(pod("echo", "client-1", "client", {"client": ({"terminated": {"exitCode": 0}}, 0)}))
+    endpoint.add_pod(
+        pod("echo", "client-1", "client", {"client": ({"terminated": {"exitCode": 0}}, 0)})
+    )
     assert not done.wait(0.3)  # the server still runs (no pod yet: pending)
-    endpoint.add_pod(pod("echo", "server-1", "server", {"server": ({"terminated": {"exitCode": 2}}, 0)}))
+    endpoint.add_pod(
+        pod("echo", "server-1", "server", {"server": ({"terminated": {"exitCode": 2}}, 0)})
+    )
     thread.join(10)
     assert done.is_set()
     assert (record.status, record.data["exit_code"]) == ("failed", 1)
@@ -229,11 +305,15 @@ def test_attached_launch_returns_when_every_process_ended(endpoint, records):
 
 def test_describe_says_why_a_process_waits(endpoint, records):
     backend, _, record = launch(endpoint, records, "echo")
-    waiting = pod("echo", "server-1", "server", {"server": ({"waiting": {"reason": "ImagePullBackOff"}}, 0)})
+    waiting = pod(
+        "echo", "server-1", "server", {"server": ({"waiting": {"reason": "ImagePullBackOff"}}, 0)}
+    )
     endpoint.add_pod(waiting)
     unscheduled = pod("echo", "client-1", "client", {}, node=None)
-    unscheduled["status"] = {"phase": "Pending", "conditions": [
-        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}]}
+    unscheduled["status"] = {
+        "phase": "Pending",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    }
     endpoint.add_pod(unscheduled)
     status = backend.describe(record)
     assert status.process("server").location == "pod server-1 on node-1 [ImagePullBackOff]"
@@ -241,7 +321,9 @@ def test_describe_says_why_a_process_waits(endpoint, records):
     assert {p.state for p in status.processes} == {"pending"}
 
 
-def test_later_commands_reach_the_cluster_the_record_was_launched_on(endpoint, records, monkeypatch):
+def test_later_commands_reach_the_cluster_the_record_was_launched_on(
+    endpoint, records, monkeypatch
+):
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")
     launch(endpoint, records, "echo")
     status = KubeBackend(records).describe(records.load("echo"))  # no host given now

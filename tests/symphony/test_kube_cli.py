@@ -25,16 +25,32 @@ def test_dry_run_writes_the_manifests_and_touches_no_cluster(symphony_home, tmp_
     out = tmp_path / "manifests"
     config = tmp_path / "config.yaml"
     # a host nobody listens on: any API call would fail the command
-    config.write_text(yaml.safe_dump({"backend_options": {"kube": {
-        "output": str(out), "host": "http://127.0.0.1:9", "owner": "alice"}}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "backend_options": {
+                    "kube": {"output": str(out), "host": "http://127.0.0.1:9", "owner": "alice"}
+                }
+            }
+        )
+    )
     monkeypatch.setenv("SYMPHONY_CONFIG", str(config))
     result = run("launch", str(EXAMPLES / "echo.py"), "--backend", "kube", "--dry-run")
     assert result.exit_code == 0, result.output
     printed = list(yaml.safe_load_all(result.output))
     files = sorted(out.iterdir())
-    assert [f.name for f in files][:2] == ["00-namespace-echo.yaml", "01-networkpolicy-symphony-experiment-only.yaml"]
+    assert [f.name for f in files][:2] == [
+        "00-namespace-echo.yaml",
+        "01-networkpolicy-symphony-experiment-only.yaml",
+    ]
     assert [yaml.safe_load(f.read_text()) for f in files] == printed
-    assert {o["kind"] for o in printed} >= {"Namespace", "Service", "Deployment", "Job", "NetworkPolicy"}
+    assert {o["kind"] for o in printed} >= {
+        "Namespace",
+        "Service",
+        "Deployment",
+        "Job",
+        "NetworkPolicy",
+    }
     assert not (symphony_home / "experiments").exists()  # no record either
 
 
@@ -46,16 +62,35 @@ def test_launch_list_describe_logs_delete_through_the_cli(symphony_home, monkeyp
         assert result.exit_code == 0, result.output
         assert "echo" in endpoint.namespaces
 
-        endpoint.add_pod({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "server-5d8", "namespace": "echo",
-                         "labels": {"symphony.io/experiment": "echo", "symphony.io/group": "server",
-                                    "app.kubernetes.io/managed-by": "symphony"}},
-            "spec": {"nodeName": "gke-cpu-1", "containers": [{"name": "server", "image": "i"}]},
-            "status": {"phase": "Running", "containerStatuses": [{
-                "name": "server", "ready": True, "restartCount": 1, "image": "i", "imageID": "",
-                "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]},
-        })
+        endpoint.add_pod(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": "server-5d8",
+                    "namespace": "echo",
+                    "labels": {
+                        "symphony.io/experiment": "echo",
+                        "symphony.io/group": "server",
+                        "app.kubernetes.io/managed-by": "symphony",
+                    },
+                },
+                "spec": {"nodeName": "gke-cpu-1", "containers": [{"name": "server", "image": "i"}]},
+                "status": {
+                    "phase": "Running",
+                    "containerStatuses": [
+                        {
+                            "name": "server",
+                            "ready": True,
+                            "restartCount": 1,
+                            "image": "i",
+                            "imageID": "",
+                            "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}},
+                        }
+                    ],
+                },
+            }
+        )
         endpoint.write_log("echo", "server-5d8", "server", "echo server on 7000\n")
 
         listed = run("list", "--backend", "kube")
@@ -72,7 +107,8 @@ def test_launch_list_describe_logs_delete_through_the_cli(symphony_home, monkeyp
 
 
 def test_kube_options_are_checked(symphony_home, tmp_path):
-    result = CliRunner().invoke(main, ["launch", str(EXAMPLES / "echo.py"), "-b", "kube",
-                                       "--detach", "-o", "imagee=x"])
+    result = CliRunner().invoke(
+        main, ["launch", str(EXAMPLES / "echo.py"), "-b", "kube", "--detach", "-o", "imagee=x"]
+    )
     assert result.exit_code != 0
     assert "imagee" in result.output and "image" in result.output

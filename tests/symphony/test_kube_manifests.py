@@ -37,7 +37,9 @@ def example_objects() -> dict[str, tuple[Experiment, list[dict]]]:
     for name in ("echo", "ppo_gpu"):
         module = load_example(name)
         exp = module.make_experiment()
-        options = RenderOptions(owner="alice", cluster=CLUSTER, secrets=getattr(module, "SECRETS", {}))
+        options = RenderOptions(
+            owner="alice", cluster=CLUSTER, secrets=getattr(module, "SECRETS", {})
+        )
         out[name] = (exp, render(exp, options))
     return out
 
@@ -60,7 +62,11 @@ def workloads(objects):
 
 def containers(objects):
     """(pod template, container) for every container."""
-    return [(w["spec"]["template"], c) for w in workloads(objects) for c in w["spec"]["template"]["spec"]["containers"]]
+    return [
+        (w["spec"]["template"], c)
+        for w in workloads(objects)
+        for c in w["spec"]["template"]["spec"]["containers"]
+    ]
 
 
 def env_of(container):
@@ -73,22 +79,30 @@ def selects(selector: dict, labels: dict) -> bool:
 
 # --- Kubernetes NetworkPolicy ingress semantics (networking.k8s.io/v1) ---------------------------
 
+
 def peer_matches(peer, policy_ns, src) -> bool:
     if "ipBlock" in peer:
         return src["ns"] is None  # only traffic from outside the cluster is addressed by IP here
     if src["ns"] is None:
         return False
-    ns_ok = src["ns"] == policy_ns if "namespaceSelector" not in peer else selects(
-        peer["namespaceSelector"].get("matchLabels", {}), src["ns_labels"])
+    ns_ok = (
+        src["ns"] == policy_ns
+        if "namespaceSelector" not in peer
+        else selects(peer["namespaceSelector"].get("matchLabels", {}), src["ns_labels"])
+    )
     pod_ok = selects(peer.get("podSelector", {}).get("matchLabels", {}), src["labels"])
     return ns_ok and pod_ok
 
 
 def admits(policies, dst_labels, dst_ns, port, src) -> bool:
     """Whether ingress from `src` to a pod (labels, namespace) on `port` is allowed."""
-    selecting = [p for p in policies if p["metadata"]["namespace"] == dst_ns
-                 and selects(p["spec"]["podSelector"].get("matchLabels", {}), dst_labels)
-                 and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])]
+    selecting = [
+        p
+        for p in policies
+        if p["metadata"]["namespace"] == dst_ns
+        and selects(p["spec"]["podSelector"].get("matchLabels", {}), dst_labels)
+        and "Ingress" in p["spec"].get("policyTypes", ["Ingress"])
+    ]
     if not selecting:
         return True
     for policy in selecting:
@@ -112,6 +126,7 @@ def tolerates(tolerations, taint: cw.Taint) -> bool:
 
 # --- the properties -------------------------------------------------------------------------------
 
+
 def test_every_connected_service_has_a_service_selecting_its_binder_on_its_port(example):
     exp, objects = example
     ns = objects[0]["metadata"]["name"]
@@ -130,8 +145,12 @@ def test_every_connected_service_has_a_service_selecting_its_binder_on_its_port(
             assert svc["spec"]["ports"][0]["port"] == port == svc["spec"]["ports"][0]["targetPort"]
             # the selector picks exactly the binder's pod, and that container listens on the port
             for other in pods.values():
-                assert selects(svc["spec"]["selector"], other["metadata"]["labels"]) == (other is template)
-            binder_container = next(c for c in template["spec"]["containers"] if c["name"] == binder.name)
+                assert selects(svc["spec"]["selector"], other["metadata"]["labels"]) == (
+                    other is template
+                )
+            binder_container = next(
+                c for c in template["spec"]["containers"] if c["name"] == binder.name
+            )
             assert port in [p["containerPort"] for p in binder_container["ports"]]
             expected = "LoadBalancer" if name in binder.exposed else "ClusterIP"
             assert svc["spec"]["type"] == expected
@@ -176,7 +195,9 @@ def test_resources_and_node_pools_reach_the_pod(example):
     exp, objects = example
     for template, c in containers(objects):
         res = exp.process(c["name"]).resources
-        assert float(c["resources"]["requests"]["cpu"].rstrip("m")) / (1000 if "m" in c["resources"]["requests"]["cpu"] else 1) == pytest.approx(res.cpu)
+        assert float(c["resources"]["requests"]["cpu"].rstrip("m")) / (
+            1000 if "m" in c["resources"]["requests"]["cpu"] else 1
+        ) == pytest.approx(res.cpu)
         if res.memory_gb:
             assert c["resources"]["limits"]["memory"] == c["resources"]["requests"]["memory"]
         selector = template["spec"].get("nodeSelector", {})
@@ -189,8 +210,11 @@ def test_network_policy_admits_the_experiments_own_pods_and_nothing_else(example
     policies = kinds(objects, "NetworkPolicy")
     pods = [w["spec"]["template"]["metadata"]["labels"] for w in workloads(objects)]
     ports = [p["port"] for s in kinds(objects, "Service") for p in s["spec"]["ports"]] + [22, 8080]
-    exposed = {(s["spec"]["ports"][0]["port"], tuple(sorted(s["spec"]["selector"].items())))
-               for s in kinds(objects, "Service") if s["spec"]["type"] == "LoadBalancer"}
+    exposed = {
+        (s["spec"]["ports"][0]["port"], tuple(sorted(s["spec"]["selector"].items())))
+        for s in kinds(objects, "Service")
+        if s["spec"]["type"] == "LoadBalancer"
+    }
     stranger_ns = {"ns": "other", "ns_labels": {}, "labels": dict(pods[0])}  # same labels, other ns
     stranger_pod = {"ns": ns, "ns_labels": {}, "labels": {"app": "debug"}}  # same ns, not ours
     outside = {"ns": None, "ns_labels": {}, "labels": {}}
@@ -211,7 +235,10 @@ def test_namespace_is_labelled_with_experiment_and_owner(example):
     assert ns["kind"] == "Namespace"
     assert ns["metadata"]["labels"][LABEL_EXPERIMENT] == exp.name
     assert ns["metadata"]["labels"][LABEL_OWNER] == "alice"
-    assert Experiment.from_yaml(ns["metadata"]["annotations"]["symphony.io/spec"]).to_dict() == exp.to_dict()
+    assert (
+        Experiment.from_yaml(ns["metadata"]["annotations"]["symphony.io/spec"]).to_dict()
+        == exp.to_dict()
+    )
     assert all(o["metadata"]["namespace"] == ns["metadata"]["name"] for o in objects[1:])
 
 
@@ -219,7 +246,10 @@ def test_pods_run_non_root_without_privilege_escalation_and_with_memory_shm(exam
     _, objects = example
     for w in workloads(objects):
         spec = w["spec"]["template"]["spec"]
-        assert spec["securityContext"]["runAsNonRoot"] is True and spec["securityContext"]["runAsUser"] != 0
+        assert (
+            spec["securityContext"]["runAsNonRoot"] is True
+            and spec["securityContext"]["runAsUser"] != 0
+        )
         shm = next(v for v in spec["volumes"] if v["name"] == "dshm")
         assert shm["emptyDir"]["medium"] == "Memory"
         for c in spec["containers"]:
@@ -232,7 +262,9 @@ def test_servers_run_under_deployments_and_ending_processes_under_jobs():
     kind = {w["metadata"]["name"]: w["kind"] for w in workloads(objects)}
     assert kind == {"server": "Deployment", "client": "Job"}
     deployment = kinds(objects, "Deployment")[0]
-    assert deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    assert (
+        deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
+    )
     job = kinds(objects, "Job")[0]
     assert job["spec"]["backoffLimit"] == exp.process("client").restart.max_restarts
     rule = job["spec"]["podFailurePolicy"]["rules"][0]  # a pod lost with its node comes back
@@ -246,9 +278,13 @@ def test_secrets_are_mounted_by_reference_and_no_value_reaches_a_manifest(tmp_pa
     key = tmp_path / "key.json"
     key.write_text(value)
     module = load_example("ppo_gpu")
-    backend = KubeBackend(owner="alice", cluster_spec=str(EXAMPLES / "cloudwise.yaml"),
-                          secrets=module.SECRETS, secret_files={"gcs-credentials": str(key)},
-                          output=str(tmp_path / "out"))
+    backend = KubeBackend(
+        owner="alice",
+        cluster_spec=str(EXAMPLES / "cloudwise.yaml"),
+        secrets=module.SECRETS,
+        secret_files={"gcs-credentials": str(key)},
+        output=str(tmp_path / "out"),
+    )
     text = backend.plan(module.make_experiment())
     written = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
     for form in (value, base64.b64encode(value.encode()).decode()):
@@ -259,26 +295,43 @@ def test_secrets_are_mounted_by_reference_and_no_value_reaches_a_manifest(tmp_pa
     mount = next(m for m in learner["volumeMounts"] if m["name"] == "secret-gcs-credentials")
     assert mount["readOnly"] is True
     assert env_of(learner)["SYMPH_SECRET_GCS_CREDENTIALS_DIR"] == mount["mountPath"]
-    volume = next(v for w in workloads(objects) for v in w["spec"]["template"]["spec"]["volumes"]
-                  if v["name"] == "secret-gcs-credentials")
+    volume = next(
+        v
+        for w in workloads(objects)
+        for v in w["spec"]["template"]["spec"]["volumes"]
+        if v["name"] == "secret-gcs-credentials"
+    )
     assert volume["secret"]["secretName"] == "gcs-credentials"
 
 
 def test_secrets_named_in_the_spec_are_mounted_and_the_option_adds_more():
     exp = Experiment("sec", image="busybox").add(
-        Process("learner", ["true"], secrets=["gcs-credentials", "wandb"]), Process("actor", ["true"]))
-    objects = render(exp, RenderOptions(secrets={"learner": ["wandb", "extra"], "actor": ["extra"]}))
-    mounted = {c["name"]: [m["name"] for m in c.get("volumeMounts", []) if m["name"].startswith("secret-")]
-               for _, c in containers(objects)}
-    assert mounted == {"learner": ["secret-gcs-credentials", "secret-wandb", "secret-extra"],
-                       "actor": ["secret-extra"]}
+        Process("learner", ["true"], secrets=["gcs-credentials", "wandb"]),
+        Process("actor", ["true"]),
+    )
+    objects = render(
+        exp, RenderOptions(secrets={"learner": ["wandb", "extra"], "actor": ["extra"]})
+    )
+    mounted = {
+        c["name"]: [m["name"] for m in c.get("volumeMounts", []) if m["name"].startswith("secret-")]
+        for _, c in containers(objects)
+    }
+    assert mounted == {
+        "learner": ["secret-gcs-credentials", "secret-wandb", "secret-extra"],
+        "actor": ["secret-extra"],
+    }
 
 
 def test_a_process_without_an_image_is_an_error_with_the_fix():
     exp = Experiment("noimage").add(Process("a", ["true"]))
     with pytest.raises(Exception, match="--image"):
         render(exp, RenderOptions())
-    assert render(exp, RenderOptions(image="busybox"))[-1]["spec"]["template"]["spec"]["containers"][0]["image"] == "busybox"
+    assert (
+        render(exp, RenderOptions(image="busybox"))[-1]["spec"]["template"]["spec"]["containers"][
+            0
+        ]["image"]
+        == "busybox"
+    )
 
 
 LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
@@ -291,7 +344,9 @@ def test_names_and_labels_pass_the_api_servers_own_checks():
     from tests.symphony.test_kube_validate import every_field
 
     odd = Experiment.from_dict(every_field().to_dict())
-    cases = list(EXAMPLE_OBJECTS.values()) + [(odd, render(odd, RenderOptions(owner="a@b.c", image="i")))]
+    cases = list(EXAMPLE_OBJECTS.values()) + [
+        (odd, render(odd, RenderOptions(owner="a@b.c", image="i")))
+    ]
     for _, objects in cases:
         for obj in objects:
             meta = obj["metadata"]

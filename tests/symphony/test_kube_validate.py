@@ -32,16 +32,21 @@ def generated_objects(tmp_path: Path) -> list[dict]:
     for name in ("echo", "ppo_gpu"):
         module = _load(name)
         out = tmp_path / name
-        backend = KubeBackend(owner="alice", cluster_spec=str(EXAMPLES / "cloudwise.yaml"),
-                              secrets=getattr(module, "SECRETS", {}), output=str(out),
-                              secret_files={"gcs-credentials": str(secret)})
+        backend = KubeBackend(
+            owner="alice",
+            cluster_spec=str(EXAMPLES / "cloudwise.yaml"),
+            secrets=getattr(module, "SECRETS", {}),
+            output=str(out),
+            secret_files={"gcs-credentials": str(secret)},
+        )
         exp = module.make_experiment()
         backend.plan(exp)
         objects += [yaml.safe_load(p.read_text()) for p in sorted(out.iterdir())]
         options = backend.render_options()
         objects += backend._secrets(exp, options.namespace or exp.name, options)
-    objects += KubeBackend(owner="a@b.c", image="busybox", shm_gb=2.5,
-                           secrets={"once": ["licence"]}).manifests(every_field())
+    objects += KubeBackend(
+        owner="a@b.c", image="busybox", shm_gb=2.5, secrets={"once": ["licence"]}
+    ).manifests(every_field())
     return objects
 
 
@@ -49,10 +54,18 @@ def every_field():
     """The fields the examples leave out: cwd, a shell command, `never`, 0-digit names, CPU millis."""
     from symphony import Experiment, Process, ProcessGroup, Resources, RestartPolicy
 
-    once = Process("once", "echo $SYMPH_0DATA_ADDR > /tmp/x", cwd="/work",
-                   resources=Resources(cpu=0.25, memory_gb=0.5), restart=RestartPolicy("never"))
+    once = Process(
+        "once",
+        "echo $SYMPH_0DATA_ADDR > /tmp/x",
+        cwd="/work",
+        resources=Resources(cpu=0.25, memory_gb=0.5),
+        restart=RestartPolicy("never"),
+    )
     return Experiment("every-field").add(
-        ProcessGroup("pair", [once.connects("0data"), Process("server", ["sleep", "inf"]).binds("0data")]))
+        ProcessGroup(
+            "pair", [once.connects("0data"), Process("server", ["sleep", "inf"]).binds("0data")]
+        )
+    )
 
 
 def test_examples_cover_every_kind_the_backend_creates(tmp_path):
@@ -69,7 +82,9 @@ def test_every_generated_object_validates_strictly(tmp_path, version):
             checked = kubernetes_validate.validate(obj, version, strict=True)
         except kubernetes_validate.ValidationError as err:
             where = ".".join(str(p) for p in err.path)
-            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']} fails {version} at {where}: {err.message}")
+            pytest.fail(
+                f"{obj['kind']}/{obj['metadata']['name']} fails {version} at {where}: {err.message}"
+            )
         assert checked == version  # validated against that exact version's schema
 
 

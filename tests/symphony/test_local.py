@@ -71,7 +71,9 @@ def test_detached_ring_list_describe_logs_exec_delete(symphony_home):
     assert "ring" in listed and "running" in listed and "3/3" in listed
     described = cli("describe", "ri").stdout  # a unique prefix is enough
     assert described.count("running") >= 3 and "node-2" in described
-    wait_for(lambda: "got count" in cli("logs", "ring", "node-1", "--tail", "3").stdout, what="counts")
+    wait_for(
+        lambda: "got count" in cli("logs", "ring", "node-1", "--tail", "3").stdout, what="counts"
+    )
     assert len(cli("logs", "ring", "node-1", "--tail", "2").stdout.splitlines()) == 2
     addr = cli("exec", "ring", "node-0", "--", "sh", "-c", "echo $SYMPH_RING_1_ADDR").stdout.strip()
     assert addr == f"127.0.0.1:{Records().load('ring').data['endpoints']['ring-1'][1]}"
@@ -90,11 +92,15 @@ def test_kill_9_restarts_the_process_and_the_ring_goes_on(symphony_home):
     wait_for(_all_running, what="3 running nodes")
     victim = _states()["node-1"].pid
     os.kill(victim, signal.SIGKILL)
-    back = wait_for(lambda: (s := _states()["node-1"]).restarts == 1 and s.state == "running" and s,
-                    what="node-1 restarted")
+    back = wait_for(
+        lambda: (s := _states()["node-1"]).restarts == 1 and s.state == "running" and s,
+        what="node-1 restarted",
+    )
     assert back.pid != victim
     assert _states()["node-0"].state == "running" and _states()["node-0"].restarts == 0
-    row = next(line for line in cli("describe", "ring").stdout.splitlines() if line.startswith("node-1"))
+    row = next(
+        line for line in cli("describe", "ring").stdout.splitlines() if line.startswith("node-1")
+    )
     assert row.split()[3] == "1"  # the RESTARTS column
 
     def counts_after_restart():
@@ -110,11 +116,20 @@ def test_kill_9_restarts_the_process_and_the_ring_goes_on(symphony_home):
 def test_ctrl_c_on_attached_launch_leaves_no_process(symphony_home, tmp_path):
     exp_file = tmp_path / "stubborn.py"
     exp_file.write_text(STUBBORN)
-    launch = subprocess.Popen([sys.executable, "-m", "symphony", "launch", str(exp_file), "-o", "grace_s=1"],
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    launch = subprocess.Popen(
+        [sys.executable, "-m", "symphony", "launch", str(exp_file), "-o", "grace_s=1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
-        wait_for(lambda: (symphony_home / "experiments" / "stubborn" / "state.json").exists()
-                 and _all_running("stubborn", 3), what="3 running processes")
+        wait_for(
+            lambda: (
+                (symphony_home / "experiments" / "stubborn" / "state.json").exists()
+                and _all_running("stubborn", 3)
+            ),
+            what="3 running processes",
+        )
         run_id = _run_id("stubborn")
         wait_for(lambda: len(processes_with_run_id(run_id)) >= 4, what="the grandchild")
         launch.send_signal(signal.SIGINT)
@@ -156,7 +171,9 @@ def test_python_api_reports_failure_exit_code_and_restart_limit(records):
 
     exp = Experiment("api").add(
         Process("once", ["sh", "-c", "echo hi; exit 3"]),
-        Process("flaky", ["sh", "-c", "echo try; exit 1"], restart=RestartPolicy("on-failure", 2, 0.01)),
+        Process(
+            "flaky", ["sh", "-c", "echo try; exit 1"], restart=RestartPolicy("on-failure", 2, 0.01)
+        ),
     )
     handle = symphony.launch(exp, "local", records=records)
     status = handle.wait(timeout=60)
@@ -178,7 +195,9 @@ def test_a_port_taken_after_allocation_is_replaced_before_start(records):
     from symphony import Experiment, Process
     from symphony.supervisor import Supervisor
 
-    exp = Experiment("ports").add(Process("p", ["sh", "-c", "echo port=$SYMPH_SVC_PORT"]).binds("svc"))
+    exp = Experiment("ports").add(
+        Process("p", ["sh", "-c", "echo port=$SYMPH_SVC_PORT"]).binds("svc")
+    )
     record = records.create(exp, "local")
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))

@@ -13,18 +13,28 @@ pytestmark = pytest.mark.timeout(30)
 
 @pytest.fixture
 def cluster() -> ClusterSpec:
-    return ClusterSpec("gcp", "c", "us-west1", project="p", pools=[
-        NodePoolSpec("big", cpu=64, memory_gb=256),
-        NodePoolSpec("cpu", cpu=8, memory_gb=32),
-        NodePoolSpec("v100x4", cpu=32, memory_gb=200, gpu=4, gpu_type="v100"),
-        NodePoolSpec("t4", cpu=8, memory_gb=30, gpu=1, gpu_type="t4", taints=["team=rl:NoSchedule"]),
-    ])
+    return ClusterSpec(
+        "gcp",
+        "c",
+        "us-west1",
+        project="p",
+        pools=[
+            NodePoolSpec("big", cpu=64, memory_gb=256),
+            NodePoolSpec("cpu", cpu=8, memory_gb=32),
+            NodePoolSpec("v100x4", cpu=32, memory_gb=200, gpu=4, gpu_type="v100"),
+            NodePoolSpec(
+                "t4", cpu=8, memory_gb=30, gpu=1, gpu_type="t4", taints=["team=rl:NoSchedule"]
+            ),
+        ],
+    )
 
 
 def test_allocatable_leaves_room_for_the_system_and_never_exceeds_the_node(cluster):
     for pool in cluster.pools:
         node = placement.node(cluster, pool.name)
-        assert node.cpu >= pool.cpu and node.memory_gb >= pool.memory_gb  # the machine cloudwise picks
+        assert (
+            node.cpu >= pool.cpu and node.memory_gb >= pool.memory_gb
+        )  # the machine cloudwise picks
         cpu, memory = placement.allocatable(node)
         assert 0 < cpu < node.cpu and 0 < memory < node.memory_gb
     # GKE's published example: 4 GiB node -> 1 GiB reserved, plus eviction and DaemonSets.
@@ -49,8 +59,13 @@ def test_share_of_machine_packs_n_per_node(cluster):
 
 
 def test_a_pool_given_by_machine_type_is_sized_by_that_machine():
-    cluster = ClusterSpec("gcp", "c", "us-west1", project="p",
-                          pools=[NodePoolSpec("m", machine_type="n2-standard-16")])
+    cluster = ClusterSpec(
+        "gcp",
+        "c",
+        "us-west1",
+        project="p",
+        pools=[NodePoolSpec("m", machine_type="n2-standard-16")],
+    )
     res = placement.whole_machine(cluster, "m")
     assert 15 < res.cpu < 16 and res.memory_gb > 50
     with pytest.raises(SpecError, match="no pool named 'x'"):
@@ -70,7 +85,9 @@ def test_smallest_pool_prefers_cpu_pools_and_names_the_pools_when_nothing_fits(c
     assert placement.smallest_pool(cluster, Resources(cpu=16, memory_gb=64)).node_pool == "big"
     with pytest.raises(SpecError) as err:
         placement.smallest_pool(cluster, Resources(cpu=100))
-    assert "big (n2-standard-64): 63.65 cpu" in str(err.value) and "cloudwise pool add" in str(err.value)
+    assert "big (n2-standard-64): 63.65 cpu" in str(err.value) and "cloudwise pool add" in str(
+        err.value
+    )
 
 
 def test_pod_placement_uses_the_pool_label_and_exactly_the_pool_taints(cluster):

@@ -26,7 +26,9 @@ def test_state_dir_env_beats_config_beats_default(tmp_path, monkeypatch):
 
 def test_record_keeps_spec_owner_backend_and_log_paths(records):
     exp = _exp("alpha")
-    record = records.create(exp, "local", owner="ada", launch_command=["symphony", "launch", "x.py"])
+    record = records.create(
+        exp, "local", owner="ada", launch_command=["symphony", "launch", "x.py"]
+    )
     again = records.load("alpha")
     assert again.experiment() == exp
     assert (again.owner, again.backend, again.status) == ("ada", "local", "launching")
@@ -51,7 +53,9 @@ def test_remove_deletes_the_record(records):
         records.load("gone")
 
 
-@pytest.mark.parametrize("prefix, expected", [("ring", "ring"), ("ring-t", "ring-two"), ("o", "other")])
+@pytest.mark.parametrize(
+    "prefix, expected", [("ring", "ring"), ("ring-t", "ring-two"), ("o", "other")]
+)
 def test_prefixes_select_one_name(prefix, expected):
     assert resolve_prefix(prefix, ["ring", "ring-two", "other"], "experiment") == expected
 
@@ -59,7 +63,9 @@ def test_prefixes_select_one_name(prefix, expected):
 def test_ambiguous_and_unknown_prefixes_list_the_candidates():
     with pytest.raises(ExperimentNotFound, match=r"ambiguous.*names \['ring-one', 'ring-two'\]"):
         resolve_prefix("ring-", ["ring-one", "ring-two"], "experiment")
-    with pytest.raises(ExperimentNotFound, match=r"no experiment matches 'x'; experiment names: \['ring-one'\]"):
+    with pytest.raises(
+        ExperimentNotFound, match=r"no experiment matches 'x'; experiment names: \['ring-one'\]"
+    ):
         resolve_prefix("x", ["ring-one"], "experiment")
 
 
@@ -73,8 +79,13 @@ def test_record_keeps_the_git_revision_of_the_launch_directory(records, tmp_path
     (repo / "f").write_text("x")
     subprocess.run(git + ["add", "f"], cwd=repo, check=True)
     subprocess.run(git + ["commit", "-q", "-m", "m"], cwd=repo, check=True)
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True,
-                          text=True, check=True).stdout.strip()
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     monkeypatch.chdir(repo)
     assert records.create(_exp("rev"), "local").git_revision.startswith(head[:7])
     monkeypatch.chdir(tmp_path)

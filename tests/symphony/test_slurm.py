@@ -91,7 +91,8 @@ def experiment_processes(name: str) -> list[psutil.Process]:
                 continue
             env = proc.environ()
             if env.get("SYMPHONY_HOME") == home and (
-                    env.get("SYMPH_EXPERIMENT") == name or folder in proc.cmdline()):
+                env.get("SYMPH_EXPERIMENT") == name or folder in proc.cmdline()
+            ):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -106,17 +107,29 @@ def job_ids(name: str) -> list[str]:
 
 
 def test_batch_script_maps_group_resources(tmp_path):
-    group = ProcessGroup("learner", [
-        Process("a", ["x"], resources=Resources(cpu=1.5, memory_gb=2, gpu=1, node_pool="gpu")),
-        Process("b", ["y"], resources=Resources(cpu=1, gpu=1, node_pool="gpu")),
-    ])
+    group = ProcessGroup(
+        "learner",
+        [
+            Process("a", ["x"], resources=Resources(cpu=1.5, memory_gb=2, gpu=1, node_pool="gpu")),
+            Process("b", ["y"], resources=Resources(cpu=1, gpu=1, node_pool="gpu")),
+        ],
+    )
     exp = Experiment("exp").add(group)
     plan = SlurmBackend(Records(tmp_path)).plan(exp)
-    for option in ("--job-name=exp.learner", "--nodes=1", "--ntasks=1", "--cpus-per-task=3",
-                   "--mem=2048M", "--gres=gpu:2", "--partition=gpu", "--time=3-00:00:00"):
+    for option in (
+        "--job-name=exp.learner",
+        "--nodes=1",
+        "--ntasks=1",
+        "--cpus-per-task=3",
+        "--mem=2048M",
+        "--gres=gpu:2",
+        "--partition=gpu",
+        "--time=3-00:00:00",
+    ):
         assert f"#SBATCH {option}\n" in plan
-    plan = SlurmBackend(Records(tmp_path), time_limit="2:00:00", partition="cpu",
-                        sbatch_args="--account=rl").plan(Experiment("e").add(Process("p", ["z"])))
+    plan = SlurmBackend(
+        Records(tmp_path), time_limit="2:00:00", partition="cpu", sbatch_args="--account=rl"
+    ).plan(Experiment("e").add(Process("p", ["z"])))
     assert "#SBATCH --time=2:00:00\n" in plan and "#SBATCH --partition=cpu\n" in plan
     assert "#SBATCH --account=rl\n" in plan and "--mem" not in plan and "--gres" not in plan
 
@@ -146,7 +159,11 @@ def test_sacct_output_is_read_where_the_cluster_has_accounting():
     text = "12|CANCELLED by 0|None|n1|0:15\n13|TIMEOUT|TimeLimit|n2|0:0\n99|COMPLETED|None|n1|0:0\n"
     jobs = parse_sacct(text, ["12", "13"])
     assert sorted(jobs) == ["12", "13"]
-    assert (jobs["12"].state, jobs["12"].exit_code, jobs["12"].active) == ("CANCELLED", "0:15", False)
+    assert (jobs["12"].state, jobs["12"].exit_code, jobs["12"].active) == (
+        "CANCELLED",
+        "0:15",
+        False,
+    )
     assert (jobs["13"].state, jobs["13"].reason, jobs["13"].node) == ("TIMEOUT", "TimeLimit", "n2")
 
 
@@ -186,13 +203,17 @@ def test_ring_example_runs_attached_to_the_end(cluster):
 
 
 def test_detached_ring_list_describe_logs_exec_delete_leaves_nothing(cluster):
-    started = cli("launch", str(RING), "-b", "slurm", "-d", "--name", "live",
-                  env=env_with(RING_ROUNDS="0"))
+    started = cli(
+        "launch", str(RING), "-b", "slurm", "-d", "--name", "live", env=env_with(RING_ROUNDS="0")
+    )
     assert started.returncode == 0, started.stderr
     ids = job_ids("live")
     for i in range(3):  # every node got the counter from its predecessor: they found each other
-        wait_for(lambda i=i: f"node {i} got count" in cli("logs", "live", f"node-{i}").stdout,
-                 60, what=f"node-{i} to get the counter")
+        wait_for(
+            lambda i=i: f"node {i} got count" in cli("logs", "live", f"node-{i}").stdout,
+            60,
+            what=f"node-{i} to get the counter",
+        )
     listed = cli("list").stdout
     row = next(line.split() for line in listed.splitlines() if line.startswith("live "))
     assert (row[2], row[3], row[-1]) == ("slurm", "running", "3/3"), listed
@@ -214,7 +235,11 @@ def test_detached_ring_list_describe_logs_exec_delete_leaves_nothing(cluster):
 def test_ctrl_c_on_an_attached_launch_cancels_every_job(cluster):
     attached = subprocess.Popen(
         [sys.executable, "-m", "symphony", "launch", str(RING), "-b", "slurm", "--name", "ctrl-c"],
-        env=env_with(RING_ROUNDS="0"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        env=env_with(RING_ROUNDS="0"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         wait_for(lambda: len(experiment_processes("ctrl-c")) >= 6, 60, what="the ring to run")
         ids = job_ids("ctrl-c")
@@ -228,10 +253,15 @@ def test_ctrl_c_on_an_attached_launch_cancels_every_job(cluster):
 
 def test_a_group_is_one_job_on_one_node(cluster, timed_out):
     exp = Experiment("grouped")
-    exp.add(ProcessGroup("ab", [
-        Process("a", ring_node("a-in", "b-in")).binds("a-in").connects("b-in"),
-        Process("b", ring_node("b-in", "c-in")).binds("b-in").connects("c-in"),
-    ]))
+    exp.add(
+        ProcessGroup(
+            "ab",
+            [
+                Process("a", ring_node("a-in", "b-in")).binds("a-in").connects("b-in"),
+                Process("b", ring_node("b-in", "c-in")).binds("b-in").connects("c-in"),
+            ],
+        )
+    )
     exp.add(Process("c", ring_node("c-in", "a-in")).binds("c-in").connects("a-in"))
     handle = launch(exp, "slurm")
     for name, sender in (("a", "c"), ("b", "a"), ("c", "b")):
@@ -254,8 +284,10 @@ def test_a_teammate_with_another_state_dir_finds_the_experiment_through_slurm(cl
     teammate = env_with(SYMPHONY_HOME=str(tmp_path / "teammate-home"))
     assert "shared" not in cli("list", env=teammate).stdout
     listed = cli("list", "--backend", "slurm", env=teammate).stdout
-    assert any(line.split()[:4] == ["shared", handle.record.owner, "slurm", "running"]
-               for line in listed.splitlines()), listed
+    assert any(
+        line.split()[:4] == ["shared", handle.record.owner, "slurm", "running"]
+        for line in listed.splitlines()
+    ), listed
     shown = cli("describe", "shared", "--backend", "slurm", env=teammate).stdout
     assert "worker" in shown and " running " in shown, shown
     assert "working" in cli("logs", "shared", "worker", "--backend", "slurm", env=teammate).stdout
@@ -271,12 +303,30 @@ def test_dry_run_prints_the_batch_scripts_and_submits_nothing(cluster):
     out = cli("launch", str(RING), "-b", "slurm", "--dry-run", "--name", "dry")
     assert out.returncode == 0, out.stderr
     assert out.stdout.count("#SBATCH --time=3-00:00:00\n") == 3 and "slurm_launcher" in out.stdout
-    out = cli("launch", str(RING), "-b", "slurm", "--dry-run", "-o", "time_limit=2:00:00",
-              "-o", "partition=debug")
+    out = cli(
+        "launch",
+        str(RING),
+        "-b",
+        "slurm",
+        "--dry-run",
+        "-o",
+        "time_limit=2:00:00",
+        "-o",
+        "partition=debug",
+    )
     assert out.stdout.count("#SBATCH --time=2:00:00\n") == 3, out.stdout + out.stderr
     assert out.stdout.count("#SBATCH --partition=debug\n") == 3
-    out = cli("launch", str(RING), "-b", "slurm", "--dry-run", "-o", "time_limit=2:00:00",
-              "-o", "partition=debug")
+    out = cli(
+        "launch",
+        str(RING),
+        "-b",
+        "slurm",
+        "--dry-run",
+        "-o",
+        "time_limit=2:00:00",
+        "-o",
+        "partition=debug",
+    )
     assert out.stdout.count("#SBATCH --time=2:00:00\n") == 3, out.stdout + out.stderr
     assert out.stdout.count("#SBATCH --partition=debug\n") == 3
     assert cluster.squeue_ids() == before
@@ -296,8 +346,11 @@ def test_a_rejected_submission_says_why_and_leaves_nothing(cluster):
 def test_failed_job_shows_failed_with_its_log(cluster):
     exp = Experiment("boom").add(Process("bad", "echo about to fail; exit 3"))
     handle = launch(exp, "slurm")
-    status = wait_for(lambda: (s := handle.status()).details["job bad"].split()[1] == "FAILED" and s,
-                      60, what="the job to end")
+    status = wait_for(
+        lambda: (s := handle.status()).details["job bad"].split()[1] == "FAILED" and s,
+        60,
+        what="the job to end",
+    )
     bad = status.process("bad")
     assert (status.status, bad.state, bad.exit_code) == ("failed", "failed", 3)
     assert " FAILED" in status.details["job bad"] and "exit 1:0" in status.details["job bad"]
@@ -312,8 +365,12 @@ def test_failed_job_shows_failed_with_its_log(cluster):
 
 
 def test_time_limit_kill_shows_timeout(cluster, timed_out):
-    status = wait_for(lambda: (s := timed_out.status()).status != "running" and s, 150,
-                      poll_s=1, what="the 1-minute time limit to kill the job")
+    status = wait_for(
+        lambda: (s := timed_out.status()).status != "running" and s,
+        150,
+        poll_s=1,
+        what="the 1-minute time limit to kill the job",
+    )
     sleeper = status.process("sleeper")
     assert (status.status, sleeper.state) == ("failed", "failed")
     assert " TIMEOUT" in status.details["job sleeper"]

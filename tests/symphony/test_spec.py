@@ -10,17 +10,27 @@ pytestmark = pytest.mark.timeout(30)
 def _ring(n: int = 3) -> Experiment:
     exp = Experiment("ring")
     for i in range(n):
-        exp.add(Process(f"node-{i}", ["python", "node.py", str(i)]).binds(f"in-{i}").connects(f"in-{(i + 1) % n}"))
+        exp.add(
+            Process(f"node-{i}", ["python", "node.py", str(i)])
+            .binds(f"in-{i}")
+            .connects(f"in-{(i + 1) % n}")
+        )
     return exp
 
 
 def test_yaml_round_trip_keeps_everything():
     exp = _ring()
     group = ProcessGroup("actors").add(
-        Process("actor-0", "python act.py --seed 0", env={"A": "1"}, cwd="/tmp",
-                resources=Resources(cpu=0.5, memory_gb=2, gpu=1, node_pool="gpu"),
-                restart=RestartPolicy("always", max_restarts=7, backoff_s=0.5, max_backoff_s=4),
-                image="img:1", secrets=["gcs-credentials", "wandb"]).connects("in-0"),
+        Process(
+            "actor-0",
+            "python act.py --seed 0",
+            env={"A": "1"},
+            cwd="/tmp",
+            resources=Resources(cpu=0.5, memory_gb=2, gpu=1, node_pool="gpu"),
+            restart=RestartPolicy("always", max_restarts=7, backoff_s=0.5, max_backoff_s=4),
+            image="img:1",
+            secrets=["gcs-credentials", "wandb"],
+        ).connects("in-0"),
         Process("tb", ["tensorboard"]).exposes("board"),
     )
     exp.add(group)
@@ -57,34 +67,67 @@ def test_groups_treat_a_lone_process_as_a_group_of_one():
     exp = _ring(2)
     groups = list(exp.groups())
     assert [(g.name, [p.name for p in g.processes]) for g in groups] == [
-        ("node-0", ["node-0"]), ("node-1", ["node-1"])]
+        ("node-0", ["node-0"]),
+        ("node-1", ["node-1"]),
+    ]
     assert exp.group_of("node-1") == "node-1"
 
 
-@pytest.mark.parametrize("make, fragment", [
-    (lambda: Process("Bad_Name", "x"), "try 'bad-name'"),
-    (lambda: Process("a", []), "has no command"),
-    (lambda: Process("a", "   "), "has no command"),
-    (lambda: Process("a", "x").binds("s").connects("s"), "already binds 's'"),
-    (lambda: Process("a", "x").binds("Not OK"), "service name"),
-    (lambda: Experiment("x").add(Process("a", "x"), Process("a", "y")), "used twice"),
-    (lambda: Experiment("x").add(Process("g", "x"), ProcessGroup("g")), "used twice"),
-    (lambda: Experiment("x").add(Process("a", "x").connects("nope")).validate(), "add `.binds('nope')`"),
-    (lambda: Experiment("x").add(Process("a", "x").binds("s"), Process("b", "y").binds("s")).validate(),
-     "bound by both"),
-    (lambda: Experiment("x").validate(), "has no processes"),
-    (lambda: Experiment("x").add(ProcessGroup("g").add(
-        Process("a", "x", resources=Resources(node_pool="p1")),
-        Process("b", "x", resources=Resources(node_pool="p2")))).validate(), "same node_pool"),
-    (lambda: RestartPolicy("sometimes"), "unknown"),
-    (lambda: Process("a", "x", secrets="wandb"), "must be a list of Secret names"),
-    (lambda: Process("a", "x", secrets=["GCS_Key"]), "secret name"),
-    (lambda: Process("a", "x", secrets=["wandb", "wandb"]), "twice"),
-    (lambda: Experiment.from_yaml("name: x\nprocesses: [{name: a, command: x, secrets: wandb}]"),
-     "must be a list"),
-    (lambda: Experiment.from_yaml("name: x\nprocesses: [{name: a, command: x, colour: red}]"), "colour"),
-    (lambda: Experiment.from_yaml("name: [oops"), "not valid YAML"),
-])
+@pytest.mark.parametrize(
+    "make, fragment",
+    [
+        (lambda: Process("Bad_Name", "x"), "try 'bad-name'"),
+        (lambda: Process("a", []), "has no command"),
+        (lambda: Process("a", "   "), "has no command"),
+        (lambda: Process("a", "x").binds("s").connects("s"), "already binds 's'"),
+        (lambda: Process("a", "x").binds("Not OK"), "service name"),
+        (lambda: Experiment("x").add(Process("a", "x"), Process("a", "y")), "used twice"),
+        (lambda: Experiment("x").add(Process("g", "x"), ProcessGroup("g")), "used twice"),
+        (
+            lambda: Experiment("x").add(Process("a", "x").connects("nope")).validate(),
+            "add `.binds('nope')`",
+        ),
+        (
+            lambda: (
+                Experiment("x")
+                .add(Process("a", "x").binds("s"), Process("b", "y").binds("s"))
+                .validate()
+            ),
+            "bound by both",
+        ),
+        (lambda: Experiment("x").validate(), "has no processes"),
+        (
+            lambda: (
+                Experiment("x")
+                .add(
+                    ProcessGroup("g").add(
+                        Process("a", "x", resources=Resources(node_pool="p1")),
+                        Process("b", "x", resources=Resources(node_pool="p2")),
+                    )
+                )
+                .validate()
+            ),
+            "same node_pool",
+        ),
+        (lambda: RestartPolicy("sometimes"), "unknown"),
+        (lambda: Process("a", "x", secrets="wandb"), "must be a list of Secret names"),
+        (lambda: Process("a", "x", secrets=["GCS_Key"]), "secret name"),
+        (lambda: Process("a", "x", secrets=["wandb", "wandb"]), "twice"),
+        (
+            lambda: Experiment.from_yaml(
+                "name: x\nprocesses: [{name: a, command: x, secrets: wandb}]"
+            ),
+            "must be a list",
+        ),
+        (
+            lambda: Experiment.from_yaml(
+                "name: x\nprocesses: [{name: a, command: x, colour: red}]"
+            ),
+            "colour",
+        ),
+        (lambda: Experiment.from_yaml("name: [oops"), "not valid YAML"),
+    ],
+)
 def test_bad_declarations_fail_early_with_a_fix(make, fragment):
     with pytest.raises(SpecError, match=None) as err:
         make()

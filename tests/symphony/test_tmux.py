@@ -32,10 +32,14 @@ def _tmux(socket, *args):
 
 
 def test_ring_on_tmux_list_describe_logs_delete(symphony_home, tmux_socket):
-    launched = cli("launch", RING, "--backend", "tmux", "--detach", env=dict(os.environ, RING_ROUNDS="0"))
+    launched = cli(
+        "launch", RING, "--backend", "tmux", "--detach", env=dict(os.environ, RING_ROUNDS="0")
+    )
     assert launched.returncode == 0, launched.stderr
     wait_for(_all_running, what="3 running nodes")
-    windows = _tmux(tmux_socket, "list-windows", "-t", "ring", "-F", "#{window_name}").stdout.split()
+    windows = _tmux(
+        tmux_socket, "list-windows", "-t", "ring", "-F", "#{window_name}"
+    ).stdout.split()
     assert windows == ["node-0", "node-1", "node-2"]
     record = Records().load("ring")
     env = psutil.Process(_states()["node-0"].pid).environ()  # what the window gave the process
@@ -43,7 +47,9 @@ def test_ring_on_tmux_list_describe_logs_delete(symphony_home, tmux_socket):
     assert env["SYMPH_PROCESS"] == "node-0"
     run_id = record.data["run_id"]
     marked = {p.pid for p in processes_with_run_id(run_id)}
-    runners = _tmux(tmux_socket, "list-panes", "-s", "-t", "ring", "-F", "#{pane_pid}").stdout.split()
+    runners = _tmux(
+        tmux_socket, "list-panes", "-s", "-t", "ring", "-F", "#{pane_pid}"
+    ).stdout.split()
     assert {p.pid for p in _states().values()} | {int(r) for r in runners} <= marked
 
     listed = cli("list").stdout
@@ -64,14 +70,21 @@ def test_ring_on_tmux_list_describe_logs_delete(symphony_home, tmux_socket):
 
 
 def test_kill_9_on_tmux_restarts_and_describe_counts_it(symphony_home, tmux_socket):
-    assert cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode == 0
+    assert (
+        cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode
+        == 0
+    )
     wait_for(_all_running, what="3 running nodes")
     victim = _states()["node-1"].pid
     os.kill(victim, signal.SIGKILL)
-    back = wait_for(lambda: (s := _states()["node-1"]).restarts == 1 and s.state == "running" and s.pid and s,
-                    what="node-1 restarted")
+    back = wait_for(
+        lambda: (s := _states()["node-1"]).restarts == 1 and s.state == "running" and s.pid and s,
+        what="node-1 restarted",
+    )
     assert back.pid != victim
-    row = next(line for line in cli("describe", "ring").stdout.splitlines() if line.startswith("node-1"))
+    row = next(
+        line for line in cli("describe", "ring").stdout.splitlines() if line.startswith("node-1")
+    )
     assert row.split()[2:4] == ["running", "1"]
 
     def counts_after_restart():
@@ -84,8 +97,13 @@ def test_kill_9_on_tmux_restarts_and_describe_counts_it(symphony_home, tmux_sock
 
 
 def test_ring_on_tmux_runs_to_the_end(symphony_home, tmux_socket):
-    assert cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="3")).returncode == 0
-    wait_for(lambda: {p.state for p in _states().values()} == {"exited"}, timeout=90, what="the end")
+    assert (
+        cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="3")).returncode
+        == 0
+    )
+    wait_for(
+        lambda: {p.state for p in _states().values()} == {"exited"}, timeout=90, what="the end"
+    )
     assert "got stop at count 9" in cli("logs", "ring", "node-1").stdout
     assert "finished" in cli("list", "--all").stdout
     # The windows stay open (remain-on-exit) so the last output can still be read in tmux.
@@ -94,12 +112,20 @@ def test_ring_on_tmux_runs_to_the_end(symphony_home, tmux_socket):
 
 
 def test_ctrl_c_on_attached_tmux_launch_leaves_no_process(symphony_home, tmux_socket):
-    launch = subprocess.Popen([sys.executable, "-m", "symphony", "launch", RING, "-b", "tmux"],
-                              env=dict(os.environ, RING_ROUNDS="0"), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, start_new_session=True)
+    launch = subprocess.Popen(
+        [sys.executable, "-m", "symphony", "launch", RING, "-b", "tmux"],
+        env=dict(os.environ, RING_ROUNDS="0"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
-        wait_for(lambda: (symphony_home / "experiments" / "ring" / "record.yaml").exists()
-                 and _all_running(), what="3 running nodes")
+        wait_for(
+            lambda: (
+                (symphony_home / "experiments" / "ring" / "record.yaml").exists() and _all_running()
+            ),
+            what="3 running nodes",
+        )
         run_id = Records().load("ring").data["run_id"]
         launch.send_signal(signal.SIGINT)
         assert launch.wait(timeout=60) != 0
@@ -111,15 +137,22 @@ def test_ctrl_c_on_attached_tmux_launch_leaves_no_process(symphony_home, tmux_so
 
 
 def test_status_comes_from_the_pane_when_the_runner_itself_dies(symphony_home, tmux_socket):
-    assert cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode == 0
+    assert (
+        cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode
+        == 0
+    )
     wait_for(_all_running, what="3 running nodes")
     node = _states()["node-2"].pid
-    runner = int(_tmux(tmux_socket, "display-message", "-p", "-t", "ring:node-2", "#{pane_pid}").stdout)
+    runner = int(
+        _tmux(tmux_socket, "display-message", "-p", "-t", "ring:node-2", "#{pane_pid}").stdout
+    )
     assert psutil.Process(node).ppid() == runner
     os.kill(runner, signal.SIGKILL)
     wait_for(lambda: _states()["node-2"].state == "failed", what="node-2 reported failed")
-    wait_for(lambda: not psutil.pid_exists(node) or psutil.Process(node).status() == "zombie",
-             what="the command to die with its runner")
+    wait_for(
+        lambda: not psutil.pid_exists(node) or psutil.Process(node).status() == "zombie",
+        what="the command to die with its runner",
+    )
     assert "failed" in cli("describe", "ring").stdout
     run_id = Records().load("ring").data["run_id"]
     assert cli("delete", "ring").returncode == 0

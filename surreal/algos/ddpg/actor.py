@@ -22,8 +22,9 @@ class ChunkWriter:
         """Record one vector step (next_obs already reset where an episode ended)."""
         for i, writer in enumerate(self.writers):
             boot = final_obs[i] if (term[i] or trunc[i]) and final_obs is not None else next_obs[i]
-            self.pending.extend(writer.step(obs[i], unit_act[i], float(rew[i]), boot,
-                                            bool(term[i]), bool(trunc[i])))
+            self.pending.extend(
+                writer.step(obs[i], unit_act[i], float(rew[i]), boot, bool(term[i]), bool(trunc[i]))
+            )
         chunks = []
         while len(self.pending) >= self.chunk_size:
             part, self.pending = self.pending[: self.chunk_size], self.pending[self.chunk_size :]
@@ -36,7 +37,9 @@ class Pacer:
 
     def __init__(self, algo, actors: int) -> None:
         self.algo, self.actors = algo, actors
-        self.v0: int | None = None  # the parameter version when this actor started (resume, restart)
+        self.v0: int | None = (
+            None  # the parameter version when this actor started (resume, restart)
+        )
 
     def limit(self, version: int) -> float:
         """Env steps this actor may have taken (since it started) while the learner is at `version`."""
@@ -84,8 +87,10 @@ def main(run_dir: str, index: int = 0) -> None:
     env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
     policy = comp.algo.make_policy(algo, comp.env_info)
     sigma = actor_sigma(algo.sigma, algo.sigma_spread, index, cfg.run.actors)
-    noises = [make_noise(algo.noise, comp.env_info.action_dim, sigma, algo.ou_theta, seed + i)
-              for i in range(env.num_envs)]
+    noises = [
+        make_noise(algo.noise, comp.env_info.action_dim, sigma, algo.ou_theta, seed + i)
+        for i in range(env.num_envs)
+    ]
     writer = ChunkWriter(env.num_envs, algo.n_step, algo.gamma, algo.chunk_size, algo.dedup_obs)
     params = ParameterClient(comp.address("params").tcp, timeout=5.0)
     pusher = caraml.Pusher(comp.address("replay").tcp, hwm=64)
@@ -100,9 +105,13 @@ def main(run_dir: str, index: int = 0) -> None:
                     has_params = True
             if has_params:
                 unit = policy.unit_action(obs, deterministic=True)
-                unit = np.clip(unit + np.stack([nz() for nz in noises]), -1.0, 1.0).astype(np.float32)
+                unit = np.clip(unit + np.stack([nz() for nz in noises]), -1.0, 1.0).astype(
+                    np.float32
+                )
             else:  # before the learner's first publication: uniform random exploration
-                unit = rng.uniform(-1, 1, (env.num_envs, comp.env_info.action_dim)).astype(np.float32)
+                unit = rng.uniform(-1, 1, (env.num_envs, comp.env_info.action_dim)).astype(
+                    np.float32
+                )
             next_obs, rew, term, trunc, info = env.step(policy.scale(unit))
             for chunk in writer.step(obs, unit, rew, next_obs, term, trunc, info["final_obs"]):
                 pusher.push(chunk)
@@ -112,10 +121,17 @@ def main(run_dir: str, index: int = 0) -> None:
             env_steps += env.num_envs
             now = time.monotonic()
             if info["episode_returns"] or now - last > 2.0:
-                comp.report(params.step, {"actor/sps": (env_steps - steps_at_last) / max(now - last, 1e-6),
-                                          "actor/sigma": sigma},
-                            env_steps=env_steps, episode_returns=info["episode_returns"],
-                            episode_lengths=info["episode_lengths"], version=params.version)
+                comp.report(
+                    params.step,
+                    {
+                        "actor/sps": (env_steps - steps_at_last) / max(now - last, 1e-6),
+                        "actor/sigma": sigma,
+                    },
+                    env_steps=env_steps,
+                    episode_returns=info["episode_returns"],
+                    episode_lengths=info["episode_lengths"],
+                    version=params.version,
+                )
                 last, steps_at_last = now, env_steps
     finally:
         env.close()

@@ -10,9 +10,11 @@ import numpy as np
 
 def sample_reply_to_arrays(reply: dict) -> dict[str, np.ndarray]:
     """DataFetcher `process` (runs in the fetch worker): a replay reply -> arrays for a slot."""
-    meta = {"added": np.array([reply.get("added", 0)], np.int64),
-            "shard": np.array([reply.get("shard", 0)], np.int64),
-            "boot": np.array([reply.get("boot", 0)], np.int64)}
+    meta = {
+        "added": np.array([reply.get("added", 0)], np.int64),
+        "shard": np.array([reply.get("shard", 0)], np.int64),
+        "boot": np.array([reply.get("boot", 0)], np.int64),
+    }
     if not reply.get("ready"):
         return {"empty": np.zeros(1, np.int8), **meta}
     return {**{k: np.ascontiguousarray(v) for k, v in reply["batch"].items()}, **meta}
@@ -51,9 +53,16 @@ def main(run_dir: str, index: int = 0) -> None:
     rows = algo_cfg.batch_size * algo_cfg.fetch_batches
     slot = 4 * rows * (2 * obs_dim + comp.env_info.action_dim + 2) + 8192
     request = {"op": "sample", "batch_size": rows}
-    fetcher = caraml.DataFetcher(comp.address("replay-sample").tcp, itertools.repeat(request),
-                                 sample_reply_to_arrays, slot_bytes=slot, n_slots=4, n_workers=2,
-                                 timeout=5.0, retries=1000)
+    fetcher = caraml.DataFetcher(
+        comp.address("replay-sample").tcp,
+        itertools.repeat(request),
+        sample_reply_to_arrays,
+        slot_bytes=slot,
+        n_slots=4,
+        n_workers=2,
+        timeout=5.0,
+        retries=1000,
+    )
     try:
         while not comp.stopping.is_set() and not loop.done():
             try:
@@ -82,13 +91,18 @@ class _Loop:
         self.steps = StepCounter(self.counters["global_step"])
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
         self.last_report = self.last_ckpt = self.started = time.monotonic()
-        self.start_step, self.its_at_report = self.counters["global_step"], self.counters["iterations"]
+        self.start_step, self.its_at_report = (
+            self.counters["global_step"],
+            self.counters["iterations"],
+        )
         self.publish()
 
     def publish(self) -> None:
         c = self.counters
-        self.publisher.publish("params", {"version": c["version"], "step": c["global_step"],
-                                          "params": self.learner.params()})
+        self.publisher.publish(
+            "params",
+            {"version": c["version"], "step": c["global_step"], "params": self.learner.params()},
+        )
 
     def done(self) -> bool:
         return self.counters["global_step"] >= self.comp.config.run.steps
@@ -96,15 +110,18 @@ class _Loop:
     def consume(self, data: dict[str, np.ndarray]) -> None:
         """`fetch_batches` learner updates on one reply (or a re-publication if it was empty)."""
         c, algo = self.counters, self.comp.config.algo
-        c["global_step"] = self.steps.update(int(data["shard"][0]), int(data["added"][0]),
-                                            int(data["boot"][0]))
+        c["global_step"] = self.steps.update(
+            int(data["shard"][0]), int(data["added"][0]), int(data["boot"][0])
+        )
         if "empty" in data:
             self.publish()  # parameter servers that joined late get the current version
             return
         metrics: dict[str, float] = {}
         for j in range(len(data["rew"]) // algo.batch_size):
             part = slice(j * algo.batch_size, (j + 1) * algo.batch_size)
-            metrics = self.learner.learn({k: data[k][part] for k in ("obs", "act", "rew", "next_obs", "discount")})
+            metrics = self.learner.learn(
+                {k: data[k][part] for k in ("obs", "act", "rew", "next_obs", "discount")}
+            )
             c["iterations"] += 1
             if c["iterations"] % algo.publish_every == 0:
                 c["version"] += 1
@@ -114,8 +131,12 @@ class _Loop:
     def report(self, metrics: dict[str, float]) -> None:
         now, c = time.monotonic(), self.counters
         if now - self.last_report > 1.0:
-            metrics["charts/sps"] = (c["global_step"] - self.start_step) / max(now - self.started, 1e-6)
-            metrics["charts/learner_its"] = (c["iterations"] - self.its_at_report) / (now - self.last_report)
+            metrics["charts/sps"] = (c["global_step"] - self.start_step) / max(
+                now - self.started, 1e-6
+            )
+            metrics["charts/learner_its"] = (c["iterations"] - self.its_at_report) / (
+                now - self.last_report
+            )
             self.comp.report(c["global_step"], metrics, version=c["version"], finished=False)
             self.last_report, self.its_at_report = now, c["iterations"]
         if now - self.last_ckpt > self.comp.config.algo.checkpoint_every_s:
@@ -130,5 +151,7 @@ class _Loop:
     def close(self) -> None:
         c = self.counters
         self.publisher.close()
-        self.comp.report(c["global_step"], {}, version=c["version"], finished=self.done(), exiting=True)
+        self.comp.report(
+            c["global_step"], {}, version=c["version"], finished=self.done(), exiting=True
+        )
         self.comp.close()

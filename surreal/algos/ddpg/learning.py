@@ -24,7 +24,9 @@ class DDPG:
         self.config, self.obs_dim, self.act_dim = config, obs_dim, act_dim
         self.actor = Actor(obs_dim, act_dim, config.hidden)
         n_critics = 2 if config.twin_critics else 1
-        self.critics = nn.ModuleList(Critic(obs_dim, act_dim, config.hidden) for _ in range(n_critics))
+        self.critics = nn.ModuleList(
+            Critic(obs_dim, act_dim, config.hidden) for _ in range(n_critics)
+        )
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critics_target = copy.deepcopy(self.critics).requires_grad_(False)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
@@ -32,15 +34,21 @@ class DDPG:
         self.iteration = 0
         self._last_actor_loss = 0.0
 
-    def target_q(self, rew: torch.Tensor, next_obs: torch.Tensor, discount: torch.Tensor) -> torch.Tensor:
+    def target_q(
+        self, rew: torch.Tensor, next_obs: torch.Tensor, discount: torch.Tensor
+    ) -> torch.Tensor:
         """y = R^n + discount * min_j Q'_j(o', clip(mu'(o') + eps)) (eps only with smoothing)."""
         c = self.config
         with torch.no_grad():
             next_act = self.actor_target(next_obs)
             if c.policy_smoothing > 0:
-                eps = (torch.randn_like(next_act) * c.policy_smoothing).clamp(-c.smoothing_clip, c.smoothing_clip)
+                eps = (torch.randn_like(next_act) * c.policy_smoothing).clamp(
+                    -c.smoothing_clip, c.smoothing_clip
+                )
                 next_act = (next_act + eps).clamp(-1.0, 1.0)
-            next_q = torch.stack([q(next_obs, next_act) for q in self.critics_target]).min(dim=0).values
+            next_q = (
+                torch.stack([q(next_obs, next_act) for q in self.critics_target]).min(dim=0).values
+            )
             return rew + discount * next_q
 
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:

@@ -102,7 +102,13 @@ def train(
             ret = evaluate(eval_env, algo.act, eval_episodes, seed + 10_000)
             result.evals.append((step, ret))
             if log is not None:
-                log({"global_step": step, "charts/eval_return": ret, **(metrics if result.updates else {})})
+                log(
+                    {
+                        "global_step": step,
+                        "charts/eval_return": ret,
+                        **(metrics if result.updates else {}),
+                    }
+                )
             if stop_at is not None and ret >= stop_at:
                 result.env_steps = step
                 break

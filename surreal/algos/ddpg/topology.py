@@ -37,26 +37,43 @@ def build_experiment(plan: Any) -> Any:
     again = restart_policy()
 
     def proc(role: str, index: int = 0, name: str | None = None, **kw: Any) -> Process:
-        return Process(name or role, command(plan.run_dir, role, index), env=dict(PROCESS_ENV), **kw)
+        return Process(
+            name or role, command(plan.run_dir, role, index), env=dict(PROCESS_ENV), **kw
+        )
 
     exp = new_experiment(plan)
-    exp.add(proc("replay-proxy", restart=again)
-            .binds("replay", "replay-shards", "replay-sample", "replay-sample-shards").connects("metrics"))
+    exp.add(
+        proc("replay-proxy", restart=again)
+        .binds("replay", "replay-shards", "replay-sample", "replay-sample-shards")
+        .connects("metrics")
+    )
     for k in range(cfg.algo.replay_shards):
-        exp.add(proc("replay-shard", k, name=f"replay-{k}", restart=again)
-                .connects("replay-shards", "replay-sample-shards", "metrics"))
-    exp.add(learner_process(plan, command(plan.run_dir, "learner"))
-            .binds("params-pub").connects("replay-sample", "metrics"))
+        exp.add(
+            proc("replay-shard", k, name=f"replay-{k}", restart=again).connects(
+                "replay-shards", "replay-sample-shards", "metrics"
+            )
+        )
+    exp.add(
+        learner_process(plan, command(plan.run_dir, "learner"))
+        .binds("params-pub")
+        .connects("replay-sample", "metrics")
+    )
     exp.add(proc("param-proxy", restart=again).binds("params", "params-shards").connects("metrics"))
     for k in range(cfg.algo.param_shards):
-        exp.add(proc("param-shard", k, name=f"param-server-{k}", restart=again)
-                .connects("params-pub", "params-shards", "metrics"))
+        exp.add(
+            proc("param-shard", k, name=f"param-server-{k}", restart=again).connects(
+                "params-pub", "params-shards", "metrics"
+            )
+        )
     add_evaluator(exp, plan)
     size = cfg.actor.group_size
     for g, start in enumerate(range(0, cfg.run.actors, size)):
         group = ProcessGroup(f"actors-{g}")
         for i in range(start, min(start + size, cfg.run.actors)):
-            group.add(proc("actor", i, name=f"actor-{i}", restart=again)
-                      .connects("params", "replay", "metrics"))
+            group.add(
+                proc("actor", i, name=f"actor-{i}", restart=again).connects(
+                    "params", "replay", "metrics"
+                )
+            )
         exp.add(group)
     return exp.validate()

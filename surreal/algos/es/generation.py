@@ -29,8 +29,11 @@ class Generation:
             if task not in self.issued:
                 self.issued[task] = now
                 return task
-        overdue = [t for t, at in self.issued.items()
-                   if t not in self.results and now - at >= self.task_timeout]
+        overdue = [
+            t
+            for t, at in self.issued.items()
+            if t not in self.results and now - at >= self.task_timeout
+        ]
         if overdue:
             task = min(overdue, key=self.issued.__getitem__)
             self.issued[task] = now

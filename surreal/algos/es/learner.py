@@ -26,14 +26,23 @@ def action_space(env_info: EnvInfo) -> SimpleNamespace:
     if env_info.discrete:
         return SimpleNamespace(n=env_info.num_actions)
     shape = env_info.action_shape
-    return SimpleNamespace(n=0, shape=shape, low=np.asarray(env_info.action_low, np.float32).reshape(shape),
-                           high=np.asarray(env_info.action_high, np.float32).reshape(shape))
+    return SimpleNamespace(
+        n=0,
+        shape=shape,
+        low=np.asarray(env_info.action_low, np.float32).reshape(shape),
+        high=np.asarray(env_info.action_high, np.float32).reshape(shape),
+    )
 
 
 def make_es_policy(config: ESConfig, env_info: EnvInfo) -> ESPolicy:
     """The paper's policy for this environment."""
-    return ESPolicy(int(np.prod(env_info.obs_shape)), action_space(env_info), config.hidden,
-                    config.action_std, config.discretize)
+    return ESPolicy(
+        int(np.prod(env_info.obs_shape)),
+        action_space(env_info),
+        config.hidden,
+        config.action_std,
+        config.discretize,
+    )
 
 
 class ESPolicyAdapter(Policy):
@@ -66,7 +75,9 @@ class ESLearner(Learner):
     def __init__(self, config: ESConfig, env_info: EnvInfo, seed: int = 0) -> None:
         super().__init__(config, env_info)
         self.policy = make_es_policy(config, env_info)
-        self.state = ESState(self.policy.init_params(seed), int(np.prod(env_info.obs_shape)), config)
+        self.state = ESState(
+            self.policy.init_params(seed), int(np.prod(env_info.obs_shape)), config
+        )
         self._noise: SharedNoiseTable | None = None
 
     @property
@@ -84,11 +95,17 @@ class ESLearner(Learner):
         """Apply one generation record (indices, r_pos, r_neg, observation statistics)."""
         self.state.apply(batch, self.noise)
         returns = np.concatenate([batch["r_pos"], batch["r_neg"]])
-        return {"es/population_return": float(np.mean(returns)), "es/max_return": float(np.max(returns))}
+        return {
+            "es/population_return": float(np.mean(returns)),
+            "es/max_return": float(np.max(returns)),
+        }
 
     def params(self) -> Params:
-        return {"theta": self.state.theta.copy(), "obs_mean": self.state.obs_mean.copy(),
-                "obs_std": self.state.obs_std.copy()}
+        return {
+            "theta": self.state.theta.copy(),
+            "obs_mean": self.state.obs_mean.copy(),
+            "obs_std": self.state.obs_std.copy(),
+        }
 
     def state_dict(self) -> dict[str, Any]:
         return self.state.to_wire()

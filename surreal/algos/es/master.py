@@ -34,9 +34,18 @@ KEEP_RECORDS = 16  # a worker further behind than this gets the full state inste
 class ESMaster:
     """The master's state machine; `handle` is the caraml Server handler (called from its thread)."""
 
-    def __init__(self, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, config: ESConfig,
-                 generations: int, seed: int = 0, max_env_steps: int = 0, env_steps: int = 0,
-                 min_workers: int = 0) -> None:
+    def __init__(
+        self,
+        policy: ESPolicy,
+        state: ESState,
+        noise: SharedNoiseTable,
+        config: ESConfig,
+        generations: int,
+        seed: int = 0,
+        max_env_steps: int = 0,
+        env_steps: int = 0,
+        min_workers: int = 0,
+    ) -> None:
         """Args: generations: stop after this many (counting from state.generation's origin).
         max_env_steps: also stop once the population used this many env steps (0: no limit).
         min_workers: hand out no pair before this many workers have asked (a start barrier)."""
@@ -61,7 +70,9 @@ class ESMaster:
 
     def _new_generation(self, number: int) -> Generation:
         dim = self.policy.num_params
-        idx = np.array([self.noise.sample_index(self.rng, dim) for _ in range(self.config.population)])
+        idx = np.array(
+            [self.noise.sample_index(self.rng, dim) for _ in range(self.config.population)]
+        )
         self.holders = {}
         return Generation(number, idx, self.config.task_timeout)
 
@@ -72,8 +83,11 @@ class ESMaster:
             self.last_seen[worker] = time.monotonic()
             if msg.get("result") is not None:
                 self._take_result(msg["result"], worker)
-            reply: dict = {"op": "stop" if self.done else "wait", "generation": self.state.generation,
-                           "checksum": self.state.checksum()}
+            reply: dict = {
+                "op": "stop" if self.done else "wait",
+                "generation": self.state.generation,
+                "checksum": self.state.checksum(),
+            }
             g_w = int(msg.get("generation", -1))
             if g_w != self.state.generation:
                 missed = range(g_w, self.state.generation)
@@ -90,15 +104,25 @@ class ESMaster:
             task = self.gen.next_task(time.monotonic())
             if task is not None:
                 self.holders[task] = worker
-                reply.update(op="task", task=task, index=int(self.gen.indices[task]),
-                             seed=self.seed * 1_000_003 + self.gen.number * 1000 + task)
+                reply.update(
+                    op="task",
+                    task=task,
+                    index=int(self.gen.indices[task]),
+                    seed=self.seed * 1_000_003 + self.gen.number * 1000 + task,
+                )
             return reply
 
     def _take_result(self, res: dict, worker: str) -> None:
         if int(res["generation"]) != self.gen.number:
             return  # a late answer to an already finished generation
-        pair = PairResult(float(res["r_pos"]), float(res["r_neg"]), int(res["steps"]),
-                          np.asarray(res["obs_sum"]), np.asarray(res["obs_sumsq"]), int(res["obs_count"]))
+        pair = PairResult(
+            float(res["r_pos"]),
+            float(res["r_neg"]),
+            int(res["steps"]),
+            np.asarray(res["obs_sum"]),
+            np.asarray(res["obs_sumsq"]),
+            int(res["obs_count"]),
+        )
         if not self.gen.submit(int(res["task"]), pair):
             return
         self.answered_by[(self.gen.number, int(res["task"]))] = worker
@@ -110,10 +134,17 @@ class ESMaster:
         self.records.pop(record["generation"] - KEEP_RECORDS, None)
         self.env_steps += self.gen.steps
         self.reissued += self.gen.reissued
-        self.finished.append((self.gen.number, self.env_steps, time.perf_counter() - self.start,
-                              self.gen.mean_return()))
+        self.finished.append(
+            (
+                self.gen.number,
+                self.env_steps,
+                time.perf_counter() - self.start,
+                self.gen.mean_return(),
+            )
+        )
         if self.state.generation >= self.generations or (
-                self.max_env_steps and self.env_steps >= self.max_env_steps):
+            self.max_env_steps and self.env_steps >= self.max_env_steps
+        ):
             self.done = True
         else:
             self.gen = self._new_generation(self.state.generation)
@@ -144,8 +175,12 @@ class ESMaster:
             self.lock.notify_all()
 
 
-def serve(master: ESMaster, address: str, on_generation: Callable[[ESMaster, int], bool] | None = None,
-          timeout: float = 3600.0) -> None:
+def serve(
+    master: ESMaster,
+    address: str,
+    on_generation: Callable[[ESMaster, int], bool] | None = None,
+    timeout: float = 3600.0,
+) -> None:
     """Serve workers on `address` until the master is done; `on_generation(master, i)` runs in
     this thread after each finished generation i and may return True to stop early."""
     import caraml
@@ -156,8 +191,10 @@ def serve(master: ESMaster, address: str, on_generation: Callable[[ESMaster, int
         seen = 0
         while not master.done or seen < len(master.finished):
             if not master.wait_generation(seen, timeout):
-                raise TimeoutError(f"no ES generation finished in {timeout:.0f} s; are workers running "
-                                   "and connected to the master's address?")
+                raise TimeoutError(
+                    f"no ES generation finished in {timeout:.0f} s; are workers running "
+                    "and connected to the master's address?"
+                )
             while seen < len(master.finished):
                 if on_generation is not None and on_generation(master, seen):
                     master.stop()
@@ -172,7 +209,11 @@ def _drain(master: ESMaster, grace: float = 2.0) -> None:
     deadline = time.monotonic() + grace
     with master.lock:
         while time.monotonic() < deadline and not master.aborted:
-            recent = {w for w, t in master.last_seen.items() if t > deadline - grace - master.config.task_timeout}
+            recent = {
+                w
+                for w, t in master.last_seen.items()
+                if t > deadline - grace - master.config.task_timeout
+            }
             if recent <= master.told_stop:
                 return
             master.lock.wait(deadline - time.monotonic())

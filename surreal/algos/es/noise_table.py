@@ -52,8 +52,10 @@ class SharedNoiseTable:
     def sample_index(self, rng: np.random.Generator, dim: int) -> int:
         """A uniformly random start index for a perturbation of length dim."""
         if dim > self.size:
-            raise ValueError(f"the policy has {dim} parameters but the noise table only {self.size}"
-                             " entries; raise noise_size")
+            raise ValueError(
+                f"the policy has {dim} parameters but the noise table only {self.size}"
+                " entries; raise noise_size"
+            )
         return int(rng.integers(0, self.size - dim + 1))
 
     def unlink(self) -> None:

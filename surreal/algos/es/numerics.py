@@ -20,7 +20,9 @@ def centered_ranks(x: np.ndarray) -> np.ndarray:
 class Adam:
     """Adam on a flat parameter vector (ascent direction passed as `-gradient`)."""
 
-    def __init__(self, dim: int, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8):
+    def __init__(
+        self, dim: int, lr: float, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8
+    ):
         self.lr, self.beta1, self.beta2, self.eps = lr, beta1, beta2, eps
         self.m = np.zeros(dim, np.float32)
         self.v = np.zeros(dim, np.float32)

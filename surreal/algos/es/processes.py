@@ -23,14 +23,28 @@ def master_main(run_dir: str, index: int = 0) -> None:
         state = checkpoint.load(comp.run.checkpoint)
         learner.load_state_dict(state["learner"])
         counters.update(state["counters"])
-    master = ESMaster(learner.policy, learner.state, learner.noise, cfg.algo, generations=10**9,
-                      seed=cfg.run.seed, max_env_steps=cfg.run.steps, env_steps=counters["global_step"])
+    master = ESMaster(
+        learner.policy,
+        learner.state,
+        learner.noise,
+        cfg.algo,
+        generations=10**9,
+        seed=cfg.run.seed,
+        max_env_steps=cfg.run.steps,
+        env_steps=counters["global_step"],
+    )
     publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
     start_steps = counters["global_step"]
 
     def publish() -> None:
-        publisher.publish("params", {"version": counters["version"], "step": counters["global_step"],
-                                     "params": learner.params()})
+        publisher.publish(
+            "params",
+            {
+                "version": counters["version"],
+                "step": counters["global_step"],
+                "params": learner.params(),
+            },
+        )
 
     def on_generation(m: ESMaster, i: int) -> bool:
         gen, env_steps, wall, pop_return = m.finished[i]
@@ -40,15 +54,25 @@ def master_main(run_dir: str, index: int = 0) -> None:
             publish()
             if (gen + 1) % max(cfg.run.checkpoint_every, 1) == 0 or m.done:
                 checkpoint.save(comp.run.checkpoint, learner, counters)
-        comp.report(env_steps, {"es/population_return": pop_return, "es/generation": gen + 1,
-                                "es/reissued_tasks": m.reissued, "charts/sps": (env_steps - start_steps) / max(wall, 1e-6),
-                                "charts/learner_its": 1.0 / max(wall - previous_wall, 1e-6)},
-                    version=counters["version"], finished=m.done)
+        comp.report(
+            env_steps,
+            {
+                "es/population_return": pop_return,
+                "es/generation": gen + 1,
+                "es/reissued_tasks": m.reissued,
+                "charts/sps": (env_steps - start_steps) / max(wall, 1e-6),
+                "charts/learner_its": 1.0 / max(wall - previous_wall, 1e-6),
+            },
+            version=counters["version"],
+            finished=m.done,
+        )
         return comp.stopping.is_set()
 
     publish()
     # SIGTERM sets comp.stopping: tell the workers to stop and end serve() even between generations.
-    threading.Thread(target=lambda: (comp.stopping.wait(), master.stop(abort=True)), daemon=True).start()
+    threading.Thread(
+        target=lambda: (comp.stopping.wait(), master.stop(abort=True)), daemon=True
+    ).start()
     try:
         serve(master, comp.address("es-master").bind_tcp, on_generation)
     finally:
@@ -56,8 +80,13 @@ def master_main(run_dir: str, index: int = 0) -> None:
         with master.lock:
             checkpoint.save(comp.run.checkpoint, learner, counters)
         publisher.close()
-        comp.report(counters["global_step"], {}, version=counters["version"],
-                    finished=counters["global_step"] >= cfg.run.steps, exiting=True)
+        comp.report(
+            counters["global_step"],
+            {},
+            version=counters["version"],
+            finished=counters["global_step"] >= cfg.run.steps,
+            exiting=True,
+        )
         comp.close()
 
 
@@ -72,8 +101,16 @@ def worker_main(run_dir: str, index: int = 0) -> None:
     learner = comp.algo(cfg.algo, comp.env_info, seed=cfg.run.seed)
     env = make_env(cfg.env.id, cfg.env, seed=cfg.run.seed + 1000 * (index + 1))
     try:
-        run_worker(env, learner.policy, learner.state, learner.noise, cfg.algo,
-                   comp.address("es-master").tcp, f"worker-{index}", stopping=comp.stopping)
+        run_worker(
+            env,
+            learner.policy,
+            learner.state,
+            learner.noise,
+            cfg.algo,
+            comp.address("es-master").tcp,
+            f"worker-{index}",
+            stopping=comp.stopping,
+        )
     finally:
         env.close()
         comp.close()

@@ -65,6 +65,10 @@ def evaluate_pair(
     """Run theta + sigma eps and theta - sigma eps from the same env seed (antithetic sampling)."""
     eps = noise.get(index, theta.size)
     rng = np.random.default_rng(seed)
-    r_pos, n_pos, s1, q1 = rollout(env, policy, theta + sigma * eps, obs_mean, obs_std, rng, max_steps, seed)
-    r_neg, n_neg, s2, q2 = rollout(env, policy, theta - sigma * eps, obs_mean, obs_std, rng, max_steps, seed)
+    r_pos, n_pos, s1, q1 = rollout(
+        env, policy, theta + sigma * eps, obs_mean, obs_std, rng, max_steps, seed
+    )
+    r_neg, n_neg, s2, q2 = rollout(
+        env, policy, theta - sigma * eps, obs_mean, obs_std, rng, max_steps, seed
+    )
     return PairResult(r_pos, r_neg, n_pos + n_neg, s1 + s2, q1 + q2, n_pos + n_neg)

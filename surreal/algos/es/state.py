@@ -50,9 +50,13 @@ class ESState:
     def apply(self, record: dict, noise: SharedNoiseTable) -> None:
         """Take the step described by a generation record (identical on every process)."""
         if int(record["generation"]) != self.generation:
-            raise ValueError(f"record of generation {record['generation']} applied to state at "
-                             f"generation {self.generation}; request a full sync instead")
-        grad = es_gradient(noise, record["indices"], record["r_pos"], record["r_neg"], self.theta.size)
+            raise ValueError(
+                f"record of generation {record['generation']} applied to state at "
+                f"generation {self.generation}; request a full sync instead"
+            )
+        grad = es_gradient(
+            noise, record["indices"], record["r_pos"], record["r_neg"], self.theta.size
+        )
         self.theta = self.adam.step(self.theta, -grad + self.config.l2 * self.theta)
         self.obstat.add(record["obs_sum"], record["obs_sumsq"], float(record["obs_count"]))
         self.generation += 1
@@ -65,8 +69,13 @@ class ESState:
     def to_wire(self) -> dict:
         """Everything a joining worker needs (numpy arrays and numbers only: no pickle)."""
         return {
-            "theta": self.theta, "m": self.adam.m, "v": self.adam.v, "t": self.adam.t,
-            "sum": self.obstat.sum, "sumsq": self.obstat.sumsq, "count": self.obstat.count,
+            "theta": self.theta,
+            "m": self.adam.m,
+            "v": self.adam.v,
+            "t": self.adam.t,
+            "sum": self.obstat.sum,
+            "sumsq": self.obstat.sumsq,
+            "count": self.obstat.count,
             "generation": self.generation,
         }
 

@@ -27,16 +27,30 @@ def build_experiment(plan: Any) -> Any:
     env, again = PROCESS_ENV, restart_policy()
     exp = new_experiment(plan)
     # Named "learner": the master is what `surreal launch` watches to know the run ended.
-    exp.add(Process("learner", command(plan.run_dir, "master"), env=dict(env))
-            .binds("es-master", "params-pub").connects("metrics"))
-    exp.add(Process("param-server", _command(plan.run_dir, "param-server"), env=dict(env),
-                    restart=again).binds("params").connects("params-pub", "metrics"))
+    exp.add(
+        Process("learner", command(plan.run_dir, "master"), env=dict(env))
+        .binds("es-master", "params-pub")
+        .connects("metrics")
+    )
+    exp.add(
+        Process(
+            "param-server", _command(plan.run_dir, "param-server"), env=dict(env), restart=again
+        )
+        .binds("params")
+        .connects("params-pub", "metrics")
+    )
     add_evaluator(exp, plan)
     size = cfg.actor.group_size
     for g, start in enumerate(range(0, cfg.run.actors, size)):
         group = ProcessGroup(f"workers-{g}")
         for i in range(start, min(start + size, cfg.run.actors)):
-            group.add(Process(f"es-worker-{i}", command(plan.run_dir, "worker", i), env=dict(env),
-                              restart=again).connects("es-master", "metrics"))
+            group.add(
+                Process(
+                    f"es-worker-{i}",
+                    command(plan.run_dir, "worker", i),
+                    env=dict(env),
+                    restart=again,
+                ).connects("es-master", "metrics")
+            )
         exp.add(group)
     return exp.validate()

@@ -11,9 +11,18 @@ from surreal.algos.es.rollout import evaluate_pair
 from surreal.algos.es.state import ESState
 
 
-def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, config: ESConfig,
-               master_address: str, name: str, request_timeout: float = 2.0,
-               give_up_s: float = 120.0, stopping: threading.Event | None = None) -> dict[str, int]:
+def run_worker(
+    env,
+    policy: ESPolicy,
+    state: ESState,
+    noise: SharedNoiseTable,
+    config: ESConfig,
+    master_address: str,
+    name: str,
+    request_timeout: float = 2.0,
+    give_up_s: float = 120.0,
+    stopping: threading.Event | None = None,
+) -> dict[str, int]:
     """Work until the master says stop; returns counts: pairs evaluated, full syncs, updates.
 
     The worker keeps its own copy of the ES state and steps it with each generation record the
@@ -23,15 +32,17 @@ def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, c
 
     # Short timeouts, many retries (lazy pirate): a lost request costs ~request_timeout, and a
     # repeated one is harmless (the master ignores duplicate answers, re-issues unanswered pairs).
-    client = caraml.Client(master_address, timeout=request_timeout,
-                           retries=max(1, int(give_up_s / request_timeout)))
+    client = caraml.Client(
+        master_address, timeout=request_timeout, retries=max(1, int(give_up_s / request_timeout))
+    )
     generation, result, idle = -1, None, 0.002
     pause = stopping or threading.Event()
     stats = {"pairs": 0, "syncs": 0, "updates": 0}
     try:
         while stopping is None or not stopping.is_set():
-            reply = client.request({"op": "task", "worker": name, "generation": generation,
-                                    "result": result})
+            reply = client.request(
+                {"op": "task", "worker": name, "generation": generation, "result": result}
+            )
             result = None
             if "sync" in reply:
                 state.load_wire(reply["sync"])
@@ -40,7 +51,9 @@ def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, c
                 for record in reply.get("updates", []):
                     state.apply(record, noise)
                     stats["updates"] += 1
-            in_step = state.generation == reply["generation"] and state.checksum() == reply["checksum"]
+            in_step = (
+                state.generation == reply["generation"] and state.checksum() == reply["checksum"]
+            )
             generation = state.generation if in_step else -1  # -1 asks for a full sync
             if reply["op"] == "stop":
                 return stats
@@ -49,13 +62,29 @@ def run_worker(env, policy: ESPolicy, state: ESState, noise: SharedNoiseTable, c
                 idle = min(idle * 2, 0.05)
                 continue
             idle = 0.002
-            pair = evaluate_pair(env, policy, state.theta, state.obs_mean, state.obs_std, noise,
-                                 int(reply["index"]), config.noise_std, int(reply["seed"]),
-                                 config.max_episode_steps)
+            pair = evaluate_pair(
+                env,
+                policy,
+                state.theta,
+                state.obs_mean,
+                state.obs_std,
+                noise,
+                int(reply["index"]),
+                config.noise_std,
+                int(reply["seed"]),
+                config.max_episode_steps,
+            )
             stats["pairs"] += 1
-            result = {"generation": reply["generation"], "task": reply["task"], "r_pos": pair.r_pos,
-                      "r_neg": pair.r_neg, "steps": pair.steps, "obs_sum": pair.obs_sum,
-                      "obs_sumsq": pair.obs_sumsq, "obs_count": pair.obs_count}
+            result = {
+                "generation": reply["generation"],
+                "task": reply["task"],
+                "r_pos": pair.r_pos,
+                "r_neg": pair.r_neg,
+                "steps": pair.steps,
+                "obs_sum": pair.obs_sum,
+                "obs_sumsq": pair.obs_sumsq,
+                "obs_count": pair.obs_count,
+            }
         return stats
     finally:
         client.close()

@@ -84,15 +84,22 @@ class PPOLearner(Learner):
             obs = torch.as_tensor(self.normalizer(raw_obs.numpy()))
         with torch.no_grad():
             advantages, returns = gae(
-                _time_major(batch["reward"]), _time_major(batch["value"]),
+                _time_major(batch["reward"]),
+                _time_major(batch["value"]),
                 torch.as_tensor(np.array(batch["next_value"])).reshape(-1),
-                _time_major(batch["terminated"]), _time_major(batch["truncated"]),
-                _time_major(batch["final_value"]), cfg.gamma, cfg.gae_lambda)
+                _time_major(batch["terminated"]),
+                _time_major(batch["truncated"]),
+                _time_major(batch["final_value"]),
+                cfg.gamma,
+                cfg.gae_lambda,
+            )
         flat = {
-            "obs": obs.flatten(0, 1), "actions": _time_major(batch["action"]).flatten(0, 1),
+            "obs": obs.flatten(0, 1),
+            "actions": _time_major(batch["action"]).flatten(0, 1),
             "logprobs": _time_major(batch["logprob"]).flatten(0, 1),
             "values": _time_major(batch["value"]).flatten(0, 1),
-            "advantages": advantages.flatten(), "returns": returns.flatten(),
+            "advantages": advantages.flatten(),
+            "returns": returns.flatten(),
         }
         metrics = self._update(flat)
         if self.normalizer is not None:
@@ -100,26 +107,36 @@ class PPOLearner(Learner):
         self.iterations += 1
         return self._value_metrics(metrics, flat["values"], flat["returns"])
 
-    def _value_metrics(self, metrics: dict[str, float], values: torch.Tensor,
-                       returns: torch.Tensor) -> dict[str, float]:
+    def _value_metrics(
+        self, metrics: dict[str, float], values: torch.Tensor, returns: torch.Tensor
+    ) -> dict[str, float]:
         """Add the value head's explained variance and the current learning rate to `metrics`."""
-        metrics["losses/explained_variance"] = explained_variance(values.numpy().ravel(),
-                                                                  returns.numpy().ravel())
+        metrics["losses/explained_variance"] = explained_variance(
+            values.numpy().ravel(), returns.numpy().ravel()
+        )
         metrics["charts/learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
         return metrics
 
     def _update(self, b: dict[str, torch.Tensor]) -> dict[str, float]:
         return self._epochs(b["obs"].shape[0], lambda mb: self._minibatch_loss(b, mb))
 
-    def _minibatch_loss(self, b: dict[str, torch.Tensor],
-                        mb: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _minibatch_loss(
+        self, b: dict[str, torch.Tensor], mb: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The PPO loss and its stats on the flat samples `mb` of `b`."""
         dist = self.model.distribution(b["obs"][mb])
         newlogprob = self.model.log_prob(dist, b["actions"][mb])
         return ppo_loss(
-            newlogprob, b["logprobs"][mb], b["advantages"][mb],
-            self.model.value(b["obs"][mb]), b["values"][mb], b["returns"][mb],
-            self.model.entropy(dist), self.config, self.kl_coef)
+            newlogprob,
+            b["logprobs"][mb],
+            b["advantages"][mb],
+            self.model.value(b["obs"][mb]),
+            b["values"][mb],
+            b["returns"][mb],
+            self.model.entropy(dist),
+            self.config,
+            self.kl_coef,
+        )
 
     def _epochs(self, size: int, minibatch_loss: MinibatchLoss) -> dict[str, float]:
         """`update_epochs` passes over `size` shuffled samples in `num_minibatches` minibatches.
@@ -136,17 +153,22 @@ class PPOLearner(Learner):
             epochs += 1
             perm = torch.randperm(size)
             for start in range(0, size, minibatch_size):
-                loss, stats = minibatch_loss(perm[start:start + minibatch_size])
+                loss, stats = minibatch_loss(perm[start : start + minibatch_size])
                 self.optimizer.zero_grad()
                 loss.backward()
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
-            if cfg.target_kl is not None and cfg.loss == "clip" and stats["losses/approx_kl"] > cfg.target_kl:
+            if (
+                cfg.target_kl is not None
+                and cfg.loss == "clip"
+                and stats["losses/approx_kl"] > cfg.target_kl
+            ):
                 break  # early stop on KL
         metrics = {k: float(v) for k, v in stats.items()}
         if cfg.loss == "kl":
-            self.kl_coef = adapt_kl_coef(self.kl_coef, metrics["losses/approx_kl"],
-                                         cfg.target_kl or 0.01)
+            self.kl_coef = adapt_kl_coef(
+                self.kl_coef, metrics["losses/approx_kl"], cfg.target_kl or 0.01
+            )
             metrics["losses/kl_coef"] = self.kl_coef
         metrics["losses/epochs"] = float(epochs)
         return metrics
@@ -158,9 +180,13 @@ class PPOLearner(Learner):
         return params
 
     def state_dict(self) -> dict[str, Any]:
-        return {"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                "normalizer": self.normalizer.to_params() if self.normalizer else None,
-                "kl_coef": self.kl_coef, "iterations": self.iterations}
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "normalizer": self.normalizer.to_params() if self.normalizer else None,
+            "kl_coef": self.kl_coef,
+            "iterations": self.iterations,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])

@@ -7,9 +7,16 @@ import torch
 from surreal.algos.ppo.config import PPOConfig
 
 
-def gae(rewards: torch.Tensor, values: torch.Tensor, next_value: torch.Tensor,
-        terminated: torch.Tensor, truncated: torch.Tensor, final_value: torch.Tensor,
-        gamma: float, gae_lambda: float) -> tuple[torch.Tensor, torch.Tensor]:
+def gae(
+    rewards: torch.Tensor,
+    values: torch.Tensor,
+    next_value: torch.Tensor,
+    terminated: torch.Tensor,
+    truncated: torch.Tensor,
+    final_value: torch.Tensor,
+    gamma: float,
+    gae_lambda: float,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Generalized advantage estimation over segments of shape [T, N].
 
     A step that ended its episode does not bootstrap from the next observation (which belongs to a
@@ -33,10 +40,17 @@ def gae(rewards: torch.Tensor, values: torch.Tensor, next_value: torch.Tensor,
     return advantages, advantages + values
 
 
-def ppo_loss(newlogprob: torch.Tensor, oldlogprob: torch.Tensor, advantages: torch.Tensor,
-             newvalue: torch.Tensor, oldvalue: torch.Tensor, returns: torch.Tensor,
-             entropy: torch.Tensor, config: PPOConfig, kl_coef: float
-             ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def ppo_loss(
+    newlogprob: torch.Tensor,
+    oldlogprob: torch.Tensor,
+    advantages: torch.Tensor,
+    newvalue: torch.Tensor,
+    oldvalue: torch.Tensor,
+    returns: torch.Tensor,
+    entropy: torch.Tensor,
+    config: PPOConfig,
+    kl_coef: float,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The PPO objective for one minibatch (to minimize), and its diagnostics.
 
     Args:

@@ -28,7 +28,9 @@ def mlp(sizes: list[int], activation: str, out_std: float) -> nn.Sequential:
     layers: list[nn.Module] = []
     for i in range(len(sizes) - 1):
         last = i == len(sizes) - 2
-        layers.append(layer_init(nn.Linear(sizes[i], sizes[i + 1]), out_std if last else np.sqrt(2)))
+        layers.append(
+            layer_init(nn.Linear(sizes[i], sizes[i + 1]), out_std if last else np.sqrt(2))
+        )
         if not last:
             layers.append(_ACTIVATIONS[activation]())
     return nn.Sequential(*layers)
@@ -37,8 +39,9 @@ def mlp(sizes: list[int], activation: str, out_std: float) -> nn.Sequential:
 class ActorCritic(nn.Module):
     """Separate policy and value MLPs over a flat observation."""
 
-    def __init__(self, env_info: EnvInfo, hidden_sizes: tuple[int, ...] = (64, 64),
-                 activation: str = "tanh") -> None:
+    def __init__(
+        self, env_info: EnvInfo, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh"
+    ) -> None:
         super().__init__()
         obs_dim = int(np.prod(env_info.obs_shape))
         hidden = list(hidden_sizes)
@@ -59,7 +62,9 @@ class ActorCritic(nn.Module):
             return Categorical(logits=out)
         return Normal(out, self.log_std.exp().expand_as(out))
 
-    def log_prob(self, dist: torch.distributions.Distribution, action: torch.Tensor) -> torch.Tensor:
+    def log_prob(
+        self, dist: torch.distributions.Distribution, action: torch.Tensor
+    ) -> torch.Tensor:
         """log pi(a|s), summed over action components for Gaussians."""
         if self.discrete:
             return dist.log_prob(action.long())

@@ -19,8 +19,11 @@ def model_params(model: torch.nn.Module, prefix: str = "model/") -> Params:
 
 def load_model_params(model: torch.nn.Module, params: Params, prefix: str = "model/") -> None:
     """Inverse of `model_params`."""
-    state = {k[len(prefix):]: torch.as_tensor(np.array(v)) for k, v in params.items()
-             if k.startswith(prefix)}
+    state = {
+        k[len(prefix) :]: torch.as_tensor(np.array(v))
+        for k, v in params.items()
+        if k.startswith(prefix)
+    }
     model.load_state_dict(state)
 
 
@@ -43,8 +46,10 @@ class PPOPolicy(Policy):
         x = self._obs(obs)
         dist = self.model.distribution(x)
         action = self.model.greedy(dist) if deterministic else dist.sample()
-        extras = {"logprob": self.model.log_prob(dist, action).numpy(),
-                  "value": self.model.value(x).numpy()}
+        extras = {
+            "logprob": self.model.log_prob(dist, action).numpy(),
+            "value": self.model.value(x).numpy(),
+        }
         out = action.numpy().astype(np.int64 if self.discrete else np.float32)
         return out, extras
 

@@ -25,7 +25,8 @@ def proprio_dim(env_info: EnvInfo, image_size: int) -> int:
             f"algo.network=conv_lstm reads a {image_size}x{image_size} camera image, but the "
             f"observation has only {total} entries: put a camera key first in env.obs_keys "
             "(e.g. env.obs_keys=[agentview_image,robot0_proprio-state]) and make "
-            "algo.image_size equal env.robosuite.camera_size")
+            "algo.image_size equal env.robosuite.camera_size"
+        )
     return total - pixels
 
 

@@ -14,8 +14,18 @@ from surreal.core import Batch, Learner
 from surreal.normalizer import RunningNormalizer
 from surreal.spaces import EnvInfo
 
-SEQUENCE_KEYS = ("image", "proprio", "starts", "actions", "logprobs", "values", "advantages",
-                 "returns", "lstm_h", "lstm_c")
+SEQUENCE_KEYS = (
+    "image",
+    "proprio",
+    "starts",
+    "actions",
+    "logprobs",
+    "values",
+    "advantages",
+    "returns",
+    "lstm_h",
+    "lstm_c",
+)
 
 
 def chunk(x: torch.Tensor, length: int) -> torch.Tensor:
@@ -38,8 +48,9 @@ class RecurrentPPOLearner(PPOLearner):
         Learner.__init__(self, config, env_info)
         if config.loss not in ("clip", "kl"):
             raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
-        self.model = ConvLSTMActorCritic(env_info, config.image_size, config.lstm_size,
-                                         config.hidden_sizes, config.activation)
+        self.model = ConvLSTMActorCritic(
+            env_info, config.image_size, config.lstm_size, config.hidden_sizes, config.activation
+        )
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
         size = proprio_dim(env_info, config.image_size)
         self.normalizer = RunningNormalizer((size,)) if config.norm_obs else None
@@ -59,16 +70,29 @@ class RecurrentPPOLearner(PPOLearner):
         terminated, truncated = _time_major(batch["terminated"]), _time_major(batch["truncated"])
         with torch.no_grad():
             advantages, returns = gae(
-                _time_major(batch["reward"]), _time_major(batch["value"]),
-                torch.as_tensor(np.array(batch["next_value"])).reshape(-1), terminated, truncated,
-                _time_major(batch["final_value"]), cfg.gamma, cfg.gae_lambda)
+                _time_major(batch["reward"]),
+                _time_major(batch["value"]),
+                torch.as_tensor(np.array(batch["next_value"])).reshape(-1),
+                terminated,
+                truncated,
+                _time_major(batch["final_value"]),
+                cfg.gamma,
+                cfg.gae_lambda,
+            )
         starts = torch.zeros_like(terminated)
         starts[1:] = terminated[:-1] | truncated[:-1]  # the actor reset its memory there
-        seq = {"image": torch.as_tensor(image), "proprio": torch.as_tensor(proprio),
-               "starts": starts, "actions": _time_major(batch["action"]),
-               "logprobs": _time_major(batch["logprob"]), "values": _time_major(batch["value"]),
-               "advantages": advantages, "returns": returns,
-               "lstm_h": _time_major(batch["lstm_h"]), "lstm_c": _time_major(batch["lstm_c"])}
+        seq = {
+            "image": torch.as_tensor(image),
+            "proprio": torch.as_tensor(proprio),
+            "starts": starts,
+            "actions": _time_major(batch["action"]),
+            "logprobs": _time_major(batch["logprob"]),
+            "values": _time_major(batch["value"]),
+            "advantages": advantages,
+            "returns": returns,
+            "lstm_h": _time_major(batch["lstm_h"]),
+            "lstm_c": _time_major(batch["lstm_c"]),
+        }
         return {k: chunk(seq[k], length) for k in SEQUENCE_KEYS}
 
     def learn(self, batch: Batch) -> dict[str, float]:
@@ -86,17 +110,30 @@ class RecurrentPPOLearner(PPOLearner):
     def _update(self, seq: dict[str, torch.Tensor]) -> dict[str, float]:
         return self._epochs(seq["image"].shape[1], lambda mb: self._minibatch_loss(seq, mb))
 
-    def _minibatch_loss(self, seq: dict[str, torch.Tensor],
-                        mb: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _minibatch_loss(
+        self, seq: dict[str, torch.Tensor], mb: torch.Tensor
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The PPO loss on sub-trajectories `mb`, the LSTM unrolled through each of them."""
         features, _, _ = self.model.unroll(
-            seq["image"][:, mb], seq["proprio"][:, mb],
-            (seq["lstm_h"][0, mb], seq["lstm_c"][0, mb]), seq["starts"][:, mb])
+            seq["image"][:, mb],
+            seq["proprio"][:, mb],
+            (seq["lstm_h"][0, mb], seq["lstm_c"][0, mb]),
+            seq["starts"][:, mb],
+        )
         features = features.flatten(0, 1)
-        flat = {k: seq[k][:, mb].flatten(0, 1) for k in
-                ("actions", "logprobs", "values", "advantages", "returns")}
+        flat = {
+            k: seq[k][:, mb].flatten(0, 1)
+            for k in ("actions", "logprobs", "values", "advantages", "returns")
+        }
         dist = self.model.distribution(features)
         return ppo_loss(
-            self.model.log_prob(dist, flat["actions"]), flat["logprobs"],
-            flat["advantages"], self.model.value(features), flat["values"],
-            flat["returns"], self.model.entropy(dist), self.config, self.kl_coef)
+            self.model.log_prob(dist, flat["actions"]),
+            flat["logprobs"],
+            flat["advantages"],
+            self.model.value(features),
+            flat["values"],
+            flat["returns"],
+            self.model.entropy(dist),
+            self.config,
+            self.kl_coef,
+        )

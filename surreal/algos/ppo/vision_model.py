@@ -20,14 +20,24 @@ class ConvLSTMActorCritic(ActorCritic):
     `log_prob`, `entropy` and `greedy` take LSTM features instead of observations.
     """
 
-    def __init__(self, env_info: EnvInfo, image_size: int = 84, lstm_size: int = 100,
-                 hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh") -> None:
+    def __init__(
+        self,
+        env_info: EnvInfo,
+        image_size: int = 84,
+        lstm_size: int = 100,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        activation: str = "tanh",
+    ) -> None:
         nn.Module.__init__(self)
         self.image_size, self.lstm_size = image_size, lstm_size
         self.discrete = env_info.discrete
         self.encoder = nn.Sequential(
-            layer_init(nn.Conv2d(3, 16, 8, stride=4)), nn.ReLU(),
-            layer_init(nn.Conv2d(16, 32, 4, stride=2)), nn.ReLU(), nn.Flatten())
+            layer_init(nn.Conv2d(3, 16, 8, stride=4)),
+            nn.ReLU(),
+            layer_init(nn.Conv2d(16, 32, 4, stride=2)),
+            nn.ReLU(),
+            nn.Flatten(),
+        )
         with torch.no_grad():
             conv_out = self.encoder(torch.zeros(1, 3, image_size, image_size)).shape[1]
         self.lstm = nn.LSTMCell(conv_out + proprio_dim(env_info, image_size), lstm_size)
@@ -46,14 +56,16 @@ class ConvLSTMActorCritic(ActorCritic):
         x = self.encoder(image.permute(0, 3, 1, 2) / 255.0)
         return torch.cat([x, proprio], dim=1)
 
-    def step(self, image: torch.Tensor, proprio: torch.Tensor, state: State
-             ) -> tuple[torch.Tensor, State]:
+    def step(
+        self, image: torch.Tensor, proprio: torch.Tensor, state: State
+    ) -> tuple[torch.Tensor, State]:
         """One time step: (features [B, lstm_size], the next state)."""
         h, c = self.lstm(self.encode(image, proprio), state)
         return h, (h, c)
 
-    def unroll(self, image: torch.Tensor, proprio: torch.Tensor, state: State,
-               starts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def unroll(
+        self, image: torch.Tensor, proprio: torch.Tensor, state: State, starts: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Run over sub-trajectories [T, B, ...] from `state`, zeroing the memory before step t
         where `starts[t]` (a new episode began there).
 

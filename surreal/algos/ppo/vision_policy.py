@@ -23,8 +23,9 @@ class VisionPolicy(Policy):
 
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
         self.image_size = config.image_size
-        self.model = ConvLSTMActorCritic(env_info, config.image_size, config.lstm_size,
-                                         config.hidden_sizes, config.activation)
+        self.model = ConvLSTMActorCritic(
+            env_info, config.image_size, config.lstm_size, config.hidden_sizes, config.activation
+        )
         self.model.eval()
         size = proprio_dim(env_info, config.image_size)
         self.normalizer = RunningNormalizer((size,)) if config.norm_obs else None
@@ -49,9 +50,12 @@ class VisionPolicy(Policy):
         features, self.state = self.model.step(*self.inputs(obs), state)
         dist = self.model.distribution(features)
         action = self.model.greedy(dist) if deterministic else dist.sample()
-        extras = {"logprob": self.model.log_prob(dist, action).numpy(),
-                  "value": self.model.value(features).numpy(),
-                  "lstm_h": state[0].numpy().copy(), "lstm_c": state[1].numpy().copy()}
+        extras = {
+            "logprob": self.model.log_prob(dist, action).numpy(),
+            "value": self.model.value(features).numpy(),
+            "lstm_h": state[0].numpy().copy(),
+            "lstm_c": state[1].numpy().copy(),
+        }
         return action.numpy().astype(np.int64 if self.discrete else np.float32), extras
 
     @torch.no_grad()
