@@ -15,6 +15,7 @@ from symphony.backends import backend_class, backend_names, get_backend
 from symphony.backends.base import Backend
 from symphony.build_cli import build
 from symphony.errors import SymphonyError
+from symphony.ownership import check_experiment_name, check_owner, same_owner
 from symphony.records import (
     ACTIVE_STATUSES,
     ExperimentRecord,
@@ -128,6 +129,7 @@ def launch(
     experiment = load_experiment(file)
     if name:
         experiment.name = check_name(name, "--name")
+    check_experiment_name(experiment.name)
     experiment.validate()
     backend_options = _backend_options(backend, options)
     if dry_run:
@@ -174,7 +176,8 @@ def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
     rows = [
         r
         for r in rows
-        if (show_all or r.status in ACTIVE_STATUSES) and (not mine or r.owner == current_owner())
+        if (show_all or r.status in ACTIVE_STATUSES)
+        and (not mine or same_owner(r.owner, current_owner()))
     ]
     if not rows:
         click.echo("no experiments" + ("" if show_all else " running (--all shows ended ones)"))
@@ -273,13 +276,22 @@ def logs(
 
 @main.command()
 @click.argument("experiments", nargs=-1, required=True)
-@click.option("--force", is_flag=True, help="Kill at once (no grace period); drop a broken record.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Kill at once (no grace period); drop a broken record; delete another owner's experiment.",
+)
 @click.option("--backend", "-b", default=None, help="Look the names up in this backend too (kube).")
 @_errors
 def delete(experiments: tuple[str, ...], force: bool, backend: str | None) -> None:
-    """Stop every process of each EXPERIMENT (SIGTERM, grace, SIGKILL) and remove its record."""
-    for prefix in experiments:
-        impl, record = _find(prefix, backend)
+    """Stop every process of each EXPERIMENT (SIGTERM, grace, SIGKILL) and remove its record.
+
+    Another user's experiment is refused unless --force.
+    """
+    found = [_find(prefix, backend) for prefix in experiments]
+    for _impl, record in found:  # all checked first: a refusal deletes nothing
+        check_owner(record.owner, "delete", record.name, force)
+    for impl, record in found:
         try:
             impl.delete(record, force=force)
         except SymphonyError as err:
@@ -297,10 +309,17 @@ def delete(experiments: tuple[str, ...], force: bool, backend: str | None) -> No
 @click.argument("process")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 @click.option("--backend", "-b", default=None, help="Look the name up in this backend too (kube).")
+@click.option("--force", is_flag=True, help="Run it even in another owner's experiment.")
 @_errors
-def exec_(experiment: str, process: str, command: tuple[str, ...], backend: str | None) -> None:
-    """Run COMMAND beside (or inside) PROCESS with its environment: `symphony exec EXP PROC -- CMD`."""
+def exec_(
+    experiment: str, process: str, command: tuple[str, ...], backend: str | None, force: bool
+) -> None:
+    """Run COMMAND beside (or inside) PROCESS with its environment: `symphony exec EXP PROC -- CMD`.
+
+    Another user's experiment is refused unless --force (give it before `--`).
+    """
     impl, record = _find(experiment, backend)
+    check_owner(record.owner, "exec in", record.name, force)
     sys.exit(impl.exec(record, _process(record, impl, process), list(command)))
 
 

@@ -19,3 +19,14 @@ class ExperimentNotFound(SymphonyError):
 
 class AddressError(SymphonyError):
     """A process asked for the address of a service it did not declare."""
+
+
+class LaunchRefused(BackendError):
+    """The backend already holds something under this name that this launch did not create.
+
+    Raised before the launch created anything; the launcher then removes only its own record.
+    """
+
+
+class NotOwner(SymphonyError):
+    """Another user owns the experiment; `--force` overrides (see `symphony.ownership`)."""

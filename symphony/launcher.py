@@ -9,6 +9,8 @@ from typing import Any
 
 from symphony.backends import get_backend
 from symphony.backends.base import ALIVE_STATES, Backend, ExperimentStatus
+from symphony.errors import LaunchRefused
+from symphony.ownership import check_experiment_name
 from symphony.records import ExperimentRecord, Records
 from symphony.spec import Experiment, check_name
 
@@ -104,6 +106,7 @@ def launch(
     """
     if name:
         experiment.name = check_name(name, "experiment name")
+    check_experiment_name(experiment.name)
     experiment.validate()
     impl = get_backend(backend, records=records, **options)
     record = impl.records.create(
@@ -111,6 +114,9 @@ def launch(
     )
     try:
         impl.launch(experiment, record, detach=detach)
+    except LaunchRefused:
+        impl.records.remove(record.name)  # refused before creating anything: only our record goes
+        raise
     except BaseException:
         _discard(impl, record)  # a launch that failed (or was interrupted early) leaves nothing
         raise
@@ -118,7 +124,11 @@ def launch(
 
 
 def _discard(impl: Backend, record: ExperimentRecord) -> None:
-    """A launch that failed leaves nothing behind: stop what started, drop the record."""
+    """A launch that failed leaves nothing behind: stop what it started, drop its record.
+
+    Backends write what they create into `record.data` before creating it, and `delete` of a
+    record acts on that alone, so this never reaches anything another launch created.
+    """
     try:
         impl.delete(record, force=True)
     finally:

@@ -21,18 +21,18 @@ pointing SYMPHONY_HOME at one shared folder sees each other's experiments (with 
 
 from __future__ import annotations
 
-import getpass
 import os
 import shutil
 import subprocess
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from symphony.errors import ExperimentNotFound, SymphonyError
+from symphony.ownership import current_owner, current_uid
 from symphony.spec import Experiment
 
 ACTIVE_STATUSES = ("launching", "running")
@@ -81,14 +81,6 @@ def git_revision(folder: str | Path | None = None) -> str | None:
     return result.stdout.strip() or None
 
 
-def current_owner() -> str:
-    """The user name recorded as an experiment's owner."""
-    try:
-        return getpass.getuser()
-    except Exception:  # noqa: BLE001 - no passwd entry in some containers
-        return str(os.getuid())
-
-
 @dataclass
 class ExperimentRecord:
     """What symphony remembers about one launched experiment.
@@ -96,7 +88,7 @@ class ExperimentRecord:
     Attributes:
         name: experiment name (unique in the state directory).
         backend: registered backend name ("local", "tmux", "kube", ...).
-        owner: user who launched it.
+        owner: user who launched it (`symphony.ownership.current_owner`).
         created: launch time, seconds since the epoch.
         status: last known status: "launching", "running", "finished", "failed", "stopped".
             Backends compute live status in `describe`; this is what they last wrote.
@@ -105,6 +97,7 @@ class ExperimentRecord:
         data: backend-specific state (supervisor pid, tmux socket, namespace, compose file...).
         launch_command: the command line that launched it.
         git_revision: `git describe --always --dirty` of the launch directory, if it is a repo.
+        owner_uid: the real uid of the launching process.
         path: the record's folder (not stored in the file).
     """
 
@@ -118,6 +111,7 @@ class ExperimentRecord:
     data: dict[str, Any] = field(default_factory=dict)
     launch_command: list[str] = field(default_factory=list)
     git_revision: str | None = None
+    owner_uid: int | None = None
     path: Path | None = None
 
     def experiment(self) -> Experiment:
@@ -157,7 +151,8 @@ class ExperimentRecord:
     def load(cls, folder: Path) -> ExperimentRecord:
         """Read record.yaml from a record folder."""
         data = yaml.safe_load((folder / RECORD_FILE).read_text()) or {}
-        return cls(path=folder, **data)
+        known = {f.name for f in fields(cls)} - {"path"}
+        return cls(path=folder, **{k: v for k, v in data.items() if k in known})
 
 
 class Records:
@@ -203,6 +198,7 @@ class Records:
             spec=experiment.to_dict(),
             launch_command=list(launch_command or []),
             git_revision=git_revision(),
+            owner_uid=current_uid(),
             path=folder,
         )
         record.logs = {p: str(record.log_path(p)) for p in experiment.process_names()}

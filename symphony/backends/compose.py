@@ -52,7 +52,7 @@ from symphony.backends.compose_render import (
     render_compose,
 )
 from symphony.backends.compose_schema import validate_compose
-from symphony.errors import BackendError
+from symphony.errors import BackendError, LaunchRefused
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
 
@@ -108,7 +108,20 @@ class ComposeBackend(Backend):
     def launch(
         self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
     ) -> None:
-        """Writes the compose file into the record, records the images, and starts the project."""
+        """Writes the compose file into the record, records the images, and starts the project.
+
+        A project of that name on the engine (another user's run, or one without a record
+        here) refuses the launch (`LaunchRefused`) and is left as it is.
+        """
+        project = project_name(experiment.name)
+        existing = engine.project_containers(self.client, project, role=None)
+        if existing:
+            owners = sorted({c.labels.get(OWNER_LABEL, "?") for c in existing})
+            raise LaunchRefused(
+                f"compose project {project!r} already has {len(existing)} container(s) on this "
+                f"engine (owner {', '.join(owners)}), left as they are; launch under another "
+                f"name (--name), or `symphony delete {experiment.name}` it if it is yours"
+            )
         compose = self.render(experiment, record.owner)
         images = sorted(
             {image_of(experiment, p, self.compose_options) for p in experiment.processes()}
@@ -117,7 +130,6 @@ class ComposeBackend(Backend):
         compose_file = record.file(COMPOSE_FILE)
         compose_file.write_text(yaml.safe_dump(compose, sort_keys=False))
         command = engine.compose_command(self.options.get("compose_command"))
-        project = project_name(experiment.name)
         record.data.update(
             {
                 "project": project,
@@ -188,8 +200,14 @@ class ComposeBackend(Backend):
         )
 
     def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
-        """Stops (SIGTERM, grace, SIGKILL) and removes every container and network of the project."""
-        project = record.data.get("project", project_name(record.name))
+        """Stops (SIGTERM, grace, SIGKILL) and removes every container and network of the project.
+
+        Only the project this record launched (`record.data["project"]`): a record whose launch
+        was refused or failed early names none, and nothing is touched.
+        """
+        project = record.data.get("project")
+        if not project:
+            return
         containers = engine.project_containers(self.client, project, role=None)
         grace = 0 if force else self.compose_options.stop_grace_s
         for container in sorted(

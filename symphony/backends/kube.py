@@ -21,14 +21,16 @@ import yaml
 
 from symphony.backends.base import (
     ALIVE_STATES,
+    UNKNOWN,
     Backend,
     ExperimentStatus,
     ExperimentSummary,
+    ProcessStatus,
     overall_status,
 )
 from symphony.backends.kube_options import KubeOptions, resolve
 from symphony.backends.kube_status import group_pod, pod_phases, process_statuses
-from symphony.errors import BackendError, ExperimentNotFound
+from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused
 from symphony.kube_manifests import (
     ANNOTATION_SPEC,
     LABEL_EXPERIMENT,
@@ -41,6 +43,7 @@ from symphony.kube_manifests import (
     render,
     secrets_of,
 )
+from symphony.ownership import current_owner
 from symphony.records import ExperimentRecord, Records
 from symphony.spec import Experiment
 
@@ -83,15 +86,18 @@ class KubeBackend(Backend):
             )
         return self._api
 
-    def render_options(self) -> RenderOptions:
-        """The options rendering needs (loads the cloudwise cluster spec if one is set)."""
+    def render_options(self, owner: str | None = None) -> RenderOptions:
+        """The options rendering needs (loads the cloudwise cluster spec if one is set).
+
+        `owner` labels every object (default: the current user, `symphony.ownership`).
+        """
         cluster = None
         if self.config.cluster_spec:
             from cloudwise.spec import ClusterSpec
 
             cluster = ClusterSpec.load(self.config.cluster_spec)
         return RenderOptions(
-            owner=self.config.owner,
+            owner=owner or current_owner(),
             namespace=self.config.namespace,
             image=self.config.image,
             cluster=cluster,
@@ -116,25 +122,26 @@ class KubeBackend(Backend):
         """Create the namespace, copy the Secrets in, then the policies, services and workloads."""
         from symphony.backends.kube_api import short_error
 
-        options = self.render_options()
+        options = self.render_options(record.owner)
         objects = render(experiment, options)
         ns = namespace_of(experiment, options)
-        if self.api.read_namespace(ns) is not None:
-            raise BackendError(
-                f"namespace {ns!r} already exists on the cluster; `symphony delete {experiment.name}` "
-                "first, or launch under another name (--name) or namespace (-o namespace=NAME)"
-            )
-        record.data.update(
-            {"namespace": ns, "context": self.config.context, "host": self.config.host}
-        )
-        record.save()
+        existing = self.api.read_namespace(ns)
+        if existing is not None:
+            raise _taken(ns, experiment.name, existing)
         try:
             self.api.create(objects[0])
         except Exception as err:
+            if getattr(err, "status", None) == 409:  # created by someone else meanwhile
+                raise _taken(ns, experiment.name, self.api.read_namespace(ns)) from None
             raise BackendError(
                 f"cannot create namespace {ns!r}: {short_error(err)}; check the context "
                 "(`kubectl config current-context`) and your rights (`kubectl auth can-i create namespaces`)"
             ) from err
+        # ours from here on: recorded only now, so a failed launch never deletes another's namespace
+        record.data.update(
+            {"namespace": ns, "context": self.config.context, "host": self.config.host}
+        )
+        record.save()
         try:
             for secret in self._secrets(experiment, ns, options):
                 self.api.create(secret)
@@ -218,6 +225,10 @@ class KubeBackend(Backend):
         ns = (record.data or {}).get("namespace")
         if ns:
             return ns
+        if record.path is not None:  # a record of this state directory whose launch created nothing
+            raise ExperimentNotFound(
+                f"experiment {record.name!r} created no namespace (its launch did not get that far)"
+            )
         found = self.api.namespaces(f"{LABEL_EXPERIMENT}={record.name}")
         if not found:
             raise ExperimentNotFound(
@@ -239,8 +250,18 @@ class KubeBackend(Backend):
         return groups
 
     def describe(self, record: ExperimentRecord) -> ExperimentStatus:
-        """Each process with its container state, restarts, pod and node."""
+        """Each process with its container state, restarts, pod and node.
+
+        A namespace that is gone (deleted behind symphony's back) makes every process `unknown`.
+        """
         ns = self._namespace(record)
+        if record.path is not None and self.api.read_namespace(ns) is None:
+            processes = [
+                ProcessStatus(p, UNKNOWN, group=g, location=f"namespace {ns} is gone")
+                for g, procs in _groups_from_spec(yaml.safe_dump(record.spec)).items()
+                for p in procs
+            ]
+            return self.status_from_record(record, processes, namespace=ns, pods={})
         pods = self.api.pods(ns)
         processes = process_statuses(pods, self._groups(record, ns))
         return self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
@@ -294,10 +315,26 @@ class KubeBackend(Backend):
             )
 
     def list(self) -> list[ExperimentSummary]:
-        """Every symphony namespace on the cluster, with owner and live status."""
-        pods = self.api.all_pods(f"{LABEL_MANAGED}={MANAGER}")
+        """Every symphony namespace on the cluster, with owner and live status.
+
+        Experiments recorded here show as `describe` shows them (the same status, also when
+        their namespace is gone); the others from their namespaces' labels.
+        """
         rows = []
+        recorded: set[str] = set()
+        for record in self.records.all():
+            if record.backend != self.name:
+                continue
+            try:
+                status = self.describe(record)
+            except ExperimentNotFound:
+                continue  # its launch created nothing (yet)
+            recorded.add(status.details.get("namespace", ""))
+            rows.append(status.summary())
+        pods = self.api.all_pods(f"{LABEL_MANAGED}={MANAGER}")
         for ns in self.api.namespaces(f"{LABEL_MANAGED}={MANAGER}"):
+            if ns.metadata.name in recorded:
+                continue
             labels = ns.metadata.labels or {}
             mine = [p for p in pods if p.metadata.namespace == ns.metadata.name]
             groups = _groups_from_spec((ns.metadata.annotations or {}).get(ANNOTATION_SPEC))
@@ -320,6 +357,18 @@ class KubeBackend(Backend):
                 )
             )
         return rows
+
+
+def _taken(ns: str, experiment: str, existing: Any) -> LaunchRefused:
+    """The refusal for a namespace that exists already (it is left as it is)."""
+    labels = (existing.metadata.labels or {}) if existing is not None else {}
+    owner = labels.get(LABEL_OWNER)
+    whose = f"experiment {labels.get(LABEL_EXPERIMENT)!r} of {owner}" if owner else "not symphony's"
+    return LaunchRefused(
+        f"namespace {ns!r} already exists on the cluster ({whose}) and was left as it is; "
+        f"launch under another name (--name) or namespace (-o namespace=NAME)"
+        + (f", or `symphony delete {experiment} -b kube` it if it is yours" if owner else "")
+    )
 
 
 def _groups_from_spec(text: str | None) -> dict[str, list[str]]:

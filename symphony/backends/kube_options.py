@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from symphony.errors import BackendError
-from symphony.records import current_owner
 
 ENV_PREFIX = "SYMPHONY_KUBE_"
 
@@ -34,7 +33,6 @@ class KubeOptions:
         image: image for processes that name none.
         cluster_spec: path of the cloudwise.yaml of the cluster (pool taints, capacity checks).
         output: with --dry-run, write one YAML file per object into this folder.
-        owner: owner label (default: the current user).
         secrets: process name -> names of Secrets to mount (adds to each Process's own list).
         secrets_namespace: where launch copies each named Secret from into the experiment's
             namespace (the values pass through memory only, never through a manifest).
@@ -51,7 +49,6 @@ class KubeOptions:
     image: str | None = None
     cluster_spec: str | None = None
     output: str | None = None
-    owner: str = field(default_factory=current_owner)
     secrets: dict[str, list[str]] = field(default_factory=dict)
     secrets_namespace: str = "symphony-secrets"
     secret_files: dict[str, str] = field(default_factory=dict)
@@ -70,11 +67,16 @@ def resolve(options: dict[str, Any]) -> KubeOptions:
         BackendError: an unknown option, naming the known ones.
     """
     merged: dict[str, Any] = {}
-    for key in ("context", "kubeconfig", "host", "namespace", "image", "cluster_spec", "owner"):
+    for key in ("context", "kubeconfig", "host", "namespace", "image", "cluster_spec"):
         value = os.environ.get(ENV_PREFIX + key.upper())
         if value:
             merged[key] = value
     merged.update({k: v for k, v in options.items() if v is not None})
+    if "owner" in merged:
+        raise BackendError(
+            "the kube `owner` option is gone: the owner is the launching user "
+            "(set SYMPHONY_OWNER to record another name, e.g. for a service account)"
+        )
     unknown = sorted(set(merged) - set(_KNOWN))
     if unknown:
         raise BackendError(

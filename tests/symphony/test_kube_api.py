@@ -17,7 +17,7 @@ pytest.importorskip("kubernetes")
 
 from symphony.backends.kube import KubeBackend  # noqa: E402
 from symphony.backends.kube_testing import KubeEndpoint  # noqa: E402
-from symphony.errors import BackendError  # noqa: E402
+from symphony.errors import BackendError, LaunchRefused  # noqa: E402
 from symphony.kube_manifests import LABEL_EXPERIMENT, LABEL_GROUP, LABEL_OWNER  # noqa: E402
 from symphony.records import Records  # noqa: E402
 
@@ -31,6 +31,12 @@ def _example(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(autouse=True)
+def alice(monkeypatch):
+    """This test process launches as alice (`symphony.ownership.OWNER_ENV`)."""
+    monkeypatch.setenv("SYMPHONY_OWNER", "alice")
 
 
 @pytest.fixture
@@ -88,18 +94,17 @@ def pod(ns, name, group, containers, node="node-1"):
     }
 
 
-def launch(endpoint, records, module_name, **options):
+def launch(endpoint, records, module_name, owner="alice", **options):
     module = _example(module_name)
     backend = KubeBackend(
         records,
         host=endpoint.url,
-        owner="alice",
         secrets=getattr(module, "SECRETS", {}),
         poll_s=0.05,
         **options,
     )
     exp = module.make_experiment()
-    record = records.create(exp, "kube")
+    record = records.create(exp, "kube", owner=owner)
     backend.launch(exp, record)
     return backend, exp, record
 
@@ -154,8 +159,8 @@ def test_a_missing_secret_fails_the_launch_and_removes_the_namespace(endpoint, r
 
 def test_launching_into_an_existing_namespace_is_refused(endpoint, records, tmp_path):
     launch(endpoint, records, "echo")
-    with pytest.raises(BackendError, match="already exists"):
-        launch(endpoint, Records(tmp_path / "other"), "echo")
+    with pytest.raises(LaunchRefused, match="already exists.*of alice.*left as it is"):
+        launch(endpoint, Records(tmp_path / "other"), "echo", owner="bob")
 
 
 def test_describe_reports_container_state_restarts_pod_and_node(endpoint, records):
@@ -195,11 +200,9 @@ def test_describe_reports_container_state_restarts_pod_and_node(endpoint, record
 
 def test_list_shows_every_symphony_namespace_with_its_owner(endpoint, records, tmp_path):
     launch(endpoint, records, "echo")
-    teammate = KubeBackend(
-        Records(tmp_path / "bob"), host=endpoint.url, owner="bob", namespace="bob-echo"
-    )
+    teammate = KubeBackend(Records(tmp_path / "bob"), host=endpoint.url, namespace="bob-echo")
     exp = _example("echo").make_experiment()
-    teammate.launch(exp, Records(tmp_path / "bob").create(exp, "kube"))
+    teammate.launch(exp, Records(tmp_path / "bob").create(exp, "kube", owner="bob"))
     endpoint.add_pod(pod("echo", "server-1", "server", {"server": ({"running": {}}, 0)}))
     rows = {
         (r.name, r.owner): r for r in KubeBackend(records, host=endpoint.url, poll_s=0.05).list()
@@ -252,6 +255,11 @@ def test_delete_removes_the_namespace_and_waits_until_it_is_gone(endpoint, recor
     backend.delete(record)
     assert "echo" not in endpoint.namespaces and stored(endpoint, "echo") == {}
     backend.delete(record, force=True)  # already gone: force does not fail
+    (row,) = KubeBackend(records, host=endpoint.url, poll_s=0.05).list()  # the record stays
+    assert (
+        (row.name, row.status) == ("echo", backend.describe(record).status) == ("echo", "unknown")
+    )
+    records.remove("echo")  # what `symphony delete` does next
     assert KubeBackend(records, host=endpoint.url, poll_s=0.05).list() == []
 
 
@@ -283,9 +291,9 @@ def test_exec_copies_output_and_returns_the_exit_code(endpoint, records):
 
 def test_attached_launch_returns_when_every_process_ended(endpoint, records):
     module = _example("echo")
-    backend = KubeBackend(records, host=endpoint.url, owner="alice", poll_s=0.05)
+    backend = KubeBackend(records, host=endpoint.url, poll_s=0.05)
     exp = module.make_experiment()
-    record = records.create(exp, "kube")
+    record = records.create(exp, "kube", owner="alice")
     done = threading.Event()
     thread = threading.Thread(
         target=lambda: (backend.launch(exp, record, detach=False), done.set())

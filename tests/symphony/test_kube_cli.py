@@ -27,11 +27,7 @@ def test_dry_run_writes_the_manifests_and_touches_no_cluster(symphony_home, tmp_
     # a host nobody listens on: any API call would fail the command
     config.write_text(
         yaml.safe_dump(
-            {
-                "backend_options": {
-                    "kube": {"output": str(out), "host": "http://127.0.0.1:9", "owner": "alice"}
-                }
-            }
+            {"backend_options": {"kube": {"output": str(out), "host": "http://127.0.0.1:9"}}}
         )
     )
     monkeypatch.setenv("SYMPHONY_CONFIG", str(config))
@@ -57,7 +53,7 @@ def test_dry_run_writes_the_manifests_and_touches_no_cluster(symphony_home, tmp_
 def test_launch_list_describe_logs_delete_through_the_cli(symphony_home, monkeypatch):
     with KubeEndpoint() as endpoint:
         monkeypatch.setenv("SYMPHONY_KUBE_HOST", endpoint.url)
-        monkeypatch.setenv("SYMPHONY_KUBE_OWNER", "alice")
+        monkeypatch.setenv("SYMPHONY_OWNER", "alice")
         result = run("launch", str(EXAMPLES / "echo.py"), "-b", "kube", "--detach")
         assert result.exit_code == 0, result.output
         assert "echo" in endpoint.namespaces

@@ -279,7 +279,6 @@ def test_secrets_are_mounted_by_reference_and_no_value_reaches_a_manifest(tmp_pa
     key.write_text(value)
     module = load_example("ppo_gpu")
     backend = KubeBackend(
-        owner="alice",
         cluster_spec=str(EXAMPLES / "cloudwise.yaml"),
         secrets=module.SECRETS,
         secret_files={"gcs-credentials": str(key)},
