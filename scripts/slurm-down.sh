@@ -3,8 +3,9 @@
 #
 # Usage: scripts/slurm-down.sh [STATE_DIR]   # same default as slurm-up.sh
 # Cancels every job, waits for the job steps to end, stops slurmd and slurmctld (SIGTERM, then
-# SIGKILL after a deadline), stops munged if slurm-up.sh started it, and removes STATE_DIR if
-# slurm-up.sh created it. Safe to run when nothing is up.
+# SIGKILL after a deadline), stops this cluster's own munged (STATE_DIR/munge; never another
+# cluster's or the system's), and removes STATE_DIR if slurm-up.sh created it. Safe to run when
+# nothing is up.
 set -euo pipefail
 
 state=$(realpath -m "${1:-${SURREAL_SLURM_DIR:-/tmp/surreal-slurm}}")
@@ -55,15 +56,14 @@ done
 stop_pids "${slurmd_pids[@]}"
 [ -n "$ctld_pid" ] && kill -0 "$ctld_pid" 2>/dev/null && stop_pids "$ctld_pid"
 
-if [ -f "$state/.munged-started-by-slurm-up" ] && [ -s /run/munge/munged.pid ]; then
-  log "stopping munged"
-  stop_pids "$(cat /run/munge/munged.pid)"
+if [ -s "$state/munge/munged.pid" ] && kill -0 "$(cat "$state/munge/munged.pid")" 2>/dev/null; then
+  log "stopping munged ($state/munge)"
+  stop_pids "$(cat "$state/munge/munged.pid")"
 fi
 
 if [ -f "$state/.created-by-slurm-up" ]; then
   rm -rf "$state"
 else
-  rm -rf "$state/ctld" "$state/spool" "$state/log" "$state"/*.pid "$conf" \
-    "$state/.munged-started-by-slurm-up"
+  rm -rf "$state/ctld" "$state/spool" "$state/log" "$state"/*.pid "$conf" "$state/munge"
 fi
 log "down ($state)"

@@ -10,15 +10,20 @@
 #
 # Knobs (environment): SLURM_NODES (logical nodes on this host, default 2), SLURM_NODE_CPUS
 # (CPUs each node advertises, default 4; config_overrides lets it exceed the real count),
-# SLURM_NODE_MEM_MB (default 4096), SLURM_CTLD_PORT (default 6817; node i listens on +i),
-# SLURM_UP_TIMEOUT (seconds to wait for idle nodes, default 30).
+# SLURM_NODE_MEM_MB (default 4096), SLURM_CTLD_PORT (node i listens on +i; default: 6817, or the
+# first free run of ports above it), SLURM_UP_TIMEOUT (seconds to wait for idle nodes, default 30).
+#
+# Two clusters on one host: each has its own munged (socket, key and pid file in
+# STATE_DIR/munge, named in slurm.conf's AuthInfo), and its own ports: an explicit
+# SLURM_CTLD_PORT held by anything else is an error, never "up"; "up" is only said when the
+# controller answering on the port is this STATE_DIR's.
 set -euo pipefail
 
 state=$(realpath -m "${1:-${SURREAL_SLURM_DIR:-/tmp/surreal-slurm}}")
 nodes=${SLURM_NODES:-2}
 cpus=${SLURM_NODE_CPUS:-4}
 mem_mb=${SLURM_NODE_MEM_MB:-4096}
-ctld_port=${SLURM_CTLD_PORT:-6817}
+ctld_port=${SLURM_CTLD_PORT:-}
 deadline=$(( $(date +%s) + ${SLURM_UP_TIMEOUT:-30} ))
 conf="$state/slurm.conf"
 host=$(hostname -s)
@@ -35,7 +40,23 @@ done
 
 node_names() { for i in $(seq 1 "$nodes"); do printf 'n%d ' "$i"; done; }
 
+# port_used PORT: something accepts connections on 127.0.0.1:PORT.
+port_used() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# ports_free BASE: BASE..BASE+nodes all unused.
+ports_free() {
+  local p
+  for p in $(seq "$1" $(( $1 + nodes ))); do port_used "$p" && return 1; done
+  return 0
+}
+
+# ours: the controller answering on the configured port keeps its state in this STATE_DIR.
+ours() {
+  [ "$(scontrol show config 2>/dev/null | awk '$1 == "StateSaveLocation" {print $3}')" = "$state/ctld" ]
+}
+
 all_idle() {
+  ours || return 1
   local states
   states=$(sinfo -h -N -o '%T' 2>/dev/null) || return 1
   [ "$(grep -c . <<<"$states")" -eq "$nodes" ] || return 1
@@ -44,24 +65,24 @@ all_idle() {
 
 pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+munge_dir="$state/munge"
+munge_socket="$munge_dir/munge.socket"
+munge_ok() { munge -S "$munge_socket" -n </dev/null 2>/dev/null | unmunge -S "$munge_socket" >/dev/null 2>&1; }
+
+# This cluster's own munged: socket, key, pid, log and seed in STATE_DIR/munge.
 start_munge() {
-  if munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; then return; fi
-  local key=/etc/munge/munge.key
-  if [ ! -s "$key" ]; then
-    log "creating $key"
-    mkdir -p /etc/munge
-    dd if=/dev/urandom of="$key" bs=1 count=1024 status=none
+  if pid_alive "$munge_dir/munged.pid" && munge_ok; then return; fi
+  install -d -m 0700 "$munge_dir"
+  if [ ! -s "$munge_dir/munge.key" ]; then
+    dd if=/dev/urandom of="$munge_dir/munge.key" bs=1 count=1024 status=none
+    chmod 0400 "$munge_dir/munge.key"
   fi
-  chown munge:munge /etc/munge "$key"
-  chmod 0700 /etc/munge
-  chmod 0400 "$key"
-  install -d -o munge -g munge -m 0755 /run/munge
-  install -d -o munge -g munge -m 0700 /var/lib/munge /var/log/munge
-  log "starting munged"
-  runuser -u munge -- /usr/sbin/munged --force
-  touch "$state/.munged-started-by-slurm-up"
-  until munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; do
-    [ "$(date +%s)" -lt "$deadline" ] || fail "munged did not answer; see /var/log/munge/munged.log"
+  log "starting munged (socket $munge_socket)"
+  /usr/sbin/munged --force --socket="$munge_socket" --key-file="$munge_dir/munge.key" \
+    --pid-file="$munge_dir/munged.pid" --log-file="$munge_dir/munged.log" \
+    --seed-file="$munge_dir/munged.seed"
+  until munge_ok; do
+    [ "$(date +%s)" -lt "$deadline" ] || fail "munged did not answer; see $munge_dir/munged.log"
     sleep 0.1
   done
 }
@@ -81,6 +102,7 @@ SlurmctldPort=$ctld_port
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket=$munge_socket
 CredType=cred/munge
 MpiDefault=none
 ReturnToService=2
@@ -117,6 +139,19 @@ if [ -f "$conf" ] && pid_alive "$state/slurmctld.pid" && all_idle; then
   exit 0
 fi
 
+if pid_alive "$state/slurmctld.pid" && [ -f "$conf" ]; then
+  ctld_port=$(awk -F= '$1 == "SlurmctldPort" {print $2}' "$conf")  # ours runs: keep its ports
+elif [ -n "$ctld_port" ]; then
+  ports_free "$ctld_port" || fail "port $ctld_port..$((ctld_port + nodes)) is in use (another \
+cluster?); choose other ports with SLURM_CTLD_PORT, or leave it unset to pick free ones"
+else
+  ctld_port=6817
+  until ports_free "$ctld_port"; do
+    ctld_port=$((ctld_port + nodes + 1))
+    [ "$ctld_port" -lt 65000 ] || fail "no free run of $((nodes + 1)) ports above 6817"
+  done
+fi
+
 if [ ! -d "$state" ]; then
   mkdir -p "$state"
   touch "$state/.created-by-slurm-up"
@@ -138,6 +173,7 @@ for n in $(node_names); do
 done
 
 until all_idle; do
+  pid_alive "$state/slurmctld.pid" || fail "slurmctld exited; see $state/log/slurmctld.log"
   if [ "$(date +%s)" -ge "$deadline" ]; then
     sinfo -N >&2 || true
     fail "nodes not idle in time; see $state/log/slurmctld.log and $state/log/slurmd.*.log"

@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from symphony import proctree
 from symphony.backends import slurm_jobs
 from symphony.backends.base import (
     ALIVE_STATES,
@@ -50,7 +51,7 @@ from symphony.backends.base import (
 )
 from symphony.backends.slurm_jobs import DEFAULT_TIME_LIMIT, JobInfo
 from symphony.backends.slurm_names import NameStore
-from symphony.errors import BackendError, ExperimentNotFound, SymphonyError
+from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused, SymphonyError
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
 
@@ -104,8 +105,22 @@ class SlurmBackend(Backend):
     def launch(
         self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
     ) -> None:
-        """Submit one job per group; with detach=False wait until all ended (Ctrl-C deletes)."""
+        """Submit one job per group; with detach=False wait until all ended (Ctrl-C deletes).
+
+        An experiment of that name with live jobs (anyone's, found through their comments)
+        refuses the launch (`LaunchRefused`); its jobs are left as they are.
+        """
         folder = record.file("")
+        taken = slurm_jobs.experiment_folders(active_only=True).get(experiment.name)
+        if taken is not None and taken.resolve() != folder.resolve():
+            try:
+                owner = ExperimentRecord.load(taken).owner
+            except (OSError, TypeError, ValueError):
+                owner = "unknown (its folder is not readable here)"
+            raise LaunchRefused(
+                f"Slurm has live jobs of an experiment named {experiment.name!r} (owner {owner}, "
+                f"folder {taken}), left as they are; launch under another name (--name)"
+            )
         launch_id = uuid.uuid4().hex
         NameStore(folder, launch_id).clear()
         (folder / "status").mkdir(exist_ok=True)
@@ -242,12 +257,33 @@ class SlurmBackend(Backend):
     # --- stopping --------------------------------------------------------------------------
 
     def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
-        """`scancel` every job of the experiment and wait until Slurm has ended them all."""
+        """`scancel` every job of the experiment, wait until Slurm has ended them all, then end
+        whatever of them is left on this host (found by its run id)."""
         if record.path is None and not force:
             record = self._full(record)
         ids = list(record.data.get("jobs", {}).values())
         if not ids:
             return
+        try:
+            self._cancel(record, ids, force)
+        finally:
+            self._sweep(record)
+
+    def _sweep(self, record: ExperimentRecord) -> None:
+        """End what is left on this host of each group's processes (found by their run id).
+
+        On a compute node the launcher's guard does this (`slurm_guard`); here it catches what a
+        single-host cluster (tests, demos) left after the jobs ended.
+        """
+        launch_id = record.data.get("launch_id")
+        if not launch_id or not record.spec:
+            return
+        for group in record.experiment().groups():
+            marker = slurm_jobs.run_id(launch_id, group.name)
+            proctree.stop_all([], marker, grace_s=1.0)
+            proctree.stop_all([], slurm_jobs.guard_id(marker), grace_s=2.0)
+
+    def _cancel(self, record: ExperimentRecord, ids: list[str], force: bool) -> None:
         try:
             slurm_jobs.cancel(ids, kill=force)
             deadline = time.monotonic() + 60

@@ -68,6 +68,16 @@ class JobInfo:
         return self.state in ACTIVE_JOB_STATES
 
 
+def run_id(launch_id: str, group: str) -> str:
+    """The SYMPHONY_RUN_ID that marks every process of one group's job (and its children)."""
+    return f"{launch_id}.{group}"
+
+
+def guard_id(marker: str) -> str:
+    """The run id of the guard of the processes marked `marker` (see `slurm_guard`)."""
+    return f"{marker}.guard"
+
+
 def job_name(experiment: str, group: str) -> str:
     """The Slurm job name of a group: `<experiment>.<group>`."""
     return f"{experiment}.{group}"
@@ -223,8 +233,10 @@ def _scontrol_jobs() -> list[JobInfo]:
     return jobs
 
 
-def experiment_folders() -> dict[str, Path]:
+def experiment_folders(active_only: bool = False) -> dict[str, Path]:
     """Experiments with jobs Slurm still knows (any user's) -> their shared folders.
+
+    `active_only`: only experiments with a job still queued or running.
 
     A symphony job's script is `<folder>/slurm/<group>.sbatch`, so the folder (with the record
     and the spec) is found from Slurm alone; teammates whose state directories differ see each
@@ -232,6 +244,8 @@ def experiment_folders() -> dict[str, Path]:
     """
     folders: dict[str, Path] = {}
     for job in _scontrol_jobs():
+        if active_only and not job.active:
+            continue
         if job.comment.startswith(COMMENT_PREFIX) and job.script.endswith(".sbatch"):
             folders.setdefault(job.comment[len(COMMENT_PREFIX) :], Path(job.script).parent.parent)
     return folders

@@ -26,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from symphony.addresses import Address, free_port, process_env
+from symphony.backends.slurm_jobs import guard_id, run_id
 from symphony.backends.slurm_names import NameRecord, NameStore
+from symphony.proctree import RUN_ID_ENV, die_with_parent
 from symphony.spec import Experiment, Process, ProcessGroup
 
 GRACE_S = 10.0
@@ -71,9 +73,15 @@ class GroupRunner:
     """Starts a group's processes, restarts them per policy, and stops them on SIGTERM."""
 
     def __init__(
-        self, folder: Path, exp: Experiment, group: ProcessGroup, endpoints: dict[str, Address]
+        self,
+        folder: Path,
+        exp: Experiment,
+        group: ProcessGroup,
+        endpoints: dict[str, Address],
+        run_id: str = "",
     ) -> None:
         self.folder, self.exp, self.group, self.endpoints = folder, exp, group, endpoints
+        self.run_id = run_id
         self.children: dict[str, subprocess.Popen] = {}
         self.restarts = {p.name: 0 for p in group.processes}
         self.due: dict[str, float] = {}  # process -> when its restart is due
@@ -83,6 +91,8 @@ class GroupRunner:
 
     def start(self, proc: Process) -> None:
         env = {**os.environ, **process_env(self.exp, proc, self.endpoints, bind_host="*")}
+        if self.run_id:
+            env[RUN_ID_ENV] = self.run_id
         log = open(self.folder / "logs" / f"{proc.name}.log", "ab")  # noqa: SIM115 - child owns it
         with log:
             child = subprocess.Popen(
@@ -93,6 +103,7 @@ class GroupRunner:
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                preexec_fn=die_with_parent,  # noqa: PLW1509 - no threads start children here
             )
         self.children[proc.name] = child
         self.started[proc.name] = time.time()
@@ -199,10 +210,26 @@ def main(argv: list[str] | None = None) -> int:
             write_status(folder, proc.name, state="failed", exit_code=None, ended=time.time())
         print(f"symphony: {err}", file=sys.stderr, flush=True)
         return 1
-    runner = GroupRunner(folder, exp, group, endpoints)
+    marker = run_id(launch["launch_id"], group.name)
+    guard = start_guard(marker, folder)
+    runner = GroupRunner(folder, exp, group, endpoints, marker)
     signal.signal(signal.SIGTERM, runner.terminate)
     signal.signal(signal.SIGINT, runner.terminate)
-    return runner.run()
+    code = runner.run()
+    guard.terminate()  # nothing is left to guard; it sweeps once more and exits
+    return code
+
+
+def start_guard(marker: str, folder: Path) -> subprocess.Popen:
+    """The guard (`slurm_guard`) that ends the processes marked `marker` if this launcher dies."""
+    env = {**os.environ, RUN_ID_ENV: guard_id(marker)}  # not `marker`: it never sweeps itself
+    env["SYMPHONY_GUARD_PARENT"] = str(os.getpid())
+    return subprocess.Popen(
+        [sys.executable, "-m", "symphony.backends.slurm_guard", marker, str(folder)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ from symphony.backends.base import (
     ProcessStatus,
 )
 from symphony.backends.local import local_plan, run_beside
-from symphony.errors import BackendError
+from symphony.errors import BackendError, LaunchRefused
 from symphony.logfiles import follow_file, read_lines
 from symphony.preflight import check_commands
 from symphony.records import ExperimentRecord, load_config
@@ -104,7 +104,7 @@ class TmuxBackend(Backend):
         check_commands(experiment)
         server = self._server(self.socket)
         if _has_session(server, experiment.name):
-            raise BackendError(
+            raise LaunchRefused(
                 f"tmux session {experiment.name!r} exists already (socket "
                 f"{self.socket or 'default'}); kill it or launch with another --name"
             )

@@ -269,7 +269,7 @@ def test_a_group_is_one_job_on_one_node(cluster, timed_out):
         assert f"got: hello from {sender}" in handle.logs(name)
     status = handle.status()
     assert [p.state for p in status.processes] == ["running"] * 3
-    assert len(experiment_processes("grouped")) == 5  # 2 launchers, 3 processes
+    assert len(experiment_processes("grouped")) == 7  # 2 launchers, their 2 guards, 3 processes
     loc = {p.name: p.location for p in status.processes}
     assert loc["a"] == loc["b"] != loc["c"]
     assert len(handle.record.data["jobs"]) == 2
@@ -381,3 +381,69 @@ def test_time_limit_kill_shows_timeout(cluster, timed_out):
     assert " failed " in row and " TIMEOUT " in row, shown
     assert "job sleeper: " in shown and " TIMEOUT (TimeLimit) " in shown, shown
     timed_out.stop()
+
+
+def _squeue_states(cluster, ids):
+    out = subprocess.run(
+        ["squeue", "-h", "-o", "%i %T", "-j", ",".join(ids)],
+        env={**os.environ, **cluster.env},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return dict(line.split() for line in out.stdout.splitlines())
+
+
+def test_a_second_users_launch_of_a_taken_name_is_refused_and_changes_nothing(cluster, tmp_path):
+    exp = Experiment("taken").add(Process("worker", "echo working; sleep 300"))
+    handle = launch(exp, "slurm")
+    try:
+        wait_for(lambda: "working" in handle.logs("worker"), 60, what="the worker to start")
+        ids = job_ids("taken")
+        pids = sorted(p.pid for p in experiment_processes("taken"))
+        spec = tmp_path / "taken.yaml"
+        spec.write_text(exp.to_yaml())
+        bob = env_with(
+            HOME=str(tmp_path),
+            USER="bob",
+            LOGNAME="bob",
+            SYMPHONY_HOME=str(tmp_path / "bob-home"),
+            SYMPHONY_OWNER="bob",
+        )
+        refused = cli("launch", str(spec), "-b", "slurm", "-d", env=bob)
+        assert refused.returncode == 1
+        assert "live jobs of an experiment named 'taken'" in refused.stderr
+        assert f"owner {handle.record.owner}" in refused.stderr
+        assert not (tmp_path / "bob-home" / "experiments" / "taken").exists()
+        denied = cli("delete", "taken", "-b", "slurm", env=bob)
+        assert denied.returncode == 1 and "--force" in denied.stderr, denied.stderr
+        assert f"belongs to {handle.record.owner}, not to bob" in denied.stderr
+        assert job_ids("taken") == ids and set(cluster.squeue_ids()) >= set(ids)
+        assert set(_squeue_states(cluster, ids).values()) == {"RUNNING"}
+        assert sorted(p.pid for p in experiment_processes("taken")) == pids
+    finally:
+        handle.delete()
+    assert experiment_processes("taken") == []
+
+
+@pytest.mark.parametrize("how", ["--batch", "--full", "plain"])
+def test_scancel_kill_of_a_job_leaves_no_process_behind(cluster, how):
+    name = f"kill-{how.strip('-')}"
+    # a shell with children of its own: they outlive a killed parent unless the guard acts
+    handle = launch(
+        Experiment(name).add(Process("tree", "sleep 300 & sleep 301 & echo started; wait")),
+        "slurm",
+    )
+    try:
+        wait_for(lambda: "started" in handle.logs("tree"), 60, what="the process tree to start")
+        wait_for(
+            lambda: len([p for p in experiment_processes(name) if p.name() == "sleep"]) == 2,
+            30,
+            what="both sleeps",
+        )
+        (job,) = job_ids(name)
+        args = ["scancel", "--signal=KILL", *([how] if how != "plain" else []), job]
+        subprocess.run(args, env={**os.environ, **cluster.env}, check=True, timeout=30)
+        wait_for(lambda: experiment_processes(name) == [], 10, what="every process to end")
+    finally:
+        handle.delete(force=True)
