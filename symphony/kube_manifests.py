@@ -7,11 +7,22 @@ What one experiment becomes, in apply order:
   service that opens just that port of just that pod to any source;
 - a Service per bound name (ClusterIP; LoadBalancer for an `exposes` name) selecting the pod of
   the group that binds it, on the port the address contract assigns;
-- per ProcessGroup one pod template, one container per process, under a controller:
-  a Deployment of one replica (`Recreate`) when any process restarts "always" (the process is a
-  server meant to run until deleted; the ReplicaSet replaces a pod lost with its node), else a
-  Job whose `podFailurePolicy` ignores disruptions (a pod lost with its node is recreated, while
-  the process's own failures follow its restart policy through `backoffLimit`).
+- per ProcessGroup and restart mode one pod (a container per process) under a controller that
+  keeps that mode (`workload_parts`):
+
+  | restart mode  | controller                  | pod restartPolicy | limit                       |
+  |---------------|-----------------------------|-------------------|-----------------------------|
+  | `always`      | Deployment, 1 replica, `Recreate` | Always      | none (CrashLoopBackOff delays) |
+  | `on-failure`  | Job                         | OnFailure         | `backoffLimit` = max_restarts (largest in the pod) |
+  | `never`       | Job, disruptions ignored    | Never             | `backoffLimit` 0            |
+
+  The kubelet restarts only the container that ended (and for OnFailure only after a failure),
+  its siblings keep running; a Job that completed is never started again. A group whose
+  processes mix modes becomes one pod per mode (`<group>-<mode>`), all labelled with the group
+  and held on one node by a required pod affinity to the group's label on
+  `kubernetes.io/hostname` (the first pod places the group: a pod matching its own affinity term
+  schedules when no other pod matches yet). Such pods share the node (and its GPUs' node pool)
+  but not a network namespace or /dev/shm; services are reached through their Service as always.
 
 Secrets are referenced by name only (secret volumes); their values never appear here.
 """
@@ -30,6 +41,7 @@ from symphony.spec import Experiment, Process, ProcessGroup
 LABEL_EXPERIMENT = "symphony.io/experiment"
 LABEL_OWNER = "symphony.io/owner"
 LABEL_GROUP = "symphony.io/group"
+LABEL_WORKLOAD = "symphony.io/workload"
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
 ANNOTATION_SPEC = "symphony.io/spec"
 MANAGER = "symphony"
@@ -102,8 +114,53 @@ def _labels(experiment: Experiment, options: RenderOptions) -> dict[str, str]:
     }
 
 
-def _selector(experiment: Experiment, group: str) -> dict[str, str]:
-    return {LABEL_EXPERIMENT: experiment.name, LABEL_GROUP: group}
+def _selector(experiment: Experiment, group: str, workload: str | None = None) -> dict[str, str]:
+    return {
+        LABEL_EXPERIMENT: experiment.name,
+        LABEL_GROUP: group,
+        LABEL_WORKLOAD: workload or group,
+    }
+
+
+POD_RESTART = {"always": "Always", "on-failure": "OnFailure", "never": "Never"}
+
+
+@dataclass(frozen=True)
+class WorkloadPart:
+    """One controller of a group: its name, the restart mode it keeps, and its processes."""
+
+    name: str
+    group: str
+    mode: str
+    processes: tuple[Process, ...]
+
+
+def workload_parts(group: ProcessGroup) -> list[WorkloadPart]:
+    """The group as one pod per restart mode (one pod named after the group when it has one mode).
+
+    Raises:
+        SpecError: a split pod's name (`<group>-<mode>`) would exceed 63 characters.
+    """
+    modes = list(dict.fromkeys(p.restart.mode for p in group.processes))
+    if len(modes) == 1:
+        return [WorkloadPart(group.name, group.name, modes[0], tuple(group.processes))]
+    parts = []
+    for mode in modes:
+        name = f"{group.name}-{mode}"
+        if len(name) > 63:
+            raise SpecError(
+                f"group {group.name!r} mixes restart modes, so it runs as pods named "
+                f"<group>-<mode>; {name!r} is longer than 63 characters: shorten the group name"
+            )
+        procs = tuple(p for p in group.processes if p.restart.mode == mode)
+        parts.append(WorkloadPart(name, group.name, mode, procs))
+    return parts
+
+
+def part_of(experiment: Experiment, process: str) -> WorkloadPart:
+    """The workload part that runs `process`."""
+    group = next(g for g in experiment.groups() if process in [p.name for p in g.processes])
+    return next(w for w in workload_parts(group) if process in [p.name for p in w.processes])
 
 
 def _meta(name: str, ns: str | None, labels: dict[str, str]) -> dict:
@@ -128,7 +185,9 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
     objects += network_policies(experiment, ns, labels, eps)
     objects += services(experiment, ns, labels, eps)
     for group in experiment.groups():
-        objects.append(workload(experiment, group, ns, labels, eps, options))
+        parts = workload_parts(group)
+        for part in parts:
+            objects.append(workload(experiment, part, ns, labels, eps, options, len(parts) > 1))
     return objects
 
 
@@ -156,14 +215,16 @@ def network_policies(
     ]
     for proc in experiment.processes():
         for svc in proc.exposed:
-            group = experiment.group_of(proc.name)
+            part = part_of(experiment, proc.name)
             policies.append(
                 {
                     "apiVersion": "networking.k8s.io/v1",
                     "kind": "NetworkPolicy",
                     "metadata": _meta(f"symphony-expose-{svc}"[:63], ns, labels),
                     "spec": {
-                        "podSelector": {"matchLabels": _selector(experiment, group)},
+                        "podSelector": {
+                            "matchLabels": _selector(experiment, part.group, part.name)
+                        },
                         "policyTypes": ["Ingress"],
                         "ingress": [{"ports": [{"protocol": "TCP", "port": eps[svc].port}]}],
                     },
@@ -175,15 +236,16 @@ def network_policies(
 def services(
     experiment: Experiment, ns: str, labels: dict[str, str], eps: dict[str, Address]
 ) -> list[dict]:
-    """A Service per bound name, selecting the binder's group pod; exposed names are LoadBalancers."""
+    """A Service per bound name, selecting the binder's pod; exposed names are LoadBalancers."""
     objects = []
     for proc in experiment.processes():
-        group = experiment.group_of(proc.name)
+        part = part_of(experiment, proc.name)
+        group = part.group
         for svc in proc.bound:
             port = eps[svc].port
             spec = {
                 "type": "LoadBalancer" if svc in proc.exposed else "ClusterIP",
-                "selector": _selector(experiment, group),
+                "selector": _selector(experiment, group, part.name),
                 "ports": [{"name": "tcp", "protocol": "TCP", "port": port, "targetPort": port}],
             }
             meta = _meta(service_name(svc), ns, {**labels, LABEL_GROUP: group})
@@ -191,28 +253,39 @@ def services(
     return objects
 
 
-def _is_server(group: ProcessGroup) -> bool:
-    return any(p.restart.mode == "always" for p in group.processes)
-
-
 def workload(
     experiment: Experiment,
-    group: ProcessGroup,
+    part: WorkloadPart,
     ns: str,
     labels: dict[str, str],
     eps: dict[str, Address],
     options: RenderOptions,
+    split: bool = False,
 ) -> dict:
-    """The Deployment (servers) or Job (processes meant to end) that runs one group's pod."""
-    selector = _selector(experiment, group.name)
+    """The controller of one workload part: a Deployment (`always`) or a Job (the others).
+
+    `split`: the group runs as several parts, so the pod also gets the affinity that puts it on
+    the node of the group's other pods.
+    """
+    selector = _selector(experiment, part.group, part.name)
     pod_labels = {**labels, **selector}
-    template = {
-        "metadata": {"labels": pod_labels},
-        "spec": pod_spec(experiment, group, eps, options),
-    }
-    meta = _meta(group.name, ns, pod_labels)
-    if _is_server(group):
-        template["spec"]["restartPolicy"] = "Always"
+    spec_ = pod_spec(experiment, part, eps, options)
+    spec_["restartPolicy"] = POD_RESTART[part.mode]
+    if split:
+        group_only = {LABEL_EXPERIMENT: experiment.name, LABEL_GROUP: part.group}
+        spec_["affinity"] = {
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {"matchLabels": group_only},
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
+        }
+    template = {"metadata": {"labels": pod_labels}, "spec": spec_}
+    meta = _meta(part.name, ns, pod_labels)
+    if part.mode == "always":
         spec = {
             "replicas": 1,
             "strategy": {"type": "Recreate"},
@@ -220,34 +293,40 @@ def workload(
             "template": template,
         }
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta, "spec": spec}
-    template["spec"]["restartPolicy"] = "Never"
-    retries = max(
-        (p.restart.max_restarts for p in group.processes if p.restart.mode == "on-failure"),
-        default=0,
-    )
     spec = {
-        "backoffLimit": retries,
+        "backoffLimit": max(p.restart.max_restarts for p in part.processes)
+        if part.mode == "on-failure"
+        else 0,
         "completions": 1,
         "parallelism": 1,
-        "podFailurePolicy": {
+        "template": template,
+    }
+    if part.mode == "never":  # podFailurePolicy needs restartPolicy Never
+        spec["podFailurePolicy"] = {
             "rules": [
                 {
                     "action": "Ignore",
                     "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}],
                 },
             ]
-        },
-        "template": template,
-    }
+        }
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
 def pod_spec(
-    experiment: Experiment, group: ProcessGroup, eps: dict[str, Address], options: RenderOptions
+    experiment: Experiment,
+    group: ProcessGroup | WorkloadPart,
+    eps: dict[str, Address],
+    options: RenderOptions,
 ) -> dict:
-    """One pod for the group: a container per process, shared /dev/shm, secrets, placement."""
+    """One pod for a group (or part of one): a container per process, /dev/shm, secrets, placement."""
+    if isinstance(group, WorkloadPart):
+        whole = next(g for g in experiment.groups() if g.name == group.group)
+        pool = whole.node_pool()
+    else:
+        pool = group.node_pool()
     gpus = sum(p.resources.gpu for p in group.processes)
-    placement = pod_placement(group.node_pool(), gpus, options.cluster)
+    placement = pod_placement(pool, gpus, options.cluster)
     memory = sum(p.resources.memory_gb or 0 for p in group.processes)
     shm_gb = options.shm_gb if options.shm_gb is not None else (memory or None)
     shm: dict = {"medium": "Memory"}

@@ -13,9 +13,12 @@ to kmock:
     GET (ws)     /api/v1/namespaces/NS/pods/POD/exec websocket, v4.channel.k8s.io: stdout on
                                                     channel 1, stderr 2, the exit status on 3
 
-Nothing here runs controllers, a kubelet or a container: tests add the pods a controller would
-create with `add_pod`, the lines a container prints with `write_log` / `end_log`, and what a
-command run by exec does with `exec_handler(namespace, pod, container, argv) -> (out, err, code)`.
+Nothing here runs a container: tests add the pods a controller would create with `add_pod`
+(or let `symphony.testing_kube_controllers.Controllers` make them from the Deployments and Jobs),
+the lines a container prints with `write_log` / `end_log`, and what a command run by exec does
+with `exec_handler(namespace, pod, container, argv) -> (out, err, code)`.
+
+It lives beside `symphony.testing`, not in `symphony.backends`: backends never import it.
 """
 
 from __future__ import annotations
@@ -156,6 +159,35 @@ class KubeEndpoint:
                 self._changed.notify_all()
 
         self._call(put())
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """A stored pod (its dict, live: change it and `add_pod` it back), or None."""
+        key = self._pod_key(namespace, name)
+        return None if key is None else self.kmock.objects[key].raw
+
+    def _pod_key(self, namespace: str, name: str) -> Any:
+        for key, obj in list(self.kmock.objects.items()):
+            if key[1:] == (namespace, name) and not obj.deleted and obj.raw.get("kind") == "Pod":
+                return key
+        return None
+
+    def stored(self, kind: str) -> list[dict[str, Any]]:
+        """Every live object of `kind` ("Deployment", "Job", "Pod", ...), in any namespace."""
+        return [
+            obj.raw
+            for obj in list(self.kmock.objects.values())
+            if not obj.deleted and obj.raw.get("kind") == kind
+        ]
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        """Remove a pod (as a node failure or an eviction would)."""
+
+        async def drop() -> None:
+            key = self._pod_key(namespace, name)
+            if key is not None:
+                del self.kmock.objects[key]
+
+        self._call(drop())
 
     # --- routing -----------------------------------------------------------------------------
     async def _route(self, request: web.Request) -> web.StreamResponse:

@@ -274,7 +274,7 @@ class KubeBackend(Backend):
             raise BackendError(
                 f"no process {process!r} in {record.name!r}; processes: {sum(groups.values(), [])}"
             )
-        pod = group_pod(self.api.pods(ns), group)
+        pod = group_pod(self.api.pods(ns), group, process)
         if pod is None:
             raise BackendError(
                 f"process {process!r} has no pod yet; see `symphony describe {record.name}`"
@@ -383,8 +383,9 @@ def _groups_from_pods(pods: list[Any]) -> dict[str, list[str]]:
     groups: dict[str, list[str]] = {}
     for pod in pods:
         group = (pod.metadata.labels or {}).get(LABEL_GROUP)
-        if group and pod.spec is not None:
-            groups.setdefault(group, [c.name for c in pod.spec.containers])
+        if group and pod.spec is not None:  # a group mixing restart modes has a pod per mode
+            known = groups.setdefault(group, [])
+            known += [c.name for c in pod.spec.containers if c.name not in known]
     return groups
 
 

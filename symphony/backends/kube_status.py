@@ -37,9 +37,22 @@ def _newest(pods: list[Any]) -> Any:
     return max(pods, key=created)
 
 
-def group_pod(pods: list[Any], group: str) -> Any | None:
-    """The newest pod of a process group (a controller may have replaced older ones)."""
-    mine = [p for p in pods if (p.metadata.labels or {}).get(LABEL_GROUP) == group]
+def _runs(pod: Any, process: str | None) -> bool:
+    if process is None or pod.spec is None:
+        return True
+    return process in [c.name for c in pod.spec.containers or []]
+
+
+def process_pods(pods: list[Any], group: str, process: str | None = None) -> list[Any]:
+    """The pods of a group (that run `process`: a group mixing restart modes has one per mode)."""
+    return [
+        p for p in pods if (p.metadata.labels or {}).get(LABEL_GROUP) == group and _runs(p, process)
+    ]
+
+
+def group_pod(pods: list[Any], group: str, process: str | None = None) -> Any | None:
+    """The newest pod of a group (running `process`); a controller may have replaced older ones."""
+    mine = process_pods(pods, group, process)
     return _newest(mine) if mine else None
 
 
@@ -52,12 +65,12 @@ def process_statuses(pods: list[Any], groups: dict[str, list[str]]) -> list[Proc
     """
     out = []
     for group, processes in groups.items():
-        pod = group_pod(pods, group)
-        statuses = {}
-        if pod is not None and pod.status is not None:
-            statuses = {cs.name: cs for cs in (pod.status.container_statuses or [])}
-        retired = sum(1 for p in pods if (p.metadata.labels or {}).get(LABEL_GROUP) == group) - 1
         for name in processes:
+            pod = group_pod(pods, group, name)
+            statuses = {}
+            if pod is not None and pod.status is not None:
+                statuses = {cs.name: cs for cs in (pod.status.container_statuses or [])}
+            retired = len(process_pods(pods, group, name)) - 1
             cs = statuses.get(name)
             state, code, started, ended = (
                 _state_of(cs) if cs is not None else (PENDING,) + (None,) * 3

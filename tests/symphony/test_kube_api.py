@@ -1,6 +1,6 @@
 """The kube backend's API calls against a running endpoint on 127.0.0.1.
 
-`symphony.backends.kube_testing.KubeEndpoint` serves kmock's Kubernetes emulator for namespaced
+`symphony.testing_kube.KubeEndpoint` serves kmock's Kubernetes emulator for namespaced
 objects plus a small emulation of Namespaces and pod logs (which kmock lacks); no controllers or
 kubelets run, so tests add the pods they would create. Websocket exec is not exercised here.
 """
@@ -16,7 +16,7 @@ pytest.importorskip("kmock")
 pytest.importorskip("kubernetes")
 
 from symphony.backends.kube import KubeBackend  # noqa: E402
-from symphony.backends.kube_testing import KubeEndpoint  # noqa: E402
+from symphony.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.errors import BackendError, LaunchRefused  # noqa: E402
 from symphony.kube_manifests import LABEL_EXPERIMENT, LABEL_GROUP, LABEL_OWNER  # noqa: E402
 from symphony.records import Records  # noqa: E402
@@ -317,7 +317,7 @@ def test_describe_says_why_a_process_waits(endpoint, records):
         "echo", "server-1", "server", {"server": ({"waiting": {"reason": "ImagePullBackOff"}}, 0)}
     )
     endpoint.add_pod(waiting)
-    unscheduled = pod("echo", "client-1", "client", {}, node=None)
+    unscheduled = pod("echo", "client-1", "client", {"client": ({}, 0)}, node=None)
     unscheduled["status"] = {
         "phase": "Pending",
         "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],

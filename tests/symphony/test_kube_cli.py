@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 pytest.importorskip("kmock")
 
-from symphony.backends.kube_testing import KubeEndpoint  # noqa: E402
+from symphony.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.cli import main  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)

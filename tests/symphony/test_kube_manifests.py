@@ -266,9 +266,11 @@ def test_servers_run_under_deployments_and_ending_processes_under_jobs():
         deployment["spec"]["replicas"] == 1 and deployment["spec"]["strategy"]["type"] == "Recreate"
     )
     job = kinds(objects, "Job")[0]
+    assert exp.process("client").restart.mode == "on-failure"
     assert job["spec"]["backoffLimit"] == exp.process("client").restart.max_restarts
-    rule = job["spec"]["podFailurePolicy"]["rules"][0]  # a pod lost with its node comes back
-    assert rule["action"] == "Ignore" and rule["onPodConditions"][0]["type"] == "DisruptionTarget"
+    # the kubelet restarts the failed container in place; a clean exit completes the Job
+    assert job["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    assert "podFailurePolicy" not in job["spec"]  # the API allows it only with Never
 
 
 def test_secrets_are_mounted_by_reference_and_no_value_reaches_a_manifest(tmp_path):

@@ -33,7 +33,6 @@ def generated_objects(tmp_path: Path) -> list[dict]:
         module = _load(name)
         out = tmp_path / name
         backend = KubeBackend(
-            owner="alice",
             cluster_spec=str(EXAMPLES / "cloudwise.yaml"),
             secrets=getattr(module, "SECRETS", {}),
             output=str(out),
@@ -44,9 +43,9 @@ def generated_objects(tmp_path: Path) -> list[dict]:
         objects += [yaml.safe_load(p.read_text()) for p in sorted(out.iterdir())]
         options = backend.render_options()
         objects += backend._secrets(exp, options.namespace or exp.name, options)
-    objects += KubeBackend(
-        owner="a@b.c", image="busybox", shm_gb=2.5, secrets={"once": ["licence"]}
-    ).manifests(every_field())
+    objects += KubeBackend(image="busybox", shm_gb=2.5, secrets={"once": ["licence"]}).manifests(
+        every_field()
+    )
     return objects
 
 
