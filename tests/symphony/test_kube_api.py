@@ -16,10 +16,10 @@ pytest.importorskip("kmock")
 pytest.importorskip("kubernetes")
 
 from symphony.backends.kube import KubeBackend  # noqa: E402
-from symphony.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.errors import BackendError, LaunchRefused  # noqa: E402
 from symphony.kube_manifests import LABEL_EXPERIMENT, LABEL_GROUP, LABEL_OWNER  # noqa: E402
 from symphony.records import Records  # noqa: E402
+from symphony.testing_kube import KubeEndpoint  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

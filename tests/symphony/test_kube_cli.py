@@ -8,8 +8,8 @@ from click.testing import CliRunner
 
 pytest.importorskip("kmock")
 
-from symphony.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.cli import main  # noqa: E402
+from symphony.testing_kube import KubeEndpoint  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
