@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from symphony import proctree
-from symphony.backends.base import EXITED, FAILED, RESTARTING, RUNNING, STOPPED
 from symphony.spec import RestartPolicy
+from symphony.states import EXITED, FAILED, RESTARTING, RUNNING, STOPPED
 from symphony.supervisor import write_json
 
 GRACE_S = 5.0

@@ -28,9 +28,9 @@ from typing import Any
 
 from symphony import proctree
 from symphony.addresses import Address, free_port, port_is_free, process_env
-from symphony.backends.base import EXITED, FAILED, PENDING, RESTARTING, RUNNING, STOPPED
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment, Process
+from symphony.states import EXITED, FAILED, PENDING, RESTARTING, RUNNING, STOPPED
 
 STATE_FILE = "state.json"
 

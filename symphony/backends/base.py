@@ -36,11 +36,17 @@ from typing import Any, ClassVar
 from symphony.errors import BackendError
 from symphony.records import ExperimentRecord, Records
 from symphony.spec import Experiment
-
-PENDING, RUNNING, RESTARTING = "pending", "running", "restarting"
-EXITED, FAILED, STOPPED, UNKNOWN = "exited", "failed", "stopped", "unknown"
-ALIVE_STATES = (PENDING, RUNNING, RESTARTING)
-PROCESS_STATES = (PENDING, RUNNING, RESTARTING, EXITED, FAILED, STOPPED, UNKNOWN)
+from symphony.states import (  # noqa: F401 - re-exported: backends import them from here
+    ALIVE_STATES,
+    EXITED,
+    FAILED,
+    PENDING,
+    PROCESS_STATES,
+    RESTARTING,
+    RUNNING,
+    STOPPED,
+    UNKNOWN,
+)
 
 
 @dataclass
