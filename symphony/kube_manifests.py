@@ -25,6 +25,13 @@ What one experiment becomes, in apply order:
   but not a network namespace or /dev/shm; services are reached through their Service as always.
 
 Secrets are referenced by name only (secret volumes); their values never appear here.
+
+Team namespace mode (`RenderOptions.team`): the experiment runs inside an existing namespace an
+admin gave the team (namespaced RBAC only: `symphony/schemas/team-namespace-rbac.yaml`). No
+Namespace is created; a ConfigMap `symphony-<experiment>` (labels: experiment, owner; the spec
+annotated) marks the experiment instead, every other object's name starts with
+`<experiment>-`, and the NetworkPolicies select only the experiment's pods, so several
+experiments share the namespace apart by labels and owner.
 """
 
 from __future__ import annotations
@@ -63,6 +70,8 @@ class RenderOptions:
             (the `-o secrets={proc: [name]}` option; naming them in the spec is the usual way).
         shm_gb: size limit of each pod's memory-backed /dev/shm; None: bounded by pod memory.
         base_port: first service port (ports follow declaration order).
+        team: run inside the existing namespace `namespace` beside other experiments (see the
+            module docstring); objects are then prefixed with the experiment name.
     """
 
     owner: str = "unknown"
@@ -72,6 +81,7 @@ class RenderOptions:
     secrets: dict[str, list[str]] = field(default_factory=dict)
     shm_gb: float | None = None
     base_port: int = 7000
+    team: bool = False
 
 
 def label_value(text: str) -> str:
@@ -85,6 +95,24 @@ def service_name(service: str) -> str:
     return service if service[:1].isalpha() else f"s-{service}"[:63]
 
 
+def object_name(experiment: Experiment, options: RenderOptions, name: str) -> str:
+    """`name`, prefixed `<experiment>-` in team mode (SpecError past 63 characters)."""
+    if not options.team:
+        return name
+    full = f"{experiment.name}-{name}"
+    if len(full) > 63:
+        raise SpecError(
+            f"in a team namespace objects are named <experiment>-<name>; {full!r} is longer "
+            "than 63 characters: shorten the experiment, group or service name"
+        )
+    return full
+
+
+def marker_name(experiment: Experiment) -> str:
+    """The team mode's ConfigMap that marks (and describes) an experiment."""
+    return f"symphony-{experiment.name}"[:253]
+
+
 def namespace_of(experiment: Experiment, options: RenderOptions) -> str:
     """The experiment's namespace."""
     return options.namespace or experiment.name
@@ -95,7 +123,7 @@ def endpoints(experiment: Experiment, options: RenderOptions) -> dict[str, Addre
     ns = namespace_of(experiment, options)
     return fixed_endpoints(
         experiment,
-        lambda svc, _binder: f"{service_name(svc)}.{ns}.svc",
+        lambda svc, _binder: f"{object_name(experiment, options, service_name(svc))}.{ns}.svc",
         base_port=options.base_port,
     )
 
@@ -181,9 +209,9 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
     ns = namespace_of(experiment, options)
     labels = _labels(experiment, options)
     eps = endpoints(experiment, options)
-    objects = [namespace(experiment, options)]
-    objects += network_policies(experiment, ns, labels, eps)
-    objects += services(experiment, ns, labels, eps)
+    objects = [marker(experiment, options) if options.team else namespace(experiment, options)]
+    objects += network_policies(experiment, ns, labels, eps, options)
+    objects += services(experiment, ns, labels, eps, options)
     for group in experiment.groups():
         parts = workload_parts(group)
         for part in parts:
@@ -200,17 +228,39 @@ def namespace(experiment: Experiment, options: RenderOptions) -> dict:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
+def marker(experiment: Experiment, options: RenderOptions) -> dict:
+    """Team mode: the ConfigMap that marks the experiment in the shared namespace."""
+    meta = _meta(marker_name(experiment), options.namespace, _labels(experiment, options))
+    meta["annotations"] = {ANNOTATION_SPEC: experiment.to_yaml()}
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {}}
+
+
 def network_policies(
-    experiment: Experiment, ns: str, labels: dict[str, str], eps: dict[str, Address]
+    experiment: Experiment,
+    ns: str,
+    labels: dict[str, str],
+    eps: dict[str, Address],
+    options: RenderOptions | None = None,
 ) -> list[dict]:
-    """Ingress from the experiment's own pods only; each exposed port open to any source."""
+    """Ingress from the experiment's own pods only; each exposed port open to any source.
+
+    Namespace per experiment: the policy selects every pod of the namespace; team mode: only
+    the experiment's pods (the namespace's other pods are other experiments' business).
+    """
+    options = options or RenderOptions()
     own = {"podSelector": {"matchLabels": {LABEL_EXPERIMENT: experiment.name}}}
     policies = [
         {
             "apiVersion": "networking.k8s.io/v1",
             "kind": "NetworkPolicy",
-            "metadata": _meta(NETWORK_POLICY, ns, labels),
-            "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [own]}]},
+            "metadata": _meta(
+                f"symphony-{experiment.name}" if options.team else NETWORK_POLICY, ns, labels
+            ),
+            "spec": {
+                "podSelector": own["podSelector"] if options.team else {},
+                "policyTypes": ["Ingress"],
+                "ingress": [{"from": [own]}],
+            },
         }
     ]
     for proc in experiment.processes():
@@ -220,7 +270,13 @@ def network_policies(
                 {
                     "apiVersion": "networking.k8s.io/v1",
                     "kind": "NetworkPolicy",
-                    "metadata": _meta(f"symphony-expose-{svc}"[:63], ns, labels),
+                    "metadata": _meta(
+                        object_name(experiment, options, f"symphony-expose-{svc}")[:63]
+                        if not options.team
+                        else f"symphony-{experiment.name}-expose-{svc}"[:253],
+                        ns,
+                        labels,
+                    ),
                     "spec": {
                         "podSelector": {
                             "matchLabels": _selector(experiment, part.group, part.name)
@@ -234,9 +290,14 @@ def network_policies(
 
 
 def services(
-    experiment: Experiment, ns: str, labels: dict[str, str], eps: dict[str, Address]
+    experiment: Experiment,
+    ns: str,
+    labels: dict[str, str],
+    eps: dict[str, Address],
+    options: RenderOptions | None = None,
 ) -> list[dict]:
     """A Service per bound name, selecting the binder's pod; exposed names are LoadBalancers."""
+    options = options or RenderOptions()
     objects = []
     for proc in experiment.processes():
         part = part_of(experiment, proc.name)
@@ -248,7 +309,8 @@ def services(
                 "selector": _selector(experiment, group, part.name),
                 "ports": [{"name": "tcp", "protocol": "TCP", "port": port, "targetPort": port}],
             }
-            meta = _meta(service_name(svc), ns, {**labels, LABEL_GROUP: group})
+            name = object_name(experiment, options, service_name(svc))
+            meta = _meta(name, ns, {**labels, LABEL_GROUP: group})
             objects.append({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})
     return objects
 
@@ -284,7 +346,7 @@ def workload(
             }
         }
     template = {"metadata": {"labels": pod_labels}, "spec": spec_}
-    meta = _meta(part.name, ns, pod_labels)
+    meta = _meta(object_name(experiment, options, part.name), ns, pod_labels)
     if part.mode == "always":
         spec = {
             "replicas": 1,

@@ -44,6 +44,7 @@ _RESOURCES = {
     "apps/v1/deployments": "Deployment",
     "batch/v1/jobs": "Job",
     "networking.k8s.io/v1/networkpolicies": "NetworkPolicy",
+    "v1/configmaps": "ConfigMap",
 }
 
 
@@ -91,6 +92,7 @@ class KubeEndpoint:
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self.exec_handler: Callable[[str, str, str, list[str]], tuple[str, str, int]] | None = None
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every API call, in order
 
     # --- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> KubeEndpoint:
@@ -192,6 +194,7 @@ class KubeEndpoint:
     # --- routing -----------------------------------------------------------------------------
     async def _route(self, request: web.Request) -> web.StreamResponse:
         path = request.path
+        self.requests.append((request.method, path))
         if path == "/api/v1/namespaces":
             return await (
                 self._create_ns(request) if request.method == "POST" else self._list_ns(request)
@@ -202,7 +205,12 @@ class KubeEndpoint:
             return await self._log(request, *match.groups())
         if (match := _EXEC.match(path)) and self.exec_handler is not None:
             return await self._exec(request, *match.groups())
-        return await self.kmock(request)
+        try:
+            return await self.kmock(request)
+        except Exception as err:
+            if type(err).__name__ == "KubernetesObjectNotFoundError":  # kmock: a 500 otherwise
+                return _status(404, "NotFound", f"{path} not found")
+            raise
 
     async def _create_ns(self, request: web.Request) -> web.Response:
         body = await request.json()

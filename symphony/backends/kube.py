@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from symphony.backends import kube_team
 from symphony.backends.base import (
     ALIVE_STATES,
     UNKNOWN,
@@ -98,7 +99,8 @@ class KubeBackend(Backend):
             cluster = ClusterSpec.load(self.config.cluster_spec)
         return RenderOptions(
             owner=owner or current_owner(),
-            namespace=self.config.namespace,
+            namespace=self.config.team_namespace or self.config.namespace,
+            team=bool(self.config.team_namespace),
             image=self.config.image,
             cluster=cluster,
             secrets=self.config.secrets,
@@ -119,12 +121,23 @@ class KubeBackend(Backend):
     def launch(
         self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
     ) -> None:
-        """Create the namespace, copy the Secrets in, then the policies, services and workloads."""
+        """Create the namespace, copy the Secrets in, then the policies, services and workloads.
+
+        In team mode (`team_namespace`), inside that namespace instead (see `kube_team`).
+        """
         from symphony.backends.kube_api import short_error
 
         options = self.render_options(record.owner)
         objects = render(experiment, options)
         ns = namespace_of(experiment, options)
+        if options.team:
+            context = {"context": self.config.context, "host": self.config.host}
+            kube_team.launch(self.api, objects, ns, experiment.name)
+            record.data.update({"namespace": ns, "team": True, **context})
+            record.set_status("running")
+            if not detach:
+                self._attend(record)
+            return
         existing = self.api.read_namespace(ns)
         if existing is not None:
             raise _taken(ns, experiment.name, existing)
@@ -225,6 +238,8 @@ class KubeBackend(Backend):
         ns = (record.data or {}).get("namespace")
         if ns:
             return ns
+        if self.config.team_namespace:
+            return self.config.team_namespace
         if record.path is not None:  # a record of this state directory whose launch created nothing
             raise ExperimentNotFound(
                 f"experiment {record.name!r} created no namespace (its launch did not get that far)"
@@ -239,6 +254,10 @@ class KubeBackend(Backend):
     def _groups(self, record: ExperimentRecord, ns: str) -> dict[str, list[str]]:
         if record.spec:
             return _groups_from_spec(yaml.safe_dump(record.spec))
+        if self._team(record):
+            groups = kube_team.groups_of(self.api, ns, record.name)
+            if groups:
+                return groups
         meta = self.api.read_namespace(ns)
         groups = _groups_from_spec(
             ((meta.metadata.annotations or {}) if meta else {}).get(ANNOTATION_SPEC)
@@ -249,20 +268,32 @@ class KubeBackend(Backend):
             )
         return groups
 
+    def _team(self, record: ExperimentRecord) -> bool:
+        return bool((record.data or {}).get("team") or self.config.team_namespace)
+
+    def _pods(self, ns: str, experiment: str) -> list[Any]:
+        """The experiment's pods (a team namespace also holds other experiments' pods)."""
+        pods = self.api.pods(ns, kube_team.selector(experiment))
+        return [p for p in pods if (p.metadata.labels or {}).get(LABEL_EXPERIMENT) == experiment]
+
     def describe(self, record: ExperimentRecord) -> ExperimentStatus:
         """Each process with its container state, restarts, pod and node.
 
         A namespace that is gone (deleted behind symphony's back) makes every process `unknown`.
         """
         ns = self._namespace(record)
-        if record.path is not None and self.api.read_namespace(ns) is None:
+        if (
+            record.path is not None
+            and not self._team(record)
+            and self.api.read_namespace(ns) is None
+        ):
             processes = [
                 ProcessStatus(p, UNKNOWN, group=g, location=f"namespace {ns} is gone")
                 for g, procs in _groups_from_spec(yaml.safe_dump(record.spec)).items()
                 for p in procs
             ]
             return self.status_from_record(record, processes, namespace=ns, pods={})
-        pods = self.api.pods(ns)
+        pods = self._pods(ns, record.name)
         processes = process_statuses(pods, self._groups(record, ns))
         return self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
 
@@ -274,7 +305,7 @@ class KubeBackend(Backend):
             raise BackendError(
                 f"no process {process!r} in {record.name!r}; processes: {sum(groups.values(), [])}"
             )
-        pod = group_pod(self.api.pods(ns), group, process)
+        pod = group_pod(self._pods(ns, record.name), group, process)
         if pod is None:
             raise BackendError(
                 f"process {process!r} has no pod yet; see `symphony describe {record.name}`"
@@ -306,6 +337,16 @@ class KubeBackend(Backend):
             if force:
                 return
             raise
+        if self._team(record):
+            wait = self.config.delete_wait_s
+            if not kube_team.delete(
+                self.api, ns, record.name, force=force, wait_s=wait, poll_s=self.config.poll_s
+            ):
+                raise BackendError(
+                    f"pods of {record.name!r} are still in namespace {ns!r} after {wait:.0f} s; "
+                    f"check `kubectl -n {ns} get pods -l {kube_team.selector(record.name)}`"
+                )
+            return
         if not self.api.delete_namespace(
             ns, force=force, wait_s=self.config.delete_wait_s, poll_s=self.config.poll_s
         ):
@@ -331,6 +372,11 @@ class KubeBackend(Backend):
                 continue  # its launch created nothing (yet)
             recorded.add(status.details.get("namespace", ""))
             rows.append(status.summary())
+        if self.config.team_namespace:
+            names = {r.name for r in rows}
+            return rows + kube_team.summaries(
+                self.api, self.config.team_namespace, self.name, names
+            )
         pods = self.api.all_pods(f"{LABEL_MANAGED}={MANAGER}")
         for ns in self.api.namespaces(f"{LABEL_MANAGED}={MANAGER}"):
             if ns.metadata.name in recorded:

@@ -27,7 +27,29 @@ _CREATE = {
     "NetworkPolicy": ("networking", "create_namespaced_network_policy", True),
     "Deployment": ("apps", "create_namespaced_deployment", True),
     "Job": ("batch", "create_namespaced_job", True),
+    "ConfigMap": ("core", "create_namespaced_config_map", True),
 }
+
+# What team mode deletes of one experiment, by label, in this order (controllers before pods).
+_DELETE = (
+    ("batch", "list_namespaced_job", "delete_namespaced_job"),
+    ("apps", "list_namespaced_deployment", "delete_namespaced_deployment"),
+    ("core", "list_namespaced_pod", "delete_namespaced_pod"),
+    ("core", "list_namespaced_service", "delete_namespaced_service"),
+    ("networking", "list_namespaced_network_policy", "delete_namespaced_network_policy"),
+    ("core", "list_namespaced_config_map", "delete_namespaced_config_map"),
+)
+
+
+def _select(items: list[Any], label_selector: str | None) -> list[Any]:
+    """`items` whose labels match every `k=v` term of `label_selector` (the server filters too;
+    checking again costs nothing and keeps a lax endpoint from widening a delete)."""
+    if not label_selector:
+        return list(items)
+    wanted = dict(term.split("=", 1) for term in label_selector.split(",") if "=" in term)
+    return [
+        i for i in items if all((i.metadata.labels or {}).get(k) == v for k, v in wanted.items())
+    ]
 
 
 def is_not_found(err: ApiException) -> bool:
@@ -112,13 +134,47 @@ class KubeApi:
         """Namespaces matching a label selector."""
         return self.core.list_namespace(label_selector=label_selector).items
 
+    def read_config_map(self, namespace: str, name: str) -> client.V1ConfigMap | None:
+        """A ConfigMap, or None if there is none."""
+        try:
+            return self.core.read_namespaced_config_map(name, namespace)
+        except ApiException as err:
+            if is_not_found(err):
+                return None
+            raise
+
+    def config_maps(self, namespace: str, label_selector: str) -> list[client.V1ConfigMap]:
+        """ConfigMaps of a namespace matching a label selector."""
+        items = self.core.list_namespaced_config_map(namespace, label_selector=label_selector).items
+        return _select(items, label_selector)
+
+    def delete_labelled(self, namespace: str, label_selector: str, *, force: bool = False) -> None:
+        """Delete every object symphony makes that matches `label_selector` (equality terms,
+        `k=v,k2=v2`) in `namespace`: Jobs, Deployments, their pods, Services, NetworkPolicies,
+        the marker ConfigMap."""
+        body = client.V1DeleteOptions(
+            propagation_policy="Background", grace_period_seconds=0 if force else None
+        )
+        for api_name, lister, deleter in _DELETE:
+            api = getattr(self, api_name)
+            # matched here too: deleting another experiment's object is no risk to take
+            for obj in _select(
+                getattr(api, lister)(namespace, label_selector=label_selector).items, label_selector
+            ):
+                try:
+                    getattr(api, deleter)(obj.metadata.name, namespace, body=body)
+                except ApiException as err:
+                    if not is_not_found(err):
+                        raise
+
     def read_secret_data(self, namespace: str, name: str) -> dict[str, str]:
         """The base64 `data` of a Secret (kept in memory only, to copy it)."""
         return dict(self.core.read_namespaced_secret(name, namespace).data or {})
 
     def pods(self, namespace: str, label_selector: str | None = None) -> list[client.V1Pod]:
         """Pods in a namespace (optionally matching a label selector)."""
-        return self.core.list_namespaced_pod(namespace, label_selector=label_selector).items
+        items = self.core.list_namespaced_pod(namespace, label_selector=label_selector).items
+        return _select(items, label_selector)
 
     def all_pods(self, label_selector: str) -> list[client.V1Pod]:
         """Pods in every namespace matching a label selector (one call for `symphony list`)."""

@@ -30,6 +30,8 @@ class KubeOptions:
         kubeconfig: kubeconfig file (default: $KUBECONFIG or ~/.kube/config).
         host: talk to this API URL without credentials (tests, `kubectl proxy`).
         namespace: namespace for the experiment (default: its name).
+        team_namespace: run inside this existing namespace (an admin's, shared by a team, with
+            namespaced RBAC only) beside other experiments, instead of a namespace per experiment.
         image: image for processes that name none.
         cluster_spec: path of the cloudwise.yaml of the cluster (pool taints, capacity checks).
         output: with --dry-run, write one YAML file per object into this folder.
@@ -46,6 +48,7 @@ class KubeOptions:
     kubeconfig: str | None = None
     host: str | None = None
     namespace: str | None = None
+    team_namespace: str | None = None
     image: str | None = None
     cluster_spec: str | None = None
     output: str | None = None
@@ -67,7 +70,15 @@ def resolve(options: dict[str, Any]) -> KubeOptions:
         BackendError: an unknown option, naming the known ones.
     """
     merged: dict[str, Any] = {}
-    for key in ("context", "kubeconfig", "host", "namespace", "image", "cluster_spec"):
+    for key in (
+        "context",
+        "kubeconfig",
+        "host",
+        "namespace",
+        "team_namespace",
+        "image",
+        "cluster_spec",
+    ):
         value = os.environ.get(ENV_PREFIX + key.upper())
         if value:
             merged[key] = value
@@ -78,6 +89,11 @@ def resolve(options: dict[str, Any]) -> KubeOptions:
             "(set SYMPHONY_OWNER to record another name, e.g. for a service account)"
         )
     unknown = sorted(set(merged) - set(_KNOWN))
+    if merged.get("team_namespace") and merged.get("namespace"):
+        raise BackendError(
+            "give either namespace= (a namespace per experiment) or team_namespace= (an "
+            "existing namespace shared by a team), not both"
+        )
     if unknown:
         raise BackendError(
             f"unknown kube option(s) {unknown}; the kube backend accepts: {', '.join(_KNOWN)}"
