@@ -134,6 +134,10 @@ def test_two_users_one_name_on_kube(monkeypatch, tmp_path):
             assert "belongs to alice, not to bob" in denied.output and "--force" in denied.output
             assert snapshot() == before
 
+        endpoint.exec_handler = lambda *args: ("bob was here\n", "", 0)
+        forced = run("exec", "echo", "server", "-b", "kube", "--force", "--", "true")
+        assert forced.exit_code == 0 and snapshot() == before  # --force overrides the check
+
         _as(monkeypatch, tmp_path, "alice")
         listed = run("list", "--all")
         described = run("describe", "echo")
