@@ -19,9 +19,12 @@ $(BIN)/.installed: pyproject.toml
 
 setup: $(BIN)/.installed
 
-# tmux, a docker engine, compose v1 and a Slurm cluster for the backend tests (Debian, as root).
+# tmux, a docker engine, compose v1 and a Slurm cluster for the backend tests (Debian, as root);
+# then terraform and its AWS provider mirror for the cloudwise tests, which no reachable registry
+# ships: the script finds them (this project's machine image has both) or says how to get them.
 system-deps:
 	bash scripts/install-system-deps.sh
+	bash scripts/check-terraform.sh
 
 demo: setup
 	$(BIN)/surreal launch ppo $(DEMO_ARGS)

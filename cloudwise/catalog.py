@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Iterator
@@ -90,13 +91,17 @@ class Catalog:
     def zones(self, region: str) -> list[str]:
         """The zones cloudwise uses in a region."""
         entry = self.regions[region]
-        return list(entry["zones"] if self.provider == "aws" else entry)
+        return list(entry["zones"] if self.provider == "aws" else _gce_zones(entry))
 
     def gpu_zones(self, region: str, gpu_type: str) -> list[str]:
         """GCE zones of `region` that offer `gpu_type` (every zone on aws, where families decide)."""
         if self.provider == "aws":
             return self.zones(region)
-        return [z for z, gpus in self.regions[region].items() if gpu_type in gpus]
+        return [z for z, gpus in _gce_zones(self.regions[region]).items() if gpu_type in gpus]
+
+    def price_factor(self, region: str) -> float:
+        """A region's price relative to the catalog's base region (see the catalog file's header)."""
+        return float(self.regions[region].get("price_factor", 1.0))
 
     def offered(self, machine: MachineType, region: str, zone: str | None = None) -> bool:
         """Whether `machine` (and its built-in GPU) can be had in the region (or zone)."""
@@ -109,6 +114,7 @@ class Catalog:
 
     def options(self, region: str, zone: str | None = None) -> Iterator[Choice]:
         """Every machine (with every allowed attached GPU count) offered in the region or zone."""
+        factor = self.price_factor(region)
         for machine in self.machines.values():
             if not self.offered(machine, region, zone):
                 continue
@@ -117,9 +123,10 @@ class Catalog:
                 machine.gpu_type,
                 machine.gpu,
                 self._accelerator(machine.gpu_type),
-                hourly_usd=machine.hourly_usd,
+                hourly_usd=_scale(machine.hourly_usd, factor),
             )
-            yield from self._attached(machine, region, zone)
+            for choice in self._attached(machine, region, zone):
+                yield dataclasses.replace(choice, hourly_usd=_scale(choice.hourly_usd, factor))
 
     def _attached(self, machine: MachineType, region: str, zone: str | None) -> Iterator[Choice]:
         for gpu_type, gpu in self.gpus.items():
@@ -155,6 +162,27 @@ class Catalog:
         return min(
             fits, key=lambda c: (_price(c), c.machine.cpu, c.machine.memory_gb, c.gpu, c.name)
         )
+
+    def spot_types(
+        self, pool: NodePoolSpec, choice: Choice, region: str, limit: int = 4
+    ) -> list[Choice]:
+        """Instance types for a spot pool: `choice` first, then up to `limit - 1` others of other
+        families that have the same vCPUs and GPUs, at least its memory, and cost at most 1.5x
+        (AWS: several types let a spot node group draw on more capacity pools)."""
+        if not pool.spot or pool.machine_type or self.provider != "aws":
+            return [choice]
+        same = [
+            c
+            for c in self.options(region)
+            if c.machine.family != choice.machine.family
+            and c.machine.cpu == choice.machine.cpu
+            and (c.gpu_type, c.gpu) == (choice.gpu_type, choice.gpu)
+            and c.machine.memory_gb >= choice.machine.memory_gb
+            and fits_request(c, pool)
+            and _price(c) <= 1.5 * _price(choice)
+        ]
+        same.sort(key=lambda c: (_price(c), c.name))
+        return [choice, *same[: limit - 1]]
 
     def _check_gpu(self, pool: NodePoolSpec, region: str, zone: str | None) -> None:
         if not pool.gpu:
@@ -216,6 +244,24 @@ class Catalog:
         )
 
 
+def oversize_note(pool: NodePoolSpec, choice: Choice) -> str | None:
+    """A note when the machine is much larger than the request: more GPUs than asked, or at least
+    twice the vCPUs or memory (e.g. AWS sells A100s only 8 to a machine); None otherwise."""
+    parts = []
+    if pool.gpu and choice.gpu > pool.gpu:
+        parts.append(f"{choice.gpu} GPUs, asked for {pool.gpu}")
+    if pool.cpu and choice.machine.cpu >= 2 * pool.cpu:
+        parts.append(f"{choice.machine.cpu} vCPU, asked for {pool.cpu}")
+    if pool.memory_gb and choice.machine.memory_gb >= 2 * pool.memory_gb:
+        parts.append(f"{choice.machine.memory_gb:g} GB, asked for {pool.memory_gb:g}")
+    if not parts:
+        return None
+    return (
+        f"note: {choice.name} is larger than the request ({'; '.join(parts)}): no smaller "
+        f"machine fits, and each node costs what the whole machine costs"
+    )
+
+
 def fits_request(choice: Choice, pool: NodePoolSpec) -> bool:
     """Whether a choice satisfies every part of the pool's request (no GPU when none is asked)."""
     m = choice.machine
@@ -257,6 +303,14 @@ def nearest_names(name: str, names: dict[str, Any] | list[str], n: int = 3) -> l
     import difflib
 
     return difflib.get_close_matches(name, list(names), n=n, cutoff=0.0)
+
+
+def _gce_zones(entry: dict[str, Any]) -> dict[str, list[str]]:
+    return {k: v for k, v in entry.items() if k != "price_factor"}
+
+
+def _scale(price: float | None, factor: float) -> float | None:
+    return None if price is None else round(price * factor, 4)
 
 
 def _price(choice: Choice) -> float:

@@ -32,14 +32,25 @@ class Group(click.Group):
     show_default=True,
     help="Folder holding cloudwise.yaml and its terraform.",
 )
+@click.option(
+    "--plugin-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="CLOUDWISE_PLUGIN_DIR",
+    show_envvar=True,
+    help="A terraform provider mirror (a folder holding registry.terraform.io/hashicorp/aws/...): "
+    "`terraform init` installs providers from it alone, with no network.",
+)
 @click.pass_context
-def main(ctx: click.Context, directory: Path) -> None:
+def main(ctx: click.Context, directory: Path, plugin_dir: Path | None) -> None:
     """cloudwise: make a cloud account Kubernetes-ready for distributed RL.
 
     Describe node pools in plain terms (cpu=48, gpu_type=v100, gpu=4); cloudwise picks the
     machine types, writes terraform for GKE or EKS, runs it, and edits pools later.
     """
+    if plugin_dir is not None and not plugin_dir.is_dir():
+        raise click.BadParameter(f"{plugin_dir} is not a folder", param_hint="--plugin-dir")
     ctx.obj = directory
+    ctx.meta["cloudwise.plugin_dir"] = plugin_dir
 
 
 @main.command()
@@ -93,7 +104,7 @@ def init(
 @click.option("--zone", help="gcp: a zone, to check GPU availability there.")
 @click.option("--cpu", type=int, help="vCPUs needed.")
 @click.option("--memory-gb", type=float, help="Memory needed, GB.")
-@click.option("--gpu-type", help="GPU model: k80, p100, v100, t4, a100, l4, a10g.")
+@click.option("--gpu-type", help="GPU model: p100 v100 t4 a10g l4 a100 a100-80gb h100.")
 @click.option("--gpu", type=int, default=0, help="GPUs needed.")
 def machine_type(
     provider: str,
@@ -105,7 +116,7 @@ def machine_type(
     gpu: int,
 ) -> None:
     """Print the machine type cloudwise would choose for a request, and why."""
-    from cloudwise.catalog import Catalog, describe_request, fits_request
+    from cloudwise.catalog import Catalog, describe_request, fits_request, oversize_note
     from cloudwise.presets import DEFAULT_REGION
 
     region = region or DEFAULT_REGION[provider]
@@ -126,6 +137,12 @@ def machine_type(
         f"  why: the cheapest of {len(fits)} {provider} options in {zone or region} "
         f"with at least {describe_request(pool)} (on-demand list prices)."
     )
+    factor = catalog.price_factor(region)
+    if factor != 1.0:
+        click.echo(f"  prices: {region} list prices estimated as {factor:g} x the base region's.")
+    note = oversize_note(pool, choice)
+    if note:
+        click.echo("  " + note)
     runners_up = [c for c in fits if c != choice][:3]
     if runners_up:
         click.echo("  next cheapest: " + "; ".join(c.describe() for c in runners_up))
@@ -161,8 +178,10 @@ def _runner(directory: Path):
     from cloudwise.terraform import TerraformRunner
 
     write(ClusterSpec.load(directory), directory)
-    runner = TerraformRunner(directory)
-    if not (directory / ".terraform").is_dir():
+    plugin_dir = click.get_current_context().meta.get("cloudwise.plugin_dir")
+    runner = TerraformRunner(directory, plugin_dir=plugin_dir)
+    # init until it has succeeded once (it writes the lock file last), and again for a new mirror
+    if plugin_dir is not None or not (directory / ".terraform.lock.hcl").exists():
         runner.init()
     return runner
 

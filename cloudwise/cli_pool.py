@@ -16,7 +16,7 @@ def _pool_options(func):
     options = [
         click.option("--cpu", type=int, help="vCPUs per node (at least)."),
         click.option("--memory-gb", type=float, help="Memory per node, GB (at least)."),
-        click.option("--gpu-type", help="GPU model: k80, p100, v100, t4, a100, l4, a10g."),
+        click.option("--gpu-type", help="GPU model: p100 v100 t4 a10g l4 a100 a100-80gb h100."),
         click.option("--gpu", type=int, help="GPUs per node."),
         click.option(
             "--machine-type", help="Explicit machine type ('auto' lets cloudwise choose)."
@@ -71,9 +71,11 @@ def _save(
     from cloudwise.resolve import resolve
 
     resolved = resolve(spec)
-    chosen = [p.choice.describe() for p in resolved.pools if p.name == pool]
+    chosen = [p for p in resolved.pools if p.name == pool]
     if chosen:
-        message += f" Nodes: {chosen[0]}."
+        message += f" Nodes: {chosen[0].choice.describe()}."
+        if chosen[0].note:
+            message += f"\n{chosen[0].note}"
     if dry_run:
         click.echo(f"(dry run, nothing written) {message}")
         return

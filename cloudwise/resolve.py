@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from cloudwise.catalog import Catalog, Choice
+from cloudwise.catalog import Catalog, Choice, oversize_note
 from cloudwise.labels import Taint, pool_labels, pool_taints
 from cloudwise.spec import ClusterSpec, NodePoolSpec
 
@@ -19,12 +19,20 @@ class ResolvedPool:
         node: the same pool with cpu, memory_gb, gpu_type and gpu set to the chosen machine's.
         choice: the machine type (and attached GPUs).
         zones: GKE regional clusters: the zones whose machines have the pool's GPU; else empty.
+        instance_types: EKS spot pools: `choice` and up to three alike types of other families
+            (same vCPUs and GPUs, at least as much memory); else just `choice`.
     """
 
     request: NodePoolSpec
     node: NodePoolSpec
     choice: Choice
     zones: tuple[str, ...] = ()
+    instance_types: tuple[Choice, ...] = ()
+
+    @property
+    def note(self) -> str | None:
+        """A note when the machine is much larger than the request (see `catalog.oversize_note`)."""
+        return oversize_note(self.request, self.choice)
 
     @property
     def name(self) -> str:
@@ -72,7 +80,8 @@ def resolve_pool(pool: NodePoolSpec, cluster: ClusterSpec) -> ResolvedPool:
     zones: tuple[str, ...] = ()
     if cluster.provider == "gcp" and choice.gpu and not cluster.zone:
         zones = tuple(catalog.gpu_zones(cluster.region, choice.gpu_type or ""))
-    return ResolvedPool(pool, node, choice, zones)
+    types = tuple(catalog.spot_types(pool, choice, cluster.region))
+    return ResolvedPool(pool, node, choice, zones, types)
 
 
 def resolve(cluster: ClusterSpec) -> ResolvedCluster:

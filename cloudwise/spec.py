@@ -15,10 +15,17 @@ from cloudwise.errors import SpecError
 from cloudwise.labels import PREFIX, Taint
 
 PROVIDERS = ("gcp", "aws")
-GPU_TYPES = ("k80", "p100", "v100", "t4", "a100", "l4", "a10g")
+GPU_TYPES = ("p100", "v100", "t4", "a10g", "l4", "a100", "a100-80gb", "h100")
 """Every GPU type cloudwise knows; which provider/family/region offers which is in the catalogs."""
+RETIRED_GPUS = {
+    "k80": "K80 GPUs are retired (GCE removed them on 2024-05-01; EC2 no longer offers P2)",
+}
 
 DEFAULT_FILENAME = "cloudwise.yaml"
+KUBERNETES_VERSION = "1.35"
+"""The default control-plane version: the newest minor both EKS and GKE run (EKS standard support
+until 2027-03-27, AWS's calendar); 1.31 left EKS standard support on 2025-11-26, 1.34 leaves it on
+2026-12-02. cloudwise installs the cluster autoscaler of the same minor (`cloudwise.addons`)."""
 _NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
@@ -115,6 +122,11 @@ class NodePoolSpec:
             raise SpecError(
                 f"{where}: gpu is {self.gpu} but gpu_type is not set; set gpu_type (one of {', '.join(GPU_TYPES)})"
             )
+        if self.gpu_type in RETIRED_GPUS:
+            raise SpecError(
+                f"{where}: {RETIRED_GPUS[self.gpu_type]}; pick one of {', '.join(GPU_TYPES)} "
+                "(t4 or l4 for small jobs)"
+            )
         if self.gpu_type and self.gpu_type not in GPU_TYPES:
             near = difflib.get_close_matches(self.gpu_type, GPU_TYPES, n=1)
             hint = f" (did you mean {near[0]!r}?)" if near else ""
@@ -153,7 +165,10 @@ class ClusterSpec:
         region: provider region (`us-west1`, `us-west-2`).
         project: GCP project id (required on gcp); on aws, the account id (optional, informative).
         zone: GKE only: a zonal cluster in this zone; unset means a regional cluster.
-        kubernetes_version: control-plane version (`1.31`).
+        kubernetes_version: control-plane version (default `KUBERNETES_VERSION`).
+        load_balancer_source_ranges: CIDRs allowed to reach LoadBalancer Services; when set, the
+            cluster refuses a LoadBalancer Service whose `loadBalancerSourceRanges` is missing or
+            names a range outside this list (an admission policy). Empty: not restricted.
         pools: the node pools.
     """
 
@@ -162,7 +177,8 @@ class ClusterSpec:
     region: str
     project: str | None = None
     zone: str | None = None
-    kubernetes_version: str = "1.31"
+    kubernetes_version: str = KUBERNETES_VERSION
+    load_balancer_source_ranges: list[str] = field(default_factory=list)
     pools: list[NodePoolSpec] = field(default_factory=list)
 
     @classmethod
@@ -190,6 +206,8 @@ class ClusterSpec:
             if getattr(self, attr) is not None:
                 out[attr] = getattr(self, attr)
         out["kubernetes_version"] = self.kubernetes_version
+        if self.load_balancer_source_ranges:
+            out["load_balancer_source_ranges"] = list(self.load_balancer_source_ranges)
         out["pools"] = [p.to_dict() for p in self.pools]
         return out
 
@@ -254,6 +272,12 @@ class ClusterSpec:
             raise SpecError(
                 f"zone {self.zone!r} is not in region {self.region!r}; pick a zone like {self.region}-b"
             )
+        if not re.fullmatch(r"1\.\d+(\.[0-9A-Za-z.+-]+)?", str(self.kubernetes_version)):
+            raise SpecError(
+                f"kubernetes_version {self.kubernetes_version!r}: give a version such as "
+                f"{KUBERNETES_VERSION!r}"
+            )
+        _check_cidrs(self.load_balancer_source_ranges)
         if not self.pools:
             raise SpecError("the cluster has no node pools; add one with `cloudwise pool add`")
         seen: set[str] = set()
@@ -277,6 +301,23 @@ def _check_keys(data: dict[str, Any], cls: type, where: str) -> None:
         missing = [k for k in ("provider", "name", "region") if k not in data]
         if missing:
             raise SpecError(f"cluster: missing {', '.join(missing)}; see `cloudwise init --help`")
+
+
+def _check_cidrs(ranges: Any) -> None:
+    import ipaddress
+
+    if not isinstance(ranges, list):
+        raise SpecError(
+            "load_balancer_source_ranges must be a list of CIDRs, e.g. [203.0.113.0/24]"
+        )
+    for text in ranges:
+        try:
+            ipaddress.ip_network(str(text), strict=True)
+        except ValueError:
+            raise SpecError(
+                f"load_balancer_source_ranges: {text!r} is not a CIDR such as 203.0.113.0/24 "
+                "(host bits must be zero)"
+            ) from None
 
 
 def _check_int(where: str, attr: str, value: Any, minimum: int) -> None:

@@ -11,6 +11,12 @@ from typing import Any
 from cloudwise.errors import TerraformError
 
 INSTALL_HINT = "install terraform >= 1.5 (https://developer.hashicorp.com/terraform/install) and put it on PATH"
+MIRROR_HINT = (
+    "if this machine cannot reach the terraform registry, install the providers from a local "
+    "mirror: `cloudwise --plugin-dir DIR plan` (or CLOUDWISE_PLUGIN_DIR=DIR), DIR holding "
+    "registry.terraform.io/hashicorp/<name>/<version>/<os_arch>/ (fill it elsewhere with "
+    "`terraform providers mirror DIR`; see docs/cloudwise.md)"
+)
 
 
 def _can_stream() -> bool:
@@ -32,12 +38,16 @@ class TerraformRunner:
     Args:
         directory: the folder holding the rendered `.tf` files (and the terraform state).
         binary: the terraform executable; default: `terraform` on PATH.
+        plugin_dir: a provider mirror; `init` installs providers from it alone (`-plugin-dir`).
     """
 
-    def __init__(self, directory: str | Path, binary: str | None = None):
+    def __init__(
+        self, directory: str | Path, binary: str | None = None, plugin_dir: str | Path | None = None
+    ):
         from python_terraform import Terraform
 
         self.directory = Path(directory)
+        self.plugin_dir = Path(plugin_dir).resolve() if plugin_dir else None
         found = binary or shutil.which("terraform")
         if not found:
             raise TerraformError(f"terraform is not on PATH; {INSTALL_HINT}")
@@ -45,7 +55,7 @@ class TerraformRunner:
             raise TerraformError(f"{self.directory} is not a directory; run `cloudwise init` first")
         self._tf = Terraform(working_dir=str(self.directory), terraform_bin_path=found)
 
-    def _run(self, what: str, call: Any, **options: Any) -> tuple[int, str]:
+    def _run(self, what: str, call: Any, hint: str = "", **options: Any) -> tuple[int, str]:
         stream = _can_stream()
         if stream:
             sys.stdout.flush()
@@ -59,12 +69,21 @@ class TerraformRunner:
             detail = ("\n" + "\n".join(tail)) if tail else " (its error is printed above)"
             raise TerraformError(
                 f"terraform {what} failed in {self.directory} with exit code {code}{detail}"
+                + (f"\n{hint}" if hint else "")
             )
         return code, out or ""
 
     def init(self) -> None:
-        """`terraform init`: install providers (from a mirror when the CLI config names one)."""
-        self._run("init", self._tf.init, input=False)
+        """`terraform init`: install providers, from `plugin_dir` alone when it is set (else from
+        the registry, or a mirror the terraform CLI config names); a failure says how to use a mirror."""
+        if self.plugin_dir is None:
+            self._run("init", self._tf.init, hint=MIRROR_HINT, input=False)
+            return
+        hint = (
+            f"the mirror {self.plugin_dir} lacks a provider this configuration needs (see the "
+            "error above); add it there with `terraform providers mirror DIR`"
+        )
+        self._run("init", self._tf.init, hint=hint, input=False, plugin_dir=str(self.plugin_dir))
 
     def validate(self) -> None:
         """`terraform validate`: check the configuration against the installed providers' schemas."""

@@ -15,7 +15,7 @@ MIRROR_CANDIDATES = (
     "~/.local/share/terraform/plugins",
 )
 AWS_PROVIDER = "registry.terraform.io/hashicorp/aws"
-EMULATED_SERVICES = ("ec2", "eks", "iam", "sts")
+EMULATED_SERVICES = ("autoscaling", "ec2", "eks", "iam", "sts")
 OVERRIDE_FILE = "cloudwise_emulator_override.tf"
 
 
@@ -58,6 +58,8 @@ def write_aws_emulator_override(
     endpoint: str,
     node_groups: Iterable[str] = (),
     without_addons: Iterable[str] = (),
+    without: Iterable[str] = (),
+    without_asg_tags: Iterable[str] = (),
 ) -> Path:
     """Point the rendered `provider "aws"` at an emulator, with fake credentials.
 
@@ -66,7 +68,10 @@ def write_aws_emulator_override(
     an SSH key nobody asked for, which would force terraform to replace each group on the next
     apply; for the pools named in `node_groups` the override tells terraform to ignore that.
     moto serves no EKS add-on API: the `aws_eks_addon` resources named in `without_addons`
-    (e.g. "vpc_cni") get `count = 0`, so an apply against moto leaves them out.
+    (e.g. "vpc_cni") get `count = 0`, so an apply against moto leaves them out; so do the
+    resources named `TYPE.NAME` in `without` (e.g. "aws_eks_pod_identity_association.x", an API
+    moto lacks). moto's node groups name an Auto Scaling group that it never creates: for the pools
+    in `without_asg_tags` the `aws_autoscaling_group_tag` resources are left out (`for_each = {}`).
     """
     endpoints = "\n".join(f'    {s} = "{endpoint}"' for s in EMULATED_SERVICES)
     text = (
@@ -93,6 +98,12 @@ def write_aws_emulator_override(
         )
     for addon in without_addons:
         text += f'\nresource "aws_eks_addon" "{addon}" {{\n  count = 0\n}}\n'
+    for address in without:
+        rtype, name = address.split(".")
+        text += f'\nresource "{rtype}" "{name}" {{\n  count = 0\n}}\n'
+    for pool in without_asg_tags:
+        name = pool.replace("-", "_")
+        text += f'\nresource "aws_autoscaling_group_tag" "{name}" {{\n  for_each = {{}}\n}}\n'
     path = Path(directory) / OVERRIDE_FILE
     path.write_text(text)
     return path

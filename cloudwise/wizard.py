@@ -11,7 +11,13 @@ from cloudwise.errors import SpecError
 from cloudwise.presets import DEFAULT_REGION, DEFAULT_ZONE, PRESETS, parse_pool
 from cloudwise.render import write
 from cloudwise.resolve import ResolvedCluster, resolve
-from cloudwise.spec import DEFAULT_FILENAME, PROVIDERS, ClusterSpec, NodePoolSpec
+from cloudwise.spec import (
+    DEFAULT_FILENAME,
+    KUBERNETES_VERSION,
+    PROVIDERS,
+    ClusterSpec,
+    NodePoolSpec,
+)
 
 
 @dataclass
@@ -78,7 +84,7 @@ def collect(a: Answers, interactive: bool) -> ClusterSpec:
         "--kubernetes-version",
         "Kubernetes version",
         interactive,
-        default="1.31",
+        default=KUBERNETES_VERSION,
     )
     preset = _ask(
         a.preset,
@@ -162,6 +168,11 @@ def summary(resolved: ResolvedCluster, directory: Path, dry_run: bool = False) -
             f"  {pool.name:<14} {pool.choice.describe()}  nodes {n.min_nodes}-{n.max_nodes}"
             + ("  spot" if n.spot else "")
         )
+        if len(pool.instance_types) > 1:
+            others = ", ".join(c.name for c in pool.instance_types[1:])
+            lines.append(f"  {'':<14} spot capacity also from: {others}")
+        if pool.note:
+            lines.append(f"  {'':<14} {pool.note}")
     where = "" if str(directory) == "." else f" -C {directory}"
     if spec.provider == "gcp":
         flag = "--zone" if spec.zone else "--region"

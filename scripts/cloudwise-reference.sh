@@ -6,6 +6,6 @@ set -euo pipefail
 out="${1:-$(cd "$(dirname "$0")/.." && pwd)/terraform}"
 cw=${CLOUDWISE:-cloudwise}
 $cw -C "$out/gke" init --force --no-input --provider gcp --project surreal-project \
-    --region us-west1 --zone us-west1-b --name surreal --kubernetes-version 1.31 --preset surreal
+    --region us-west1 --zone us-west1-b --name surreal --kubernetes-version 1.35 --preset surreal
 $cw -C "$out/eks" init --force --no-input --provider aws --region us-west-2 \
-    --name surreal --kubernetes-version 1.31 --preset surreal
+    --name surreal --kubernetes-version 1.35 --preset surreal

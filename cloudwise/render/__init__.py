@@ -10,8 +10,20 @@ from cloudwise.resolve import ResolvedCluster, resolve
 from cloudwise.spec import ClusterSpec
 
 RENDERERS = {"gcp": render_gke, "aws": render_eks}
-GENERATED = ("versions.tf", "network.tf", "iam.tf", "main.tf", "pools.tf", "outputs.tf")
-"""Every file name a renderer may write; stale ones are removed when the provider changes."""
+GENERATED = (
+    "versions.tf",
+    "network.tf",
+    "iam.tf",
+    "main.tf",
+    "pools.tf",
+    "addons.tf",
+    "outputs.tf",
+    "addons/apply.sh",
+    "addons/cluster-autoscaler.yaml",
+    "addons/nvidia-device-plugin.yaml",
+    "addons/load-balancer-source-ranges.yaml",
+)
+"""Every file name a renderer may write; stale ones are removed when the spec changes."""
 
 
 def render(cluster: ClusterSpec | ResolvedCluster) -> dict[str, str]:
@@ -35,6 +47,7 @@ def write(cluster: ClusterSpec, directory: str | Path) -> list[Path]:
     written = []
     for name, text in files.items():
         path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
         written.append(path)

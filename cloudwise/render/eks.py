@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from cloudwise import addons
 from cloudwise.render.hcl import Block, Raw, block, render
+from cloudwise.render.kubectl import addon_files, addons_blocks
 from cloudwise.resolve import ResolvedCluster, ResolvedPool
 
 HEADER = (
@@ -21,15 +23,53 @@ AUTOSCALER = "k8s.io/cluster-autoscaler"
 VPC_CNI_CONFIG = Raw('jsonencode({ enableNetworkPolicy = "true" })')
 
 
+# What the cluster autoscaler may do in AWS (the autoscaler project's least-privilege policy):
+# read anything it needs to plan, but change only the Auto Scaling groups tagged as this cluster's.
+AUTOSCALER_READ = [
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "autoscaling:DescribeTags",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+    "eks:DescribeNodegroup",
+]
+AUTOSCALER_WRITE = [
+    "autoscaling:SetDesiredCapacity",
+    "autoscaling:TerminateInstanceInAutoScalingGroup",
+]
+
+
 def render_eks(cluster: ResolvedCluster) -> dict[str, str]:
-    """Terraform files (name -> HCL text): VPC, IAM roles, the EKS cluster and a node group per pool."""
+    """Terraform files (name -> HCL text): VPC, IAM roles, the EKS cluster, a node group per pool,
+    and `addons/` (cluster autoscaler, NVIDIA device plugin) applied by `addons.tf`."""
+    spec = cluster.spec
+    manifests = {
+        "cluster-autoscaler.yaml": addons.cluster_autoscaler(
+            spec.name, spec.region, spec.kubernetes_version
+        ),
+        "nvidia-device-plugin.yaml": addons.nvidia_device_plugin(),
+    }
+    if spec.load_balancer_source_ranges:
+        manifests["load-balancer-source-ranges.yaml"] = addons.load_balancer_policy(
+            spec.load_balancer_source_ranges
+        )
+    files = addon_files(manifests)
+    pools: list[Block] = []
+    for pool in cluster.pools:
+        pools += [_pool(cluster, pool), _asg_tags(cluster, pool)]
     return {
         "versions.tf": render(_versions(cluster), HEADER),
         "network.tf": render(_network(cluster), HEADER),
-        "iam.tf": render(_iam(), HEADER),
-        "main.tf": render([_cluster(cluster), _vpc_cni()], HEADER),
-        "pools.tf": render([_pool(cluster, p) for p in cluster.pools], HEADER),
+        "iam.tf": render(_iam(spec.name), HEADER),
+        "main.tf": render([_cluster(cluster), _vpc_cni(), *_pod_identity()], HEADER),
+        "pools.tf": render(pools, HEADER),
+        "addons.tf": render(_addons(files), HEADER),
         "outputs.tf": render(_outputs(cluster), HEADER),
+        **files,
     }
 
 
@@ -143,12 +183,112 @@ def _role(name: str, policies: dict[str, str]) -> list[Block]:
     return blocks
 
 
-def _iam() -> list[Block]:
+def _iam(cluster_name: str) -> list[Block]:
     return [
         _assume_role("cluster_assume", "eks.amazonaws.com"),
         *_role("cluster", CLUSTER_POLICIES),
         _assume_role("node_assume", "ec2.amazonaws.com"),
         *_role("node", NODE_POLICIES),
+        *_autoscaler_role(cluster_name),
+    ]
+
+
+def _autoscaler_role(cluster_name: str) -> list[Block]:
+    """The cluster autoscaler's own role, assumed through EKS Pod Identity (not the nodes' role)."""
+    principals = block(
+        "principals", attrs={"type": "Service", "identifiers": ["pods.eks.amazonaws.com"]}
+    )
+    assume = block("statement", attrs={"actions": ["sts:AssumeRole", "sts:TagSession"]})
+    condition = block(
+        "condition",
+        attrs={
+            "test": "StringEquals",
+            "variable": f"aws:ResourceTag/{AUTOSCALER}/{cluster_name}",
+            "values": ["owned"],
+        },
+    )
+    return [
+        block("data", "aws_iam_policy_document", "cluster_autoscaler_assume").add(
+            assume.add(principals)
+        ),
+        block(
+            "resource",
+            "aws_iam_role",
+            "cluster_autoscaler",
+            attrs={
+                "name_prefix": "cloudwise-autoscaler-",
+                "assume_role_policy": Raw(
+                    "data.aws_iam_policy_document.cluster_autoscaler_assume.json"
+                ),
+            },
+        ),
+        block("data", "aws_iam_policy_document", "cluster_autoscaler").add(
+            block(
+                "statement",
+                attrs={"sid": "Read", "actions": AUTOSCALER_READ, "resources": ["*"]},
+            ),
+            block(
+                "statement",
+                attrs={"sid": "ScaleThisCluster", "actions": AUTOSCALER_WRITE, "resources": ["*"]},
+            ).add(condition),
+        ),
+        block(
+            "resource",
+            "aws_iam_role_policy",
+            "cluster_autoscaler",
+            attrs={
+                "name": "cluster-autoscaler",
+                "role": Raw("aws_iam_role.cluster_autoscaler.id"),
+                "policy": Raw("data.aws_iam_policy_document.cluster_autoscaler.json"),
+            },
+        ),
+    ]
+
+
+def _pod_identity() -> list[Block]:
+    """The EKS Pod Identity agent and the autoscaler's service account -> role association."""
+    return [
+        block(
+            "resource",
+            "aws_eks_addon",
+            "pod_identity",
+            attrs={
+                "cluster_name": Raw("aws_eks_cluster.this.name"),
+                "addon_name": "eks-pod-identity-agent",
+            },
+        ),
+        block(
+            "resource",
+            "aws_eks_pod_identity_association",
+            "cluster_autoscaler",
+            attrs={
+                "cluster_name": Raw("aws_eks_cluster.this.name"),
+                "namespace": addons.NAMESPACE,
+                "service_account": addons.AUTOSCALER_SA,
+                "role_arn": Raw("aws_iam_role.cluster_autoscaler.arn"),
+            },
+        ),
+    ]
+
+
+def _addons(files: dict[str, str]) -> list[Block]:
+    data = block(
+        "data", "aws_eks_cluster_auth", "this", attrs={"name": Raw("aws_eks_cluster.this.name")}
+    )
+    return [
+        data,
+        *addons_blocks(
+            files,
+            server="aws_eks_cluster.this.endpoint",
+            ca="aws_eks_cluster.this.certificate_authority[0].data",
+            token="data.aws_eks_cluster_auth.this.token",
+            cluster_id="aws_eks_cluster.this.arn",
+            depends_on=[
+                "aws_eks_addon.vpc_cni",
+                "aws_eks_addon.pod_identity",
+                "aws_eks_pod_identity_association.cluster_autoscaler",
+            ],
+        ),
     ]
 
 
@@ -207,7 +347,7 @@ def _pool(cluster: ResolvedCluster, pool: ResolvedPool) -> Block:
             "node_group_name": pool.name,
             "node_role_arn": Raw("aws_iam_role.node.arn"),
             "subnet_ids": _subnet_refs(cluster),
-            "instance_types": [pool.choice.name],
+            "instance_types": [c.name for c in pool.instance_types or (pool.choice,)],
             "ami_type": AMI_GPU if node.gpu else AMI_CPU,
             "capacity_type": "SPOT" if node.spot else "ON_DEMAND",
             "disk_size": node.disk_gb,
@@ -238,6 +378,38 @@ def _pool(cluster: ResolvedCluster, pool: ResolvedPool) -> Block:
         "aws_eks_addon.vpc_cni"
     ]
     out.add(("depends_on", [Raw(d) for d in depends]))
+    return out
+
+
+def _asg_tags(cluster: ResolvedCluster, pool: ResolvedPool) -> Block:
+    """The autoscaler tags on the node group's Auto Scaling group itself.
+
+    EKS does not copy a managed node group's tags to its Auto Scaling group, and the cluster
+    autoscaler reads the node-template tags (labels, taints, GPUs of a pool with no node yet) from
+    the group; without them it cannot tell that a pool at zero nodes would fit a Pending pod.
+    """
+    resource = pool.name.replace("-", "_")
+    out = block(
+        "resource",
+        "aws_autoscaling_group_tag",
+        resource,
+        attrs={
+            "for_each": autoscaler_tags(cluster.spec.name, pool),
+            "autoscaling_group_name": Raw(
+                f"aws_eks_node_group.{resource}.resources[0].autoscaling_groups[0].name"
+            ),
+        },
+    )
+    out.add(
+        block(
+            "tag",
+            attrs={
+                "key": Raw("each.key"),
+                "value": Raw("each.value"),
+                "propagate_at_launch": False,
+            },
+        )
+    )
     return out
 
 

@@ -2,7 +2,7 @@
 
 resource "aws_eks_cluster" "this" {
   name     = "surreal"
-  version  = "1.31"
+  version  = "1.35"
   role_arn = aws_iam_role.cluster.arn
   vpc_config {
     subnet_ids = [aws_subnet.zone_0.id, aws_subnet.zone_1.id]
@@ -15,4 +15,16 @@ resource "aws_eks_addon" "vpc_cni" {
   addon_name                  = "vpc-cni"
   resolve_conflicts_on_create = "OVERWRITE"
   configuration_values        = jsonencode({ enableNetworkPolicy = "true" })
+}
+
+resource "aws_eks_addon" "pod_identity" {
+  cluster_name = aws_eks_cluster.this.name
+  addon_name   = "eks-pod-identity-agent"
+}
+
+resource "aws_eks_pod_identity_association" "cluster_autoscaler" {
+  cluster_name    = aws_eks_cluster.this.name
+  namespace       = "kube-system"
+  service_account = "cluster-autoscaler"
+  role_arn        = aws_iam_role.cluster_autoscaler.arn
 }

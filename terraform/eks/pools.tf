@@ -36,12 +36,30 @@ resource "aws_eks_node_group" "system" {
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
+resource "aws_autoscaling_group_tag" "system" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/surreal"                                    = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "system"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "2"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "8"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "none"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "0"
+  }
+  autoscaling_group_name = aws_eks_node_group.system.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
+}
+
 resource "aws_eks_node_group" "actors_8" {
   cluster_name    = aws_eks_cluster.this.name
   node_group_name = "actors-8"
   node_role_arn   = aws_iam_role.node.arn
   subnet_ids      = [aws_subnet.zone_0.id, aws_subnet.zone_1.id]
-  instance_types  = ["m5.2xlarge"]
+  instance_types  = ["m5.2xlarge", "r5.2xlarge"]
   ami_type        = "AL2023_x86_64_STANDARD"
   capacity_type   = "SPOT"
   disk_size       = 100
@@ -72,12 +90,30 @@ resource "aws_eks_node_group" "actors_8" {
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
+resource "aws_autoscaling_group_tag" "actors_8" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/surreal"                                    = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "actors-8"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "8"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "32"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "none"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "0"
+  }
+  autoscaling_group_name = aws_eks_node_group.actors_8.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
+}
+
 resource "aws_eks_node_group" "actors_32" {
   cluster_name    = aws_eks_cluster.this.name
   node_group_name = "actors-32"
   node_role_arn   = aws_iam_role.node.arn
   subnet_ids      = [aws_subnet.zone_0.id, aws_subnet.zone_1.id]
-  instance_types  = ["m5.8xlarge"]
+  instance_types  = ["m5.8xlarge", "r5.8xlarge"]
   ami_type        = "AL2023_x86_64_STANDARD"
   capacity_type   = "SPOT"
   disk_size       = 100
@@ -106,6 +142,24 @@ resource "aws_eks_node_group" "actors_32" {
     ignore_changes = [scaling_config[0].desired_size]
   }
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
+}
+
+resource "aws_autoscaling_group_tag" "actors_32" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/surreal"                                    = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "actors-32"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "32"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "128"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "none"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "0"
+  }
+  autoscaling_group_name = aws_eks_node_group.actors_32.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
 }
 
 resource "aws_eks_node_group" "learner_1gpu" {
@@ -151,6 +205,26 @@ resource "aws_eks_node_group" "learner_1gpu" {
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
+resource "aws_autoscaling_group_tag" "learner_1gpu" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/surreal"                                    = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "learner-1gpu"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "8"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "61"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "v100"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "1"
+    "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"         = "present:NoSchedule"
+    "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"     = "1"
+  }
+  autoscaling_group_name = aws_eks_node_group.learner_1gpu.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
+}
+
 resource "aws_eks_node_group" "learner_4gpu" {
   cluster_name    = aws_eks_cluster.this.name
   node_group_name = "learner-4gpu"
@@ -192,4 +266,24 @@ resource "aws_eks_node_group" "learner_4gpu" {
     ignore_changes = [scaling_config[0].desired_size]
   }
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
+}
+
+resource "aws_autoscaling_group_tag" "learner_4gpu" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/surreal"                                    = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "learner-4gpu"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "32"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "244"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "v100"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "4"
+    "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"         = "present:NoSchedule"
+    "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"     = "4"
+  }
+  autoscaling_group_name = aws_eks_node_group.learner_4gpu.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
 }

@@ -14,9 +14,10 @@ resource "google_container_node_pool" "system" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n1-standard-2"
-    disk_size_gb = 100
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n1-standard-2"
+    disk_size_gb    = 100
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "system"
       "cloudwise.io/cpu"       = "2"
@@ -24,10 +25,14 @@ resource "google_container_node_pool" "system" {
       "cloudwise.io/gpu-type"  = "none"
       "cloudwise.io/gpu-count" = "0"
     }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
+    }
   }
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
 
 resource "google_container_node_pool" "actors_8" {
@@ -44,10 +49,11 @@ resource "google_container_node_pool" "actors_8" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n1-standard-8"
-    disk_size_gb = 100
-    spot         = true
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n1-standard-8"
+    disk_size_gb    = 100
+    spot            = true
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "actors-8"
       "cloudwise.io/cpu"       = "8"
@@ -55,10 +61,14 @@ resource "google_container_node_pool" "actors_8" {
       "cloudwise.io/gpu-type"  = "none"
       "cloudwise.io/gpu-count" = "0"
     }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
+    }
   }
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
 
 resource "google_container_node_pool" "actors_32" {
@@ -75,10 +85,11 @@ resource "google_container_node_pool" "actors_32" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n1-standard-32"
-    disk_size_gb = 100
-    spot         = true
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n1-standard-32"
+    disk_size_gb    = 100
+    spot            = true
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "actors-32"
       "cloudwise.io/cpu"       = "32"
@@ -86,10 +97,14 @@ resource "google_container_node_pool" "actors_32" {
       "cloudwise.io/gpu-type"  = "none"
       "cloudwise.io/gpu-count" = "0"
     }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
+    }
   }
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
 
 resource "google_container_node_pool" "learner_1gpu" {
@@ -106,15 +121,19 @@ resource "google_container_node_pool" "learner_1gpu" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n1-standard-8"
-    disk_size_gb = 100
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n1-standard-8"
+    disk_size_gb    = 100
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "learner-1gpu"
       "cloudwise.io/cpu"       = "8"
       "cloudwise.io/memory-gb" = "30"
       "cloudwise.io/gpu-type"  = "v100"
       "cloudwise.io/gpu-count" = "1"
+    }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
     }
     guest_accelerator {
       type  = "nvidia-tesla-v100"
@@ -132,6 +151,7 @@ resource "google_container_node_pool" "learner_1gpu" {
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
 
 resource "google_container_node_pool" "learner_4gpu" {
@@ -148,15 +168,19 @@ resource "google_container_node_pool" "learner_4gpu" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n1-standard-32"
-    disk_size_gb = 100
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n1-standard-32"
+    disk_size_gb    = 100
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "learner-4gpu"
       "cloudwise.io/cpu"       = "32"
       "cloudwise.io/memory-gb" = "120"
       "cloudwise.io/gpu-type"  = "v100"
       "cloudwise.io/gpu-count" = "4"
+    }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
     }
     guest_accelerator {
       type  = "nvidia-tesla-v100"
@@ -174,4 +198,5 @@ resource "google_container_node_pool" "learner_4gpu" {
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }

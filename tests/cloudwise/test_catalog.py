@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cloudwise.catalog import Catalog, fits_request
+from cloudwise.catalog import Catalog, fits_request, oversize_note
 from cloudwise.errors import NoMachineFits, SpecError
 from cloudwise.spec import NodePoolSpec
 
@@ -29,6 +29,10 @@ TABLE = [
     ("aws", "us-west-2", None, dict(cpu=48, gpu_type="t4", gpu=4), "g4dn.12xlarge", 0),
     ("aws", "us-west-2", None, dict(cpu=4, gpu_type="a10g", gpu=1), "g5.xlarge", 0),
     ("aws", "us-west-2", None, dict(gpu_type="a100", gpu=8), "p4d.24xlarge", 0),
+    ("aws", "us-west-2", None, dict(gpu_type="a100-80gb", gpu=1), "p4de.24xlarge", 0),
+    ("aws", "us-west-2", None, dict(gpu_type="h100", gpu=1), "p5.48xlarge", 0),
+    ("aws", "us-east-1", None, dict(cpu=8, gpu_type="l4", gpu=1), "g6.2xlarge", 0),
+    ("aws", "us-east-1", None, dict(gpu_type="l4", gpu=4), "g6.12xlarge", 0),
     ("aws", "us-west-2", None, dict(machine_type="m5.large"), "m5.large", 0),
     ("gcp", "us-west1", None, dict(cpu=8), "n1-highcpu-8", 0),
     ("gcp", "us-west1", None, dict(cpu=8, memory_gb=30), "n1-standard-8", 0),
@@ -51,7 +55,9 @@ TABLE = [
         4,
     ),
     ("gcp", "us-west1", None, dict(cpu=16, gpu_type="v100", gpu=1), "n1-highcpu-16", 2),
-    ("gcp", "us-west1", "us-west1-b", dict(cpu=8, gpu_type="k80", gpu=1), "n1-highcpu-8", 1),
+    ("gcp", "us-central1", None, dict(gpu_type="h100", gpu=1), "a3-highgpu-1g", 0),
+    ("gcp", "us-central1", None, dict(gpu_type="h100", gpu=8), "a3-highgpu-8g", 0),
+    ("gcp", "us-central1", None, dict(gpu_type="a100-80gb", gpu=2), "a2-ultragpu-2g", 0),
     ("gcp", "us-central1", None, dict(cpu=4, gpu_type="t4", gpu=1), "n1-highcpu-4", 1),
     ("gcp", "us-central1", None, dict(gpu_type="a100", gpu=1), "a2-highgpu-1g", 0),
     ("gcp", "us-central1", None, dict(gpu_type="a100", gpu=3), "a2-highgpu-4g", 0),
@@ -113,7 +119,7 @@ def test_attached_gpus_record_the_gce_accelerator():
             dict(cpu=8, memory_gb=5000),
             "no gcp machine type in us-west1 has 8 vCPU, 5000 GB",
         ),
-        ("gcp", "us-west1", None, dict(cpu=96, gpu_type="k80", gpu=1), "closest: n1-"),
+        ("gcp", "us-west1", None, dict(cpu=96, gpu_type="t4", gpu=8), "closest: n1-"),
         ("gcp", "us-central1", None, dict(gpu_type="a100", gpu=32), "a2-megagpu-16g"),
     ],
 )
@@ -135,6 +141,15 @@ def test_impossible_requests_name_the_closest_types(provider, region, zone, requ
             "region sa-east-1 offers no v100 GPUs",
         ),
         ("aws", "us-west-2", None, dict(gpu_type="k80", gpu=1), "aws has no k80 GPUs"),
+        ("gcp", "us-central1", None, dict(gpu_type="k80", gpu=1), "gcp has no k80 GPUs"),
+        ("aws", "us-west-1", None, dict(gpu_type="h100", gpu=1), "region us-west-1 offers no h100"),
+        (
+            "gcp",
+            "us-east1",
+            None,
+            dict(gpu_type="h100", gpu=1),
+            "region us-east1 offers no h100 GPUs; regions that do: us-central1, us-west1",
+        ),
         ("gcp", "us-west1", None, dict(gpu_type="a10g", gpu=1), "gcp has no a10g GPUs"),
         (
             "gcp",
@@ -192,7 +207,9 @@ def test_catalogs_are_consistent_data():
         [
             ("aws", "us-west-2"),
             ("aws", "sa-east-1"),
+            ("aws", "eu-central-1"),
             ("gcp", "us-west1"),
+            ("gcp", "europe-west4"),
             ("gcp", "us-central1"),
             ("gcp", "asia-east1"),
         ]
@@ -206,7 +223,8 @@ def test_catalogs_are_consistent_data():
             ("v100", 4),
             ("t4", 2),
             ("a100", 8),
-            ("k80", 1),
+            ("a100-80gb", 1),
+            ("h100", 2),
             ("l4", 1),
             ("a10g", 1),
         ]
@@ -230,3 +248,67 @@ def test_choice_is_a_cheapest_fit_or_an_error_exactly_when_none_fits(
         return
     assert fits_request(choice, wanted)
     assert choice.hourly_usd == min(c.hourly_usd for c in fits)
+
+
+def test_k80_is_gone_and_the_new_gpus_are_offered():
+    gcp, aws = Catalog.load("gcp"), Catalog.load("aws")
+    assert "k80" not in gcp.gpus and "k80" not in aws.gpus
+    assert not any("k80" in str(zones) for zones in gcp.regions.values())
+    assert {"l4", "h100", "a100-80gb"} <= set(aws.gpus) & set(gcp.gpus)
+    families = {m.family for m in aws.machines.values()}
+    assert {"g6", "p5", "p4de"} <= families
+    assert {"a3", "a2"} <= {m.family for m in gcp.machines.values()}
+    assert gcp.machines["a2-ultragpu-1g"].gpu_type == "a100-80gb"
+
+
+@pytest.mark.parametrize("provider", ["aws", "gcp"])
+def test_every_region_prices_by_its_factor(provider):
+    """Each region states a price factor; prices there are the base prices times it."""
+    catalog = Catalog.load(provider)
+    base = min(catalog.regions, key=catalog.price_factor)
+    assert catalog.price_factor(base) == 1.0
+    for region in catalog.regions:
+        factor = catalog.price_factor(region)
+        assert "price_factor" in catalog.regions[region] and 1.0 <= factor < 2.0, region
+        for choice in catalog.options(region):
+            if not choice.attached:
+                expected = choice.machine.hourly_usd * factor
+                assert choice.hourly_usd == pytest.approx(expected, abs=1e-4)
+    request = pool(cpu=4)
+    prices = {r: catalog.choose(request, r).hourly_usd for r in catalog.regions}
+    assert len(set(prices.values())) > 1  # not every region shows the base region's price
+
+
+def test_spot_pools_get_several_alike_instance_types_on_aws():
+    catalog = Catalog.load("aws")
+    wanted = pool(cpu=8, memory_gb=30, spot=True)
+    choice = catalog.choose(wanted, "us-west-2")
+    types = catalog.spot_types(wanted, choice, "us-west-2")
+    assert types[0] == choice and len(types) >= 2
+    assert len({t.machine.family for t in types}) == len(types)
+    for t in types:
+        assert t.machine.cpu == choice.machine.cpu and t.gpu == choice.gpu
+        assert t.machine.memory_gb >= choice.machine.memory_gb  # the node labels stay true
+        assert t.hourly_usd <= 1.5 * choice.hourly_usd and fits_request(t, wanted)
+    gpu = pool(gpu_type="t4", gpu=1, cpu=8, spot=True)
+    gpu_types = catalog.spot_types(gpu, catalog.choose(gpu, "us-west-2"), "us-west-2")
+    assert all((t.gpu_type, t.gpu) == ("t4", 1) for t in gpu_types)
+    on_demand = pool(cpu=8, memory_gb=30)
+    assert catalog.spot_types(on_demand, choice, "us-west-2") == [choice]
+
+
+@pytest.mark.parametrize(
+    "provider, request_, expected",
+    [
+        ("aws", dict(gpu_type="a100", gpu=1), "p4d.24xlarge is larger than the request (8 GPUs"),
+        ("aws", dict(gpu_type="h100", gpu=2), "p5.48xlarge is larger than the request (8 GPUs"),
+        ("gcp", dict(cpu=4, gpu_type="h100", gpu=1), "26 vCPU, asked for 4"),
+        ("aws", dict(cpu=8, memory_gb=30), None),
+        ("gcp", dict(gpu_type="a100", gpu=4), None),
+    ],
+)
+def test_a_much_larger_machine_than_asked_comes_with_a_note(provider, request_, expected):
+    region = {"aws": "us-west-2", "gcp": "us-central1"}[provider]
+    wanted = pool(**request_)
+    note = oversize_note(wanted, Catalog.load(provider).choose(wanted, region))
+    assert note == expected if expected is None else expected in note

@@ -180,7 +180,8 @@ def test_pool_changes_that_break_the_spec_leave_it_untouched(aws_dir):
             ["add", "x", "--cpu", "2", "--min-nodes", "5", "--max-nodes", "2"],
             "min_nodes (5) > max_nodes (2)",
         ),
-        (["add", "x", "--gpu-type", "k80", "--gpu", "1"], "aws has no k80"),
+        (["add", "x", "--gpu-type", "p100", "--gpu", "1"], "aws has no p100"),
+        (["add", "x", "--gpu-type", "k80", "--gpu", "1"], "K80 GPUs are retired"),
         (["add", "x", "--cpu", "1000"], "closest"),
         (["edit", "default", "--machine-type", "m5.huge"], "unknown aws machine type"),
         (["edit", "nope", "--cpu", "2"], "no pool named 'nope'"),
@@ -192,7 +193,7 @@ def test_pool_changes_that_break_the_spec_leave_it_untouched(aws_dir):
 
 
 def test_dry_runs_check_and_show_but_write_nothing(aws_dir, tmp_path_factory):
-    before = {p.name: p.read_text() for p in aws_dir.iterdir()}
+    before = {p.name: p.read_text() for p in aws_dir.rglob("*") if p.is_file()}
     out = cw(
         "-C", str(aws_dir), "pool", "add", "gpu", "--gpu-type", "t4", "--gpu", "1", "--dry-run"
     ).output
@@ -201,7 +202,7 @@ def test_dry_runs_check_and_show_but_write_nothing(aws_dir, tmp_path_factory):
     assert "Nodes: c5.4xlarge" in out
     result = cw("-C", str(aws_dir), "pool", "remove", "default", "--dry-run", ok=False)
     assert "only pool" in result.output
-    assert {p.name: p.read_text() for p in aws_dir.iterdir()} == before
+    assert {p.name: p.read_text() for p in aws_dir.rglob("*") if p.is_file()} == before
     empty = tmp_path_factory.mktemp("dry")
     out = cw(
         "-C",
@@ -251,3 +252,20 @@ def test_apply_and_destroy_ask_first(aws_dir):
 def test_commands_without_a_spec_say_how_to_start(tmp_path):
     result = cw("-C", str(tmp_path), "pool", "list", ok=False)
     assert result.exit_code == 1 and "cloudwise init" in result.output
+
+
+def test_plugin_dir_is_documented_and_checked(tmp_path):
+    text = " ".join(cw("--help").output.split())
+    assert "--plugin-dir" in text and "CLOUDWISE_PLUGIN_DIR" in text
+    assert "registry.terraform.io/hashicorp/aws" in text
+    result = cw("--plugin-dir", str(tmp_path / "nope"), "render", ok=False)
+    assert result.exit_code == 2 and "is not a folder" in result.output
+
+
+def test_machine_type_says_when_the_machine_is_larger_than_asked_and_prices_the_region():
+    out = cw("machine-type", "--provider", "aws", "--gpu-type", "a100", "--gpu", "1").output
+    assert out.startswith("p4d.24xlarge (96 vCPU, 1152 GB, 8 x a100")
+    assert "note: p4d.24xlarge is larger than the request (8 GPUs, asked for 1)" in out
+    out = cw("machine-type", "--provider", "aws", "--region", "eu-central-1", "--cpu", "2").output
+    assert "c5.large (2 vCPU, 4 GB, $0.10/h)" in out  # 0.085 x 1.198
+    assert "eu-central-1 list prices estimated as 1.198 x the base region's" in out

@@ -23,11 +23,15 @@ def test_regenerating_the_reference_clusters_changes_nothing(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     for provider in ("gke", "eks"):
-        fresh = {p.name: p.read_text() for p in (tmp_path / provider).iterdir()}
+        fresh = {
+            p.relative_to(tmp_path / provider).as_posix(): p.read_text()
+            for p in (tmp_path / provider).rglob("*")
+            if p.is_file()
+        }
         committed = {
-            p.name: p.read_text()
-            for p in (REPO / "terraform" / provider).iterdir()
-            if p.is_file() and p.suffix in (".tf", ".yaml")
+            p.relative_to(REPO / "terraform" / provider).as_posix(): p.read_text()
+            for p in (REPO / "terraform" / provider).rglob("*")
+            if p.is_file() and p.suffix in (".tf", ".yaml", ".sh")
         }
         assert fresh == committed, (
             f"terraform/{provider} is stale: run scripts/cloudwise-reference.sh"

@@ -21,16 +21,22 @@ def golden_spec(name: str) -> ClusterSpec:
     return ClusterSpec.load(GOLDEN / name / "cloudwise.yaml")
 
 
+def rendered_files(folder: Path) -> list[Path]:
+    """Everything cloudwise wrote in a folder: the .tf files and addons/."""
+    return [*folder.glob("*.tf"), *folder.glob("addons/*")]
+
+
 @pytest.mark.parametrize("name", ["gke", "eks"])
 def test_rendering_matches_golden_files(name):
     files = render(golden_spec(name))
     folder = GOLDEN / name
     if UPDATE:
-        for old in folder.glob("*.tf"):
+        for old in rendered_files(folder):
             old.unlink()
         for file, text in files.items():
+            (folder / file).parent.mkdir(exist_ok=True)
             (folder / file).write_text(text)
-    expected = {p.name: p.read_text() for p in folder.glob("*.tf")}
+    expected = {p.relative_to(folder).as_posix(): p.read_text() for p in rendered_files(folder)}
     assert files == expected, (
         "run CLOUDWISE_UPDATE_GOLDEN=1 pytest tests/cloudwise/test_render.py and review the diff"
     )
@@ -137,7 +143,7 @@ def test_eks_node_groups_carry_scaling_ami_labels_taints_and_autoscaler_tags(tmp
     assert tags[f"{AUTOSCALER}/node-template/taint/nvidia.com/gpu"] == "present:NoSchedule"
     assert groups["actors"]["capacity_type"] == "SPOT"
     assert groups["system"]["ami_type"] == "AL2023_x86_64_STANDARD"
-    assert set(_resources(tmp_path, "aws_iam_role")) == {"cluster", "node"}
+    assert set(_resources(tmp_path, "aws_iam_role")) == {"cluster", "node", "cluster_autoscaler"}
 
 
 def test_write_removes_stale_generated_files_only(tmp_path):

@@ -36,12 +36,30 @@ resource "aws_eks_node_group" "system" {
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
+resource "aws_autoscaling_group_tag" "system" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/golden-eks"                                 = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "system"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "2"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "8"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "none"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "0"
+  }
+  autoscaling_group_name = aws_eks_node_group.system.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
+}
+
 resource "aws_eks_node_group" "actors" {
   cluster_name    = aws_eks_cluster.this.name
   node_group_name = "actors"
   node_role_arn   = aws_iam_role.node.arn
   subnet_ids      = [aws_subnet.zone_0.id, aws_subnet.zone_1.id]
-  instance_types  = ["m5.4xlarge"]
+  instance_types  = ["m5.4xlarge", "r5.4xlarge"]
   ami_type        = "AL2023_x86_64_STANDARD"
   capacity_type   = "SPOT"
   disk_size       = 50
@@ -72,6 +90,25 @@ resource "aws_eks_node_group" "actors" {
     ignore_changes = [scaling_config[0].desired_size]
   }
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
+}
+
+resource "aws_autoscaling_group_tag" "actors" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/golden-eks"                                 = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "actors"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "16"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "64"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "none"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "0"
+    "k8s.io/cluster-autoscaler/node-template/label/team"                   = "rl"
+  }
+  autoscaling_group_name = aws_eks_node_group.actors.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
 }
 
 resource "aws_eks_node_group" "render" {
@@ -123,6 +160,27 @@ resource "aws_eks_node_group" "render" {
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
 }
 
+resource "aws_autoscaling_group_tag" "render" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/golden-eks"                                 = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "render"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "8"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "32"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "a10g"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "1"
+    "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"         = "present:NoSchedule"
+    "k8s.io/cluster-autoscaler/node-template/taint/workload"               = "render:NoExecute"
+    "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"     = "1"
+  }
+  autoscaling_group_name = aws_eks_node_group.render.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
+}
+
 resource "aws_eks_node_group" "learner_a100" {
   cluster_name    = aws_eks_cluster.this.name
   node_group_name = "learner-a100"
@@ -164,4 +222,24 @@ resource "aws_eks_node_group" "learner_a100" {
     ignore_changes = [scaling_config[0].desired_size]
   }
   depends_on = [aws_iam_role_policy_attachment.node_worker, aws_iam_role_policy_attachment.node_cni, aws_iam_role_policy_attachment.node_registry, aws_eks_addon.vpc_cni]
+}
+
+resource "aws_autoscaling_group_tag" "learner_a100" {
+  for_each = {
+    "k8s.io/cluster-autoscaler/enabled"                                    = "true"
+    "k8s.io/cluster-autoscaler/golden-eks"                                 = "owned"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/pool"      = "learner-a100"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/cpu"       = "96"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/memory-gb" = "1152"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-type"  = "a100"
+    "k8s.io/cluster-autoscaler/node-template/label/cloudwise.io/gpu-count" = "8"
+    "k8s.io/cluster-autoscaler/node-template/taint/nvidia.com/gpu"         = "present:NoSchedule"
+    "k8s.io/cluster-autoscaler/node-template/resources/nvidia.com/gpu"     = "8"
+  }
+  autoscaling_group_name = aws_eks_node_group.learner_a100.resources[0].autoscaling_groups[0].name
+  tag {
+    key                 = each.key
+    value               = each.value
+    propagate_at_launch = false
+  }
 }

@@ -3,7 +3,7 @@
 resource "google_container_cluster" "this" {
   name                     = "golden-gke"
   location                 = "us-central1"
-  min_master_version       = "1.30"
+  min_master_version       = "1.35"
   remove_default_node_pool = true
   initial_node_count       = 1
   deletion_protection      = false
@@ -11,4 +11,24 @@ resource "google_container_cluster" "this" {
   resource_labels = {
     "managed-by" = "cloudwise"
   }
+  workload_identity_config {
+    workload_pool = "golden-project.svc.id.goog"
+  }
+}
+
+resource "google_service_account" "nodes" {
+  account_id   = "golden-gke-nodes"
+  display_name = "cloudwise nodes of golden-gke"
+}
+
+resource "google_project_iam_member" "node_default" {
+  project = "golden-project"
+  role    = "roles/container.defaultNodeServiceAccount"
+  member  = "serviceAccount:${google_service_account.nodes.email}"
+}
+
+resource "google_project_iam_member" "node_registry" {
+  project = "golden-project"
+  role    = "roles/artifactregistry.reader"
+  member  = "serviceAccount:${google_service_account.nodes.email}"
 }

@@ -14,9 +14,10 @@ resource "google_container_node_pool" "system" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n1-standard-2"
-    disk_size_gb = 100
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n1-standard-2"
+    disk_size_gb    = 100
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "system"
       "cloudwise.io/cpu"       = "2"
@@ -24,10 +25,14 @@ resource "google_container_node_pool" "system" {
       "cloudwise.io/gpu-type"  = "none"
       "cloudwise.io/gpu-count" = "0"
     }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
+    }
   }
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
 
 resource "google_container_node_pool" "actors" {
@@ -44,10 +49,11 @@ resource "google_container_node_pool" "actors" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n1-standard-16"
-    disk_size_gb = 50
-    spot         = true
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n1-standard-16"
+    disk_size_gb    = 50
+    spot            = true
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "actors"
       "cloudwise.io/cpu"       = "16"
@@ -56,10 +62,14 @@ resource "google_container_node_pool" "actors" {
       "cloudwise.io/gpu-count" = "0"
       team                     = "rl"
     }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
+    }
   }
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
 
 resource "google_container_node_pool" "render" {
@@ -77,15 +87,19 @@ resource "google_container_node_pool" "render" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n1-highcpu-8"
-    disk_size_gb = 100
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n1-highcpu-8"
+    disk_size_gb    = 100
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "render"
       "cloudwise.io/cpu"       = "8"
       "cloudwise.io/memory-gb" = "7.2"
       "cloudwise.io/gpu-type"  = "t4"
       "cloudwise.io/gpu-count" = "1"
+    }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
     }
     guest_accelerator {
       type  = "nvidia-tesla-t4"
@@ -108,6 +122,7 @@ resource "google_container_node_pool" "render" {
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
 
 resource "google_container_node_pool" "learner_a100" {
@@ -125,15 +140,19 @@ resource "google_container_node_pool" "learner_a100" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "a2-highgpu-1g"
-    disk_size_gb = 100
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "a2-highgpu-1g"
+    disk_size_gb    = 100
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "learner-a100"
       "cloudwise.io/cpu"       = "12"
       "cloudwise.io/memory-gb" = "85"
       "cloudwise.io/gpu-type"  = "a100"
       "cloudwise.io/gpu-count" = "1"
+    }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
     }
     guest_accelerator {
       type  = "nvidia-tesla-a100"
@@ -151,6 +170,7 @@ resource "google_container_node_pool" "learner_a100" {
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
 
 resource "google_container_node_pool" "fixed" {
@@ -167,9 +187,10 @@ resource "google_container_node_pool" "fixed" {
     auto_upgrade = true
   }
   node_config {
-    machine_type = "n2-standard-16"
-    disk_size_gb = 100
-    oauth_scopes = ["https://www.googleapis.com/auth/cloud-platform"]
+    machine_type    = "n2-standard-16"
+    disk_size_gb    = 100
+    service_account = google_service_account.nodes.email
+    oauth_scopes    = ["https://www.googleapis.com/auth/cloud-platform"]
     labels = {
       "cloudwise.io/pool"      = "fixed"
       "cloudwise.io/cpu"       = "16"
@@ -177,8 +198,12 @@ resource "google_container_node_pool" "fixed" {
       "cloudwise.io/gpu-type"  = "none"
       "cloudwise.io/gpu-count" = "0"
     }
+    workload_metadata_config {
+      mode = "GKE_METADATA"
+    }
   }
   lifecycle {
     ignore_changes = [initial_node_count]
   }
+  depends_on = [google_project_iam_member.node_default, google_project_iam_member.node_registry]
 }
