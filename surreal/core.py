@@ -9,6 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from surreal.config import Config
+from surreal.replay import Replay
 from surreal.spaces import EnvInfo
 
 Batch = dict[str, np.ndarray]
@@ -66,18 +68,60 @@ class Learner(abc.ABC):
     `params()` (published to the actors), `state_dict()` at checkpoints and `load_state_dict()` on
     `--resume`. A batch holds the segments several actors sent, stacked: every key has shape
     [segments, rollout_length, num_envs, ...]; see `Actor` for the keys.
+
+    Everything else the runtime asks of an algorithm is a classmethod below with a default that
+    suits an on-policy learner on the standard topology (actors -> FIFO buffer -> learner ->
+    parameter server): `check_config`, `segments_per_batch`, `make_replay`, `components` and
+    `build_experiment`. Override the ones your algorithm needs to change.
     """
 
     config_class: ClassVar[type] = LearnerConfig
     """The dataclass that holds this algorithm's settings (`--set algo.<field>=...`)."""
-    on_policy: ClassVar[bool] = True
-    """On-policy learners get each segment once (FIFO); off-policy ones sample a replay."""
 
     def __init__(self, config: Any, env_info: EnvInfo) -> None:
         self.config = config
         self.env_info = env_info
         self.progress = 0.0
         """Fraction of `run.steps` consumed so far; the runtime sets it before each `learn`."""
+
+    @classmethod
+    def check_config(cls, config: Any, env_info: EnvInfo) -> None:
+        """Raise ValueError (saying what to set) if the algorithm settings `config` cannot work
+        with this environment. `surreal launch` calls it before anything starts; default: accept."""
+        return None
+
+    @classmethod
+    def segments_per_batch(cls, run_config: Config) -> int:
+        """Segments (one actor rollout each) in one `learn` batch, from the whole run config.
+
+        The actors (to pace themselves, `actor.max_ahead`), the buffer (to size its FIFO) and the
+        learner (to ask for batches) all read this one number. Default: one per actor.
+        """
+        return run_config.run.actors
+
+    @classmethod
+    def make_replay(cls, run_config: Config) -> Replay:
+        """The buffer process's replay: a `surreal.replay.Replay(storage, sampler)`.
+
+        Default: FIFO, each segment learned from once (on-policy), holding up to 4 batches plus 2
+        segments per actor; the oldest segment is dropped when full.
+        """
+        from surreal.replay import FifoSampler, FifoStorage
+
+        per_batch = cls.segments_per_batch(run_config)
+        capacity = 4 * per_batch + 2 * run_config.run.actors
+        return Replay(FifoStorage(capacity=capacity), FifoSampler())
+
+    @classmethod
+    def build_experiment(cls, plan: Any) -> Any:
+        """The symphony Experiment of a launch plan (`surreal.launch.LaunchPlan`).
+
+        Default: the standard topology, `surreal.launch.standard_experiment`: metrics sink,
+        buffer, learner, parameter server, evaluator and `run.actors` actors in groups.
+        """
+        from surreal.launch import standard_experiment
+
+        return standard_experiment(plan)
 
     @classmethod
     @abc.abstractmethod

@@ -76,8 +76,7 @@ def plan(
     _check(config)
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
-    if hasattr(algo_class, "check_config"):
-        algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
+    algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     if not resume:
         base = Path(folder) / slug(
             name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
@@ -204,15 +203,14 @@ def add_evaluator(exp: Any, p: LaunchPlan) -> None:
 
 
 def build_experiment(p: LaunchPlan) -> Any:
-    """The symphony Experiment: metrics, buffer, learner, parameter server, evaluator, actors.
+    """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`."""
+    return p.algo_class.build_experiment(p)
 
-    A learner class may define `build_experiment(plan)` to wire a different topology (ES).
-    """
+
+def standard_experiment(p: LaunchPlan) -> Any:
+    """The standard topology: metrics, buffer, learner, parameter server, evaluator, actors."""
     from symphony import Process, ProcessGroup
 
-    custom = getattr(p.algo_class, "build_experiment", None)
-    if custom is not None:
-        return custom(p)
     again = restart_policy()
 
     def proc(role: str, index: int = 0, name: str | None = None, **kw: Any) -> Process:

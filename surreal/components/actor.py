@@ -28,7 +28,7 @@ def main(run_dir: str, index: int = 0) -> None:
     policy = comp.algo.make_policy(cfg.algo, comp.env_info)
     env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
     actor = Actor(env, policy, cfg.actor.rollout_length)
-    per_batch = getattr(cfg.algo, "segments_per_batch", 0) or cfg.run.actors
+    per_batch = comp.algo.segments_per_batch(cfg)
     sent, env_steps, last_report, steps_at_report = 0, 0, time.monotonic(), 0
     try:
         fresh = _wait_for(params, 1, comp)

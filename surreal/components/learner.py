@@ -45,7 +45,7 @@ class LearnerLoop:
         self.learner, self.counters = build_learner(comp)
         self.counters["version"] = max(self.counters["version"], 1)  # actors wait for >= 1
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
-        self.per_batch = getattr(cfg.algo, "segments_per_batch", 0) or cfg.run.actors
+        self.per_batch = comp.algo.segments_per_batch(cfg)
         self.started = time.monotonic()
         self.start_step = self.counters["global_step"]
 

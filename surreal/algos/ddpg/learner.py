@@ -55,7 +55,6 @@ class DDPGLearner(Learner):
     """DDPG (TD3 with `--set algo.twin_critics=true ...`) on batches sampled from uniform replay."""
 
     config_class: ClassVar[type] = DDPGConfig
-    on_policy: ClassVar[bool] = False
 
     def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
         super().__init__(config, env_info)

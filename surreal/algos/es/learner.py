@@ -70,7 +70,6 @@ class ESLearner(Learner):
     """The ES master's learning state; one `learn` per generation record."""
 
     config_class: ClassVar[type] = ESConfig
-    on_policy: ClassVar[bool] = True
 
     def __init__(self, config: ESConfig, env_info: EnvInfo, seed: int = 0) -> None:
         super().__init__(config, env_info)

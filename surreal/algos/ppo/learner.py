@@ -12,6 +12,7 @@ from surreal.algos.ppo.config import PPOConfig
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
 from surreal.algos.ppo.networks import ActorCritic
 from surreal.algos.ppo.policy import PPOPolicy, model_params
+from surreal.config import Config
 from surreal.core import Batch, Learner, Params
 from surreal.normalizer import RunningNormalizer
 from surreal.spaces import EnvInfo
@@ -65,6 +66,11 @@ class PPOLearner(Learner):
             from surreal.algos.ppo.vision_layout import proprio_dim
 
             proprio_dim(env_info, config.image_size)
+
+    @classmethod
+    def segments_per_batch(cls, run_config: Config) -> int:
+        """`algo.segments_per_batch` segments per update; 0: one per actor."""
+        return run_config.algo.segments_per_batch or run_config.run.actors
 
     @classmethod
     def make_policy(cls, config: PPOConfig, env_info: EnvInfo) -> PPOPolicy:
