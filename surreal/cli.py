@@ -103,6 +103,7 @@ def launch(
             trial=trial,
             resume=resume,
         )
+        launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
     except ModuleNotFoundError as err:
