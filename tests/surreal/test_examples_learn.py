@@ -49,7 +49,7 @@ def test_reinforce_with_episode_aligned_batches_solves_cartpole(tmp_path):
     evals = learn(
         tmp_path,
         f"{ROOT}/examples/04_reinforce/reinforce.py:Reinforce",
-        200_000,
+        300_000,
         "--actors",
         "2",
         "--set",
