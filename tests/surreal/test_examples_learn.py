@@ -66,7 +66,7 @@ def test_ppo_with_a_custom_model_solves_cartpole(tmp_path):
     evals = learn(
         tmp_path,
         "ppo",
-        300_000,
+        150_000,
         "--actors",
         "4",
         "--set",
