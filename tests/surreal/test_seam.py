@@ -228,3 +228,13 @@ def test_episodes_longer_than_the_segment_are_cut_and_marked_truncated():
 
 def actor_lengths_are_unreported(segment: dict) -> bool:
     return segment["next_value"].shape == (3,) and not segment["terminated"].any()
+
+
+def test_one_component_entry_point_names_the_runs_roles_for_an_unknown_one(tmp_path):
+    from surreal.components import run_component
+    from surreal.launch import create_run, plan
+
+    p = plan("es", env="gym:CartPole-v1", folder=str(tmp_path))
+    create_run(p)
+    with pytest.raises(ValueError, match="unknown component 'nope'.*es-master, es-worker"):
+        run_component("nope", str(p.run_dir.path))
