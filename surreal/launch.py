@@ -133,8 +133,26 @@ def create_run(p: LaunchPlan) -> None:
             "env_info": p.env_info.to_dict(),
             "experiment": p.experiment_name,
         }
+        _copy_algo_files(p)
         p.run_dir.create(p.config, info)
         copy = p.run_dir.copy_algo_file(p.algo_ref)
         if copy:  # every process, `surreal eval` and `--resume` load the learner from the copy
             write_json(p.run_dir.run_file, {**p.run_dir.info(), "algo_copy": copy})
     (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())
+
+
+def _copy_algo_files(p: LaunchPlan) -> None:
+    """Copy the files that `algo.*` settings name (`path/file.py:Class`, e.g. PPO's `algo.model`)
+    into the run's `code/` and point the saved config at the copies, so the run keeps working
+    after the originals change."""
+    import dataclasses
+    import shutil
+
+    for f in dataclasses.fields(p.config.algo):
+        value = getattr(p.config.algo, f.name)
+        path, sep, cls = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+        if sep and path.endswith(".py") and Path(path).is_file():
+            target = p.run_dir.path.resolve() / "code" / Path(path).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            setattr(p.config.algo, f.name, f"{target}:{cls}")

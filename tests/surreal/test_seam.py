@@ -238,3 +238,22 @@ def test_one_component_entry_point_names_the_runs_roles_for_an_unknown_one(tmp_p
     create_run(p)
     with pytest.raises(ValueError, match="unknown component 'nope'.*es-master, es-worker"):
         run_component("nope", str(p.run_dir.path))
+
+
+def test_files_named_by_algo_settings_are_copied_into_the_run(tmp_path):
+    import json
+
+    from surreal.launch import create_run, plan
+
+    model = tmp_path / "mine" / "model.py"
+    model.parent.mkdir()
+    model.write_text(Path(SHARED_TRUNK.rpartition(":")[0]).read_text())
+    p = plan("ppo", overrides=(f"algo.model={model}:SharedTrunk",), folder=str(tmp_path / "runs"))
+    create_run(p)
+    saved = json.loads(p.run_dir.config_file.read_text())["algo"]["model"]
+    copy = p.run_dir.path.resolve() / "code" / "model.py"
+    assert saved == f"{copy}:SharedTrunk" and copy.read_text() == model.read_text()
+    model.write_text("raise RuntimeError('changed')\n")  # the run no longer depends on it
+    learner_class = p.run_dir.algo_class()
+    config = p.run_dir.load_config()
+    assert type(learner_class.make_model(config.algo, p.env_info)).__name__ == "SharedTrunk"
