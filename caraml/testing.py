@@ -1,5 +1,6 @@
 """Test fixtures for code built on caraml: free loopback ports, a thread/socket/shm/process leak
-check, and fuzzing input (garbled messages, junk TCP connections)."""
+check, fuzzing input (garbled messages, junk TCP connections), and the CPU cost of receiving
+large arrays against raw pyzmq (:func:`receive_cost`)."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
+import zmq
 
 from caraml.errors import MalformedMessage
 from caraml.reader import deserialize
 from caraml.shm import SEGMENT_PREFIX
-from caraml.sockets import open_sockets
+from caraml.sockets import make_socket, open_sockets
 from caraml.wire import KIND_DATA, KIND_ERROR, MAGIC, PREFIX, VERSION, serialize
 
 SHM_DIR = "/dev/shm"
@@ -234,3 +236,82 @@ def junk_connections(address: str, count: int, seed: int = 0) -> None:
                 sock.sendall(rng.randbytes(rng.randrange(1, 200)))
             except OSError:  # the peer may hang up first: that is fine
                 pass
+
+
+def _cost_sender(caraml_address: str, raw_address: str, size: int, count: int, ctrl) -> None:
+    """Sender process of :func:`receive_cost`: ``count`` arrays down the path it is told."""
+    from caraml.push_pull import Pusher
+
+    arr = np.ones(size, np.uint8)
+    pusher = Pusher(caraml_address, hwm=count)
+    raw = make_socket(zmq.PUSH, hwm=count)
+    raw.connect(raw_address)
+    try:
+        while (path := ctrl.recv()) is not None:
+            for _ in range(count):
+                if path == "caraml":
+                    pusher.push(arr)
+                else:
+                    raw.send(arr, copy=False)
+        ctrl.send("bye")  # every message was taken: closing now loses nothing
+    finally:
+        pusher.close()
+        raw.close()
+
+
+def receive_cost(size: int = 16 << 20, count: int = 4, rounds: int = 7) -> dict[str, dict]:
+    """What receiving ``size``-byte uint8 arrays costs this process with a caraml ``Puller``
+    and with raw pyzmq ``recv(copy=False)`` + ``np.frombuffer``, over ipc from one sender process.
+
+    Rounds alternate the two paths (and their order); in each, the sender streams ``count``
+    arrays on one path while this process times receiving them: CPU seconds from
+    ``time.process_time`` (every thread of this process, libzmq's I/O thread included, which
+    does the copying) and wall seconds, per message. One warm-up round is left out.
+
+    Returns:
+        ``{"caraml": {"cpu": [...], "wall": [...]}, "raw": {...}}``, one entry per round.
+    """
+    import multiprocessing
+    import tempfile
+
+    from caraml.push_pull import Puller
+
+    ctx = multiprocessing.get_context("spawn")
+    out: dict[str, dict] = {p: {"cpu": [], "wall": []} for p in ("caraml", "raw")}
+    with tempfile.TemporaryDirectory() as tmp:
+        puller = Puller(f"ipc://{tmp}/caraml", hwm=count)
+        raw = make_socket(zmq.PULL, hwm=count)
+        raw.bind(f"ipc://{tmp}/raw")
+        ctrl, child = ctx.Pipe()
+        proc = ctx.Process(
+            target=_cost_sender, args=(puller.address, f"ipc://{tmp}/raw", size, count, child)
+        )
+        proc.start()
+        try:
+            for r in range(rounds + 1):
+                for path in ("raw", "caraml") if r % 2 else ("caraml", "raw"):
+                    cpu, wall = time.process_time(), time.perf_counter()
+                    ctrl.send(path)
+                    for _ in range(count):
+                        if path == "caraml":
+                            arr = puller.pull(timeout=120)
+                        else:
+                            if not raw.poll(120_000):
+                                raise TimeoutError("the sender process stopped sending")
+                            arr = np.frombuffer(raw.recv(copy=False).buffer, np.uint8)
+                        assert arr.nbytes == size
+                    if r:
+                        out[path]["cpu"].append((time.process_time() - cpu) / count)
+                        out[path]["wall"].append((time.perf_counter() - wall) / count)
+            ctrl.send(None)
+            ctrl.poll(30)
+        finally:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+            puller.close()
+            raw.close()
+            ctrl.close()
+            child.close()
+    return out
