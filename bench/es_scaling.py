@@ -65,6 +65,7 @@ def distributed(
     """Env steps per second and cores used of master + workers, from the end of generation 1
     on, with what tells a healthy run: full syncs per worker (1 = only the join), tasks the
     workers dropped, and tasks the master handed out again (at once, or after task_timeout)."""
+    import caraml
     from caraml.testing import free_port
     from surreal.algos.es.loop import build
     from surreal.algos.es.master import ESMaster, serve
@@ -90,12 +91,19 @@ def distributed(
     try:
         serve(master, address, on_generation, timeout=600)
     finally:
-        for p in procs:
-            out, _ = p.communicate(timeout=60)
-            if p.returncode != 0:
-                print(f"worker exited with {p.returncode}", file=sys.stderr)
-            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-            stats.append(json.loads(lines[-1]) if lines else {})
+        # A worker still in a rollout when the master finished asks later: keep answering "stop"
+        # (the finished master's own answer) until every worker has heard it and exited.
+        with caraml.Server(address, master.handle):
+            for p in procs:
+                try:
+                    out, _ = p.communicate(timeout=600)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    out, _ = p.communicate()
+                if p.returncode != 0:
+                    print(f"worker exited with {p.returncode}", file=sys.stderr)
+                lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+                stats.append(json.loads(lines[-1]) if lines else {})
     (_, s1, w1, _), (_, s2, w2, _) = master.finished[0], master.finished[-1]
     return {
         "rate": (s2 - s1) / (w2 - w1),
