@@ -5,7 +5,9 @@ within ``timeout`` it closes and reopens its socket and sends the request again,
 more times, then raises RequestTimeout. A request may therefore be handled more than once: make
 handlers idempotent or tolerate duplicates. A Server answers every request, one at a time: a
 malformed request or a handler exception gets an error reply (the Client raises it as a
-CaramlError) and is counted and logged; the server keeps serving.
+CaramlError) and is counted and logged; the server keeps serving. A message without a request
+envelope (from a raw TCP peer speaking old ZMTP, say) cannot be answered: it is counted in
+``.dropped`` and ``.malformed`` and dropped, and never disturbs the replies to other clients.
 """
 
 from __future__ import annotations
