@@ -68,7 +68,7 @@ def distributed(
     import caraml
     from caraml.testing import free_port
     from surreal.algos.es.loop import build
-    from surreal.algos.es.master import ESMaster, serve
+    from surreal.algos.es.master import ESMaster
 
     _, policy, state, noise = build(env_id, cfg, 0, noise_dir)
     master = ESMaster(policy, state, noise, cfg, generations=generations + 1, seed=0)
@@ -88,22 +88,33 @@ def distributed(
         return False
 
     stats = []
+    # Serve as master.serve does, but keep answering (the finished master says "stop") until
+    # every worker has exited: one still in a rollout when the last generation ends asks later.
+    server = caraml.Server(address, master.handle).start()
     try:
-        serve(master, address, on_generation, timeout=600)
+        seen = 0
+        while not master.done or seen < len(master.finished):
+            if not master.wait_generation(seen, 600):
+                raise TimeoutError("no ES generation finished in 600 s")
+            while seen < len(master.finished):
+                on_generation(master, seen)
+                seen += 1
+        for p in procs:
+            try:
+                out, _ = p.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, _ = p.communicate()
+            if p.returncode != 0:
+                print(f"worker exited with {p.returncode}", file=sys.stderr)
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+            stats.append(json.loads(lines[-1]) if lines else {})
     finally:
-        # A worker still in a rollout when the master finished asks later: keep answering "stop"
-        # (the finished master's own answer) until every worker has heard it and exited.
-        with caraml.Server(address, master.handle):
-            for p in procs:
-                try:
-                    out, _ = p.communicate(timeout=600)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    out, _ = p.communicate()
-                if p.returncode != 0:
-                    print(f"worker exited with {p.returncode}", file=sys.stderr)
-                lines = [ln for ln in out.splitlines() if ln.startswith("{")]
-                stats.append(json.loads(lines[-1]) if lines else {})
+        server.stop()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     (_, s1, w1, _), (_, s2, w2, _) = master.finished[0], master.finished[-1]
     return {
         "rate": (s2 - s1) / (w2 - w1),
