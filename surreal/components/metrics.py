@@ -8,7 +8,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from surreal.components import schemas
 from surreal.components.common import Component
+from surreal.components.guard import PortGuard
 from surreal.rundir import read_json, write_json
 
 
@@ -105,27 +107,38 @@ class MetricsSink:
 
 
 def main(run_dir: str, index: int = 0) -> None:
-    """Collect reports until stopped."""
+    """Collect reports until stopped; a message that is not a report is counted and dropped."""
     import caraml
 
     comp = Component(run_dir, "metrics", index)
     sink = MetricsSink(comp.run.path, comp.config.run.steps)
     puller = caraml.Puller(comp.address("metrics").bind_tcp)
+    guard = PortGuard("metrics")
+
+    def receive(timeout: float) -> bool:
+        """Handle the next message; False when nothing arrived within `timeout`."""
+        try:
+            message = puller.pull(timeout=timeout)
+        except caraml.RequestTimeout:
+            return False
+        except caraml.MalformedMessage as exc:
+            guard.reject(str(exc), "malformed")
+            return True
+        checked = guard.check(schemas.report, message)
+        if checked is not None:
+            guard.guarded("report-failed", lambda: sink.handle(checked))
+        return True
+
     last_flush = 0.0
     try:
         while not comp.stopping.is_set():
-            try:
-                sink.handle(puller.pull(timeout=0.25))
-            except (caraml.RequestTimeout, caraml.MalformedMessage):
-                pass
+            receive(0.25)
             if time.monotonic() - last_flush > 0.5:
+                sink.status["invalid_messages"] = guard.total_dropped
                 sink.flush()
                 last_flush = time.monotonic()
-        while True:  # drain what is already queued (the learner's last report)
-            try:
-                sink.handle(puller.pull(timeout=0.2))
-            except (caraml.RequestTimeout, caraml.MalformedMessage):
-                break
+        while receive(0.2):  # drain what is already queued (the learner's last report)
+            pass
     finally:
         sink.close()
         puller.close()
