@@ -167,27 +167,66 @@ class Actor:
 class ParameterClient:
     """Fetches the learner's latest parameters from the parameter server, only when they changed.
 
+    A parameter server that restarts (or a reply that is lost or garbled) does not end the
+    caller: `fetch` keeps asking, prints one line when the server stops answering and one when it
+    answers again, and raises RequestTimeout only after `outage_s` seconds without an answer.
+
     Args:
         address: the parameter server's ZeroMQ address ("tcp://host:port").
         timeout: seconds to wait for one reply.
+        outage_s: how long `fetch` keeps retrying a server that does not answer.
     """
 
-    def __init__(self, address: str, timeout: float = 5.0) -> None:
+    def __init__(self, address: str, timeout: float = 5.0, outage_s: float = 600.0) -> None:
         import caraml
 
         self._client = caraml.Client(address, timeout=timeout, retries=3)
+        self.address, self.outage_s = address, outage_s
         self.version = 0
         self.step = 0
         self.latest_version = 0
+        self.outages = 0
 
     def fetch(self) -> Params | None:
-        """Ask for parameters newer than the ones held; returns them, or None if unchanged."""
-        reply = self._client.request({"version": self.version})
-        self.latest_version = int(reply["version"])
+        """Ask for parameters newer than the ones held; returns them, or None if unchanged.
+
+        Raises:
+            caraml.RequestTimeout: no valid answer for `outage_s` seconds.
+        """
+        import caraml
+        from surreal.components.guard import Invalid
+        from surreal.components.schemas import params_reply
+
+        since = None
+        while True:
+            try:
+                reply = params_reply(self._client.request({"version": self.version}))
+                break
+            except (caraml.CaramlError, Invalid) as exc:
+                now = time.monotonic()
+                if since is None:
+                    since, self.outages = now, self.outages + 1
+                    print(
+                        f"parameter server at {self.address} did not answer ({exc}); retrying "
+                        f"for up to {self.outage_s:.0f} s",
+                        flush=True,
+                    )
+                if now - since > self.outage_s:
+                    raise caraml.RequestTimeout(
+                        f"parameter server at {self.address} gave no valid answer for "
+                        f"{self.outage_s:.0f} s; check that it runs (`surreal status RUN_DIR`)"
+                    ) from exc
+                if not isinstance(exc, caraml.RequestTimeout):
+                    self._client_wait(0.5)  # an immediate error: pace the retries
+        if since is not None:
+            print(
+                f"parameter server answers again after {time.monotonic() - since:.1f} s", flush=True
+            )
+        self.latest_version = reply["version"]
         if reply.get("params") is None:
             return None
-        self.version = int(reply["version"])
-        self.step = int(reply.get("step", 0))
+        self.version = reply["version"]
+        self.step = reply["step"]
         return reply["params"]
 
     def wait_for(

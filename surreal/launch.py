@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from surreal import config as config_io
+from surreal import config_check
 from surreal.config import Config, ConfigError
 from surreal.rundir import RunDir, slug
 from surreal.spaces import EnvInfo
@@ -78,6 +79,7 @@ def plan(
     info = env_info(config.env.id, config.env)
     if hasattr(algo_class, "check_config"):
         algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
+    config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
     if not resume:
         base = Path(folder) / slug(
             name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
@@ -144,10 +146,13 @@ def module_command(module: str, run_dir: RunDir, role: str, index: int = 0) -> l
 
 
 def restart_policy() -> Any:
-    """How every process but the learner restarts: on failure, up to 20 times, 0.5-5 s apart."""
+    """How every process but the learner restarts: on failure, 0.5-5 s apart, up to 20 times
+    within any 10 minutes (a crash loop ends the run; crashes now and then over days do not)."""
     from symphony import RestartPolicy
 
-    return RestartPolicy(mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0)
+    return RestartPolicy(
+        mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0, window_s=600.0
+    )
 
 
 def new_experiment(p: LaunchPlan) -> Any:

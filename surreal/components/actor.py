@@ -70,11 +70,21 @@ def main(run_dir: str, index: int = 0) -> None:
         comp.close()
 
 
-def _wait_for(params: ParameterClient, target: int, comp: Component) -> dict | None:
-    """Wait (polling with a deadline) for parameters of version >= `target`; None if stopped."""
+def _wait_for(
+    params: ParameterClient, target: int, comp: Component, give_up_s: float = 15.0
+) -> dict | None:
+    """Wait (polling with a deadline) for parameters of version >= `target`; None if stopped.
+
+    Once parameters are held, waiting ends after `give_up_s` seconds even without the target
+    version (returning {}: nothing new): segments lost on the way (a restarted buffer, a lost
+    batch) would otherwise leave the learner waiting for this actor and this actor for it.
+    """
+    started = time.monotonic()
     while not comp.stopping.is_set():
         try:
             return params.wait_for(target, deadline_s=1.0)
         except TimeoutError:
+            if params.version >= 1 and time.monotonic() - started > give_up_s:
+                return {}
             continue
     return None
