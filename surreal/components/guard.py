@@ -59,6 +59,9 @@ class PortGuard:
         except Invalid as exc:
             self.reject(str(exc), exc.kind)
             return None
+        except Exception as exc:  # noqa: BLE001 - a validator's own failure is still a drop
+            self.reject(f"{type(exc).__name__}: {exc}", "check-failed")
+            return None
         with self._lock:
             self.accepted += 1
         return checked

@@ -11,6 +11,7 @@ from typing import Any
 from surreal.components import schemas
 from surreal.components.common import Component
 from surreal.components.guard import PortGuard
+from surreal.components.ports import NOTHING, receive
 from surreal.rundir import read_json, write_json
 
 
@@ -55,6 +56,8 @@ class MetricsSink:
     def handle(self, msg: dict[str, Any]) -> None:
         """Consume one report from a component."""
         source, status = msg.get("source"), self.status
+        if source == "learner" and int(msg["step"]) > 2 * status["total_steps"]:
+            return  # not a step this run's learner can report (it stops at total_steps)
         if source == "learner":
             status["global_step"] = max(status["global_step"], int(msg["step"]))
             status["version"] = msg.get("version")
@@ -115,15 +118,12 @@ def main(run_dir: str, index: int = 0) -> None:
     puller = caraml.Puller(comp.address("metrics").bind_tcp)
     guard = PortGuard("metrics")
 
-    def receive(timeout: float) -> bool:
+    def handle_next(timeout: float) -> bool:
         """Handle the next message; False when nothing arrived within `timeout`."""
-        try:
-            message = puller.pull(timeout=timeout)
-        except caraml.RequestTimeout:
-            return False
-        except caraml.MalformedMessage as exc:
-            guard.reject(str(exc), "malformed")
-            return True
+        dropped = guard.total_dropped
+        message = receive(lambda: puller.pull(timeout=timeout), guard)
+        if message is NOTHING:
+            return guard.total_dropped > dropped  # False: nothing arrived in time
         checked = guard.check(schemas.report, message)
         if checked is not None:
             guard.guarded("report-failed", lambda: sink.handle(checked))
@@ -132,12 +132,12 @@ def main(run_dir: str, index: int = 0) -> None:
     last_flush = 0.0
     try:
         while not comp.stopping.is_set():
-            receive(0.25)
+            handle_next(0.25)
             if time.monotonic() - last_flush > 0.5:
                 sink.status["invalid_messages"] = guard.total_dropped
                 sink.flush()
                 last_flush = time.monotonic()
-        while receive(0.2):  # drain what is already queued (the learner's last report)
+        while handle_next(0.2):  # drain what is already queued (the learner's last report)
             pass
     finally:
         sink.close()

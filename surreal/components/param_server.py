@@ -7,6 +7,7 @@ from typing import Any
 
 from surreal.components.common import Component
 from surreal.components.guard import PortGuard
+from surreal.components.ports import NOTHING, GuardedServer, receive
 from surreal.components.schemas import ParamsSchema, params_request
 
 
@@ -59,17 +60,12 @@ def serve(comp: Component, address: str, bind: bool = True) -> None:
 
     store = ParameterStore()
     subscriber = caraml.Subscriber(comp.address("params-pub").tcp, topics=["params"], hwm=4)
-    server = caraml.Server(address, store.handle, bind=bind).start()
+    server = GuardedServer(address, store.handle, store.request_guard, bind=bind).start()
     try:
         while not comp.stopping.is_set():
-            try:
-                _, message = subscriber.recv(timeout=0.5)
-            except caraml.RequestTimeout:
-                continue
-            except caraml.MalformedMessage as exc:
-                store.publication_guard.reject(str(exc), "malformed")
-                continue
-            store.update(message)
+            received = receive(lambda: subscriber.recv(timeout=0.5), store.publication_guard)
+            if received is not NOTHING:
+                store.update(received[1])
     finally:
         server.stop()  # also closes its sockets
         subscriber.close()

@@ -10,6 +10,7 @@ import numpy as np
 from surreal.components.batch_protocol import ReplyCache
 from surreal.components.common import Component
 from surreal.components.guard import PortGuard
+from surreal.components.ports import NOTHING, GuardedServer, receive
 from surreal.components.schemas import SegmentSchema, batch_request
 from surreal.replay import FifoSampler, FifoStorage, Replay
 
@@ -58,18 +59,12 @@ def main(run_dir: str, index: int = 0) -> None:
     handle = BatchHandler(replay)
     batches, replies = handle.guard, handle.replies
     puller = caraml.Puller(comp.address("experience").bind_tcp, hwm=64)
-    server = caraml.Server(comp.address("batches").bind_tcp, handle).start()
+    server = GuardedServer(comp.address("batches").bind_tcp, handle, batches).start()
     last_report = time.monotonic()
     try:
         while not comp.stopping.is_set():
-            try:
-                message = puller.pull(timeout=0.5)
-            except caraml.RequestTimeout:
-                message = None
-            except caraml.MalformedMessage as exc:
-                experience.reject(str(exc), "malformed")
-                continue
-            checked = None if message is None else experience.check(segment, message)
+            message = receive(lambda: puller.pull(timeout=0.5), experience)
+            checked = None if message is NOTHING else experience.check(segment, message)
             if checked is not None:
                 replay.add(checked)
             if time.monotonic() - last_report > 2.0:

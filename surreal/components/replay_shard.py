@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from surreal.components.guard import Invalid, PortGuard
+from surreal.components.ports import NOTHING, GuardedServer, receive
 from surreal.components.replay_uniform import UniformSampler, UniformStorage
 from surreal.components.schemas import ChunkSchema, as_array, as_dict, sample_request
 
@@ -94,17 +95,12 @@ class ReplayShard:
         import caraml
 
         puller = caraml.Puller(push_backend, bind=False)
-        server = caraml.Server(sample_backend, self.handle, bind=False).start()
+        server = GuardedServer(sample_backend, self.handle, self.request_guard, bind=False).start()
         try:
             while not self.stopped.is_set():
-                try:
-                    chunk = puller.pull(timeout=poll_s)
-                except caraml.RequestTimeout:
-                    continue
-                except caraml.MalformedMessage as exc:
-                    self.chunk_guard.reject(str(exc), "malformed")  # never stops the shard
-                    continue
-                self.add(chunk)
+                chunk = receive(lambda: puller.pull(timeout=poll_s), self.chunk_guard)
+                if chunk is not NOTHING:
+                    self.add(chunk)
         finally:
             server.stop()
             puller.close()

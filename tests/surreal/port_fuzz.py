@@ -61,9 +61,9 @@ def junk_objects(rng: random.Random, n: int) -> Iterator[Any]:
 
 
 def garbled(rng: random.Random) -> list[bytes]:
-    """The frames of a caraml message, damaged one of several ways (or a random object, intact)."""
+    """The frames of a caraml message of random content, damaged one of several ways."""
     frames = [bytes(f) for f in serialize(junk_object(rng))]
-    how = rng.randint(0, 6)
+    how = rng.randint(0, 4)
     if how == 0:  # flip bytes of the header
         head = bytearray(frames[0])
         for _ in range(rng.randint(1, 8)):
@@ -72,12 +72,13 @@ def garbled(rng: random.Random) -> list[bytes]:
     elif how == 1:  # truncate the header
         frames[0] = frames[0][: rng.randrange(len(frames[0]))]
     elif how == 2:  # extra or missing frames
-        frames = frames + [rng.randbytes(rng.randint(0, 64))] if rng.random() < 0.5 else frames[:1]
+        extra = len(frames) == 1 or rng.random() < 0.5
+        frames = frames + [rng.randbytes(rng.randint(0, 64))] if extra else frames[:-1]
     elif how == 3:  # not caraml at all
         frames = [rng.randbytes(rng.randint(0, 200)) for _ in range(rng.randint(1, 3))]
-    elif how == 4:  # the header of one message with the buffers of another
-        frames = frames[:1] + [rng.randbytes(64) for _ in frames[1:]]
-    return frames  # how 5, 6: a well-formed message of random content
+    elif how == 4:  # a header whose JSON tree is cut short
+        frames = [frames[0][:12] + b'{"d":{"obs":'] + frames[1:]
+    return frames
 
 
 def socket_types(service: str) -> list[int]:
@@ -125,17 +126,23 @@ def flood(address: str, kind: int, messages: list[list[bytes]], deadline_s: floa
 
 def junk_connections(host: str, port: int, count: int, rng: random.Random) -> int:
     """Open `count` raw TCP connections that send random bytes (some start like a ZMTP greeting)
-    and close; returns how many connected."""
+    and close; returns how many connected (a refused or timed-out connect is tried again, up to
+    5 times: a loaded listener's backlog can be full for a moment)."""
     greeting = b"\xff" + b"\x00" * 8 + b"\x7f\x03\x00NULL" + b"\x00" * 16
     connected = 0
     for _ in range(count):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.settimeout(1.0)
-            try:
-                sock.connect((host, port))
+        for _attempt in range(5):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.settimeout(2.0)
+                try:
+                    sock.connect((host, port))
+                except OSError:
+                    continue
                 connected += 1
                 head = greeting[: rng.randint(0, len(greeting))] if rng.random() < 0.5 else b""
-                sock.sendall(head + rng.randbytes(rng.randint(0, 512)))
-            except OSError:
-                continue
+                try:
+                    sock.sendall(head + rng.randbytes(rng.randint(0, 512)))
+                except OSError:
+                    pass  # the peer closed first: it refused the junk, which is fine
+                break
     return connected

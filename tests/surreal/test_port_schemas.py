@@ -258,3 +258,37 @@ def test_no_validator_raises_anything_but_invalid_on_junk(tmp_path):
         if not (isinstance(obj, dict) and "segments" in obj):  # a valid one would wait
             assert handler(obj)["batch"] is None
     sink.close()
+
+
+def _undecodable() -> list:
+    """An error-kind caraml message holding code points past U+10FFFF: decoding it raises
+    SystemError (not MalformedMessage) when caraml formats its text."""
+    from caraml.wire import KIND_ERROR, serialize
+
+    return serialize(np.array([0x110000, 0x41], np.uint32).view("U1"), kind=KIND_ERROR)
+
+
+def test_a_message_caraml_fails_to_decode_is_a_drop_not_a_dead_server():
+    from surreal.components.ports import NOTHING, GuardedServer, receive
+
+    guard = PortGuard("experience", out=io.StringIO())
+    assert receive(lambda: caraml.deserialize(_undecodable()), guard) is NOTHING
+    assert guard.dropped == {"undecodable": 1}
+    address = free_address()
+    server = GuardedServer(address, lambda m: {"ok": m}, PortGuard("batches", out=io.StringIO()))
+    server.start()
+    import zmq
+
+    raw = zmq.Context.instance().socket(zmq.REQ)
+    raw.linger = 0
+    raw.connect(address)
+    client = caraml.Client(address, timeout=5.0, retries=0)
+    try:
+        raw.send_multipart(_undecodable())
+        assert raw.poll(5000) and raw.recv_multipart()  # answered with an error reply
+        assert client.request(1) == {"ok": 1}  # and the server still serves
+        assert server.guard.dropped == {"undecodable": 1}
+    finally:
+        raw.close()
+        client.close()
+        server.stop()
