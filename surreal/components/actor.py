@@ -45,9 +45,12 @@ def main(run_dir: str, index: int = 0) -> None:
                 # my share of the learner's batches so far is sent * actors / per_batch versions
                 needed = start_version + sent * cfg.run.actors // per_batch - cfg.actor.max_ahead
                 if params.version < needed:
-                    fresh = _wait_for(params, needed, comp)
-                    if fresh is None:
+                    waited = _wait_for(params, needed, comp)
+                    if waited is None:
                         break
+                    fresh = waited or fresh  # {}: gave up waiting; keep what fetch() brought
+                    if params.version < needed:  # segments were lost: pace from here on
+                        start_version, sent = params.version, 0
             fresh = fresh if fresh is not None else {}
             env_steps += cfg.actor.rollout_length * env.num_envs
             now = time.monotonic()

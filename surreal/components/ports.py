@@ -46,3 +46,31 @@ class GuardedServer(caraml.Server):
         except Exception as exc:  # noqa: BLE001 - see the class docstring
             self.guard.reject(f"{type(exc).__name__}: {exc}", "undecodable")
             return serialize("undecodable request", kind=KIND_ERROR)
+
+
+def checked_handler(
+    handler: Callable[[Any], Any],
+    validate: Callable[[Any], Any],
+    guard: PortGuard,
+    refusal: dict,
+) -> Callable[[Any], Any]:
+    """A Server handler that answers `handler(validate(request))`, or a copy of `refusal` (with
+    the reason under "error") when the request does not fit (counted on `guard`)."""
+
+    def answer(message: Any) -> Any:
+        request = guard.check(validate, message)
+        if request is None:
+            return {**refusal, "error": f"not a valid request for port {guard.port}"}
+        return handler(request)
+
+    return answer
+
+
+def es_master_server(master: Any, address: str) -> GuardedServer:
+    """The ES master's Server: worker requests checked by `schemas.EsRequest` first."""
+    from surreal.components.schemas import EsRequest
+
+    guard = PortGuard("es-master")
+    validate = EsRequest(len(master.state.obstat.sum), len(master.gen.indices), guard)
+    refusal = {"op": "wait", "generation": -1, "checksum": 0.0}
+    return GuardedServer(address, checked_handler(master.handle, validate, guard, refusal), guard)

@@ -10,6 +10,7 @@ A validator takes a decoded caraml message and returns it (possibly a cleaned co
     params-pub   (param server, SUB)     ParamsSchema: {"version", "step", "params": {name: array}}
     replay       (replay shard, Puller)  ChunkSchema: a DDPG n-step chunk, shapes from the env spec
     replay-sample (replay shard, Server) sample_request: {"op": "sample"|"stats", "batch_size": b}
+    es-master    (ES master, Server)     EsRequest: a worker's ask, its result checked or dropped
 
 Schemas that depend on what the run's own processes send (a segment's extra keys, the learner's
 parameter names) are pinned by the first message that passes the fixed checks; later messages must
@@ -301,3 +302,51 @@ def report(message: Any) -> dict:
             raise Invalid(f"{key} must be a list (at most 10,000 items)", "bad-field")
         out[key] = [as_float(v, key) for v in values]
     return out
+
+
+class EsRequest:
+    """A worker's request to the ES master (`surreal.algos.es.master`), cleaned.
+
+    The request itself must name a worker and a generation; a result that does not fit (wrong
+    generation type, non-finite returns, observation sums of the wrong shape) is left out, so the
+    worker still gets its next task and the master re-issues the pair later.
+    """
+
+    def __init__(self, obs_dim: int, population: int, guard: Any = None) -> None:
+        self.obs_dim, self.population, self.guard = obs_dim, population, guard
+
+    def __call__(self, message: Any) -> dict:
+        msg = as_dict(message, "an ES worker request")
+        worker = msg.get("worker")
+        if not isinstance(worker, str) or not worker or len(worker) > MAX_KEY_LEN:
+            raise Invalid("an ES request needs 'worker', a short name", "bad-field")
+        out = {
+            "op": "task",
+            "worker": worker,
+            "generation": as_int(msg.get("generation", -1), "generation", -1, 2**62),
+            "result": None,
+        }
+        if msg.get("result") is not None:
+            try:
+                out["result"] = self.result(msg["result"])
+            except Invalid as exc:
+                if self.guard is not None:
+                    self.guard.reject(str(exc), f"result-{exc.kind}")
+        return out
+
+    def result(self, message: Any) -> dict:
+        """One antithetic pair's result: returns, steps, observation statistics."""
+        res = as_dict(message, "an ES result")
+        out = {
+            "generation": as_int(res.get("generation"), "generation", 0, 2**62),
+            "task": as_int(res.get("task"), "task", 0, self.population),
+            "r_pos": as_float(res.get("r_pos"), "r_pos"),
+            "r_neg": as_float(res.get("r_neg"), "r_neg"),
+            "steps": as_int(res.get("steps"), "steps", 0, 2**40),
+            "obs_count": as_int(res.get("obs_count"), "obs_count", 0, 2**40),
+        }
+        for key in ("obs_sum", "obs_sumsq"):
+            arr = as_array(res.get(key), key, "iuf")
+            _shape(arr, key, (self.obs_dim,))
+            out[key] = arr
+        return {**res, **out}
