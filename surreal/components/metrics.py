@@ -115,7 +115,7 @@ def main(run_dir: str, index: int = 0) -> None:
 
     comp = Component(run_dir, "metrics", index)
     sink = MetricsSink(comp.run.path, comp.config.run.steps)
-    puller = caraml.Puller(comp.address("metrics").bind_tcp)
+    puller = caraml.Puller(comp.address("metrics").bind_tcp, max_size=schemas.REPORT_MAX_BYTES)
     guard = PortGuard("metrics")
 
     def handle_next(timeout: float) -> bool:

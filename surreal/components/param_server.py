@@ -8,7 +8,7 @@ from typing import Any
 from surreal.components.common import Component
 from surreal.components.guard import PortGuard
 from surreal.components.ports import NOTHING, GuardedServer, receive
-from surreal.components.schemas import ParamsSchema, params_request
+from surreal.components.schemas import REQUEST_MAX_BYTES, ParamsSchema, params_request
 
 
 class ParameterStore:
@@ -60,7 +60,9 @@ def serve(comp: Component, address: str, bind: bool = True) -> None:
 
     store = ParameterStore()
     subscriber = caraml.Subscriber(comp.address("params-pub").tcp, topics=["params"], hwm=4)
-    server = GuardedServer(address, store.handle, store.request_guard, bind=bind).start()
+    server = GuardedServer(
+        address, store.handle, store.request_guard, bind=bind, max_size=REQUEST_MAX_BYTES
+    ).start()
     try:
         while not comp.stopping.is_set():
             received = receive(lambda: subscriber.recv(timeout=0.5), store.publication_guard)

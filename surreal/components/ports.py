@@ -68,9 +68,10 @@ def checked_handler(
 
 def es_master_server(master: Any, address: str) -> GuardedServer:
     """The ES master's Server: worker requests checked by `schemas.EsRequest` first."""
-    from surreal.components.schemas import EsRequest
+    from surreal.components.schemas import REQUEST_MAX_BYTES, EsRequest
 
     guard = PortGuard("es-master")
     validate = EsRequest(len(master.state.obstat.sum), len(master.gen.indices), guard)
     refusal = {"op": "wait", "generation": -1, "checksum": 0.0}
-    return GuardedServer(address, checked_handler(master.handle, validate, guard, refusal), guard)
+    handler = checked_handler(master.handle, validate, guard, refusal)
+    return GuardedServer(address, handler, guard, max_size=REQUEST_MAX_BYTES)

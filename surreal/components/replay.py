@@ -11,7 +11,12 @@ from surreal.components.batch_protocol import ReplyCache
 from surreal.components.common import Component
 from surreal.components.guard import PortGuard
 from surreal.components.ports import NOTHING, GuardedServer, receive
-from surreal.components.schemas import SegmentSchema, batch_request
+from surreal.components.schemas import (
+    REQUEST_MAX_BYTES,
+    SegmentSchema,
+    batch_request,
+    segment_max_bytes,
+)
 from surreal.replay import FifoSampler, FifoStorage, Replay
 
 
@@ -58,8 +63,11 @@ def main(run_dir: str, index: int = 0) -> None:
     experience = PortGuard("experience")
     handle = BatchHandler(replay)
     batches, replies = handle.guard, handle.replies
-    puller = caraml.Puller(comp.address("experience").bind_tcp, hwm=64)
-    server = GuardedServer(comp.address("batches").bind_tcp, handle, batches).start()
+    limit = segment_max_bytes(comp.env_info, cfg.actor.rollout_length, cfg.env.num_envs)
+    puller = caraml.Puller(comp.address("experience").bind_tcp, hwm=64, max_size=limit)
+    server = GuardedServer(
+        comp.address("batches").bind_tcp, handle, batches, max_size=REQUEST_MAX_BYTES
+    ).start()
     last_report = time.monotonic()
     try:
         while not comp.stopping.is_set():

@@ -22,7 +22,13 @@ from typing import Any
 from surreal.components.guard import Invalid, PortGuard
 from surreal.components.ports import NOTHING, GuardedServer, receive
 from surreal.components.replay_uniform import UniformSampler, UniformStorage
-from surreal.components.schemas import ChunkSchema, as_array, as_dict, sample_request
+from surreal.components.schemas import (
+    REQUEST_MAX_BYTES,
+    ChunkSchema,
+    as_array,
+    as_dict,
+    sample_request,
+)
 
 
 def _any_chunk(message: Any) -> dict:
@@ -95,7 +101,9 @@ class ReplayShard:
         import caraml
 
         puller = caraml.Puller(push_backend, bind=False)
-        server = GuardedServer(sample_backend, self.handle, self.request_guard, bind=False).start()
+        server = GuardedServer(
+            sample_backend, self.handle, self.request_guard, bind=False, max_size=REQUEST_MAX_BYTES
+        ).start()
         try:
             while not self.stopped.is_set():
                 chunk = receive(lambda: puller.pull(timeout=poll_s), self.chunk_guard)

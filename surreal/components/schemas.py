@@ -28,6 +28,8 @@ import numpy as np
 from surreal.components.guard import Invalid
 from surreal.spaces import EnvInfo
 
+REQUEST_MAX_BYTES = 1 << 20  # a request (batches, params, replay-sample, es-master) is tiny
+REPORT_MAX_BYTES = 16 << 20  # a report with 10,000 episode returns is ~200 KB
 MAX_KEYS = 64
 MAX_KEY_LEN = 64
 MAX_TRAILING = 1 << 22  # elements per step and env of one array (an 84x84x3 image is 21,168)
@@ -149,6 +151,13 @@ class SegmentSchema:
         if self.pinned is None:
             self.pinned = signature(seg)
         return seg
+
+
+def segment_max_bytes(env_info: EnvInfo, rollout_length: int, num_envs: int) -> int:
+    """A bound on one segment's wire size (the experience Puller's max_size): 16 float64 values
+    per step and env beside the observation, and room for recurrent state, with a 4x margin."""
+    per_step = 8 * (math.prod(env_info.obs_shape) + 16 + 2 * math.prod(env_info.action_shape))
+    return 4 * rollout_length * num_envs * (per_step + 8 * 1024) + (1 << 20)
 
 
 def batch_request(message: Any, max_segments: int) -> dict:
