@@ -106,19 +106,19 @@ def flood(address: str, kind: int, messages: list[list[bytes]], deadline_s: floa
     sent, deadline = 0, time.monotonic() + deadline_s
     try:
         for frames in messages:
-            if time.monotonic() > deadline:
-                break
             if kind == zmq.DEALER:
                 frames = [b"", *frames]
-                while sock.poll(0, zmq.POLLIN):
-                    sock.recv_multipart()
             if kind == zmq.XSUB:
                 frames = [b"\x01" + frames[0][:32], *frames[1:]]
-            try:
-                sock.send_multipart(frames)
-                sent += 1
-            except zmq.Again:
-                continue
+            while time.monotonic() < deadline:  # a full queue (a slow server): try again
+                while kind == zmq.DEALER and sock.poll(0, zmq.POLLIN):
+                    sock.recv_multipart()
+                try:
+                    sock.send_multipart(frames)
+                    sent += 1
+                    break
+                except zmq.Again:
+                    continue
     finally:
         sock.close(linger=0)
     return sent
