@@ -70,7 +70,9 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
         if proc.poll() is None:
             proc.kill()
     wait_until(lambda: not processes_of(run), 30, "every process to end")
-    assert shm_segments() - shm_before == set()
+    # /dev/shm is machine-wide: a segment another test's process holds for a moment goes away by
+    # itself, a leaked one of this run never does.
+    wait_until(lambda: not (shm_segments() - shm_before), 30, "the run's shared memory to be freed")
     assert not (home / "experiments" / "rel-a").exists()  # the record is gone too
     assert (run / "checkpoints" / "latest.pt").is_file()  # written at exit
 
