@@ -1,6 +1,7 @@
 """caraml: fast ZeroMQ + Apache Arrow messaging and a shared-memory DataFetcher."""
 
 from caraml.auth import CurveClient, CurveKeys, CurveServer, generate_keys
+from caraml.curve_env import load_keys, write_keys
 from caraml.errors import (
     CaramlError,
     MalformedMessage,
@@ -46,5 +47,7 @@ __all__ = [
     "WorkerDied",
     "deserialize",
     "generate_keys",
+    "load_keys",
     "serialize",
+    "write_keys",
 ]

@@ -5,7 +5,8 @@ started with ``bind=False`` (connect to ``backend``); each request goes to the n
 its reply back to the right client. "pull-push" fair-queues pushed messages from many pushers over
 the pullers connected to ``backend`` (load-balanced replay shards). "xsub-xpub" fans publications
 from publishers (connect to ``frontend``) out to subscribers (connect to ``backend``). The proxy
-never parses messages, so garbage passes through to the receivers, which reject it.
+never parses messages, so garbage passes through to the receivers, which reject it. Under
+``CARAML_CURVE_KEYS`` both sides are Curve servers (see `caraml.curve_env`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import threading
 
 import zmq
 
+from caraml.auth import CurveGuard, CurveServer
+from caraml.curve_env import env_curve
 from caraml.errors import CaramlError
 from caraml.sockets import attach, make_socket
 
@@ -36,14 +39,18 @@ class Proxy:
             raise CaramlError(f"unknown proxy kind {kind!r}; use one of {sorted(KINDS)}")
         self.kind = kind
         front_type, back_type = KINDS[kind]
-        self._front = make_socket(front_type, hwm=hwm)
-        self._back = make_socket(back_type, hwm=hwm)
+        curve = env_curve(bind=True)  # both sides bind: Curve servers under CARAML_CURVE_KEYS
+        self._guard = CurveGuard(curve) if isinstance(curve, CurveServer) else None
+        ctx = self._guard.context if self._guard else None
+        self._front = make_socket(front_type, ctx=ctx, hwm=hwm, curve=curve)
+        self._back = make_socket(back_type, ctx=ctx, hwm=hwm, curve=curve)
         try:
             self.frontend = attach(self._front, frontend, True)
             self.backend = attach(self._back, backend, True)
         except CaramlError:
             self._front.close(linger=0)
             self._back.close(linger=0)
+            self._close_guard()
             raise
         control = f"inproc://caraml-proxy-{id(self)}-{next(_ids)}"
         self._ctrl_recv = make_socket(zmq.PAIR)
@@ -74,6 +81,12 @@ class Proxy:
             self._thread = None
         for sock in (self._ctrl_send, self._ctrl_recv, self._front, self._back):
             sock.close(linger=0)
+        self._close_guard()
+
+    def _close_guard(self) -> None:
+        if self._guard is not None:
+            self._guard.close()
+            self._guard = None
 
     close = stop
 

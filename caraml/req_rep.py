@@ -42,7 +42,7 @@ class Client(Endpoint):
         max_size: int | None = None,
         curve: Curve | None = None,
     ) -> None:
-        self._target, self._curve = address, curve
+        self._target = address
         self.timeout, self.retries = timeout, retries
         super().__init__(zmq.REQ, address, False, max_size=max_size, curve=curve)
 
@@ -81,7 +81,7 @@ class Client(Endpoint):
     def _reset(self) -> None:
         """Lazy pirate: a REQ socket that missed a reply is stuck, so replace it."""
         self._sock.close(linger=0)
-        self._sock = make_socket(zmq.REQ, max_size=self.max_size, curve=self._curve)
+        self._sock = make_socket(zmq.REQ, max_size=self.max_size, curve=self.curve)
         attach(self._sock, self._target, False)
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import zmq
 
 from caraml.auth import Curve, CurveGuard, CurveServer, apply_curve
+from caraml.curve_env import env_curve
 from caraml.errors import CaramlError, MalformedMessage, RequestTimeout
 from caraml.wire import DEFAULT_MAX_SIZE
 
@@ -114,7 +115,11 @@ def recv_parts(sock: zmq.Socket, head: Any) -> list:
 
 
 class Endpoint:
-    """Base of every caraml socket owner: one socket, closed with LINGER=0, usable with ``with``."""
+    """Base of every caraml socket owner: one socket, closed with LINGER=0, usable with ``with``.
+
+    Without ``curve=``, an endpoint on a tcp or ipc address uses the experiment's keys named by
+    ``CARAML_CURVE_KEYS`` (see `caraml.curve_env`), or plain TCP when that is unset.
+    """
 
     def __init__(
         self,
@@ -126,6 +131,9 @@ class Endpoint:
         curve: Curve | None = None,
         hwm: int | None = None,
     ) -> None:
+        if curve is None and not address.startswith("inproc://"):
+            curve = env_curve(bind)  # the experiment's keys when CARAML_CURVE_KEYS is set
+        self.curve = curve
         self._guard = CurveGuard(curve) if isinstance(curve, CurveServer) else None
         ctx = self._guard.context if self._guard else None
         self.max_size = DEFAULT_MAX_SIZE if max_size is None else max_size

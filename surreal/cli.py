@@ -106,6 +106,7 @@ def launch(
             trial=trial,
             resume=resume,
         )
+        plan.backend = backend  # e.g. Curve keys on multi-node backends (surreal.curve)
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
@@ -123,7 +124,7 @@ def launch(
 
 def _run(plan, backend: str, quiet: bool) -> int:
     import symphony
-    from surreal import config_check
+    from surreal import config_check, curve
     from surreal import launch as launching
     from surreal.progress import format_status, monitor
     from surreal.rundir import read_json
@@ -140,7 +141,9 @@ def _run(plan, backend: str, quiet: bool) -> int:
     )
     started = time.monotonic()
     try:
-        handle = symphony.launch(launching.build_experiment(plan), backend)
+        handle = symphony.launch(
+            launching.build_experiment(plan), backend, **curve.launch_options(plan)
+        )
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
     code = 130

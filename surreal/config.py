@@ -95,6 +95,9 @@ class RunConfig:
     """Also stop once the evaluator's mean return reaches this value."""
     torch_threads: int = 1
     """torch threads in the learner process (actors always use 1)."""
+    curve: bool | None = None
+    """Encrypt and authenticate traffic between processes with CurveZMQ and keys made for this
+    run (`RUN/keys/`); unset: on for slurm, compose and kube, off for local and tmux."""
 
 
 @dataclass

@@ -121,8 +121,11 @@ def preflight(p: LaunchPlan) -> None:
 
 
 def build_experiment(p: LaunchPlan) -> Any:
-    """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`."""
-    return p.algo_class.build_experiment(p)
+    """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`,
+    with the run's Curve keys on every process when `surreal.curve.enabled(plan)`."""
+    from surreal import curve
+
+    return curve.apply(p.algo_class.build_experiment(p), p)
 
 
 def create_run(p: LaunchPlan) -> None:
@@ -140,6 +143,9 @@ def create_run(p: LaunchPlan) -> None:
         copy = p.run_dir.copy_algo_file(p.algo_ref)
         if copy:  # every process, `surreal eval` and `--resume` load the learner from the copy
             write_json(p.run_dir.run_file, {**p.run_dir.info(), "algo_copy": copy})
+    from surreal import curve
+
+    curve.prepare(p)  # RUN/keys/ (mode 600) when the run's traffic uses Curve
     (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())
 
 

@@ -44,6 +44,8 @@ class LaunchPlan:
     run_dir: RunDir
     experiment_name: str
     resume: bool = False
+    backend: str = "local"
+    """The symphony backend it will run on (set by `surreal launch --backend`)."""
 
 
 def command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:

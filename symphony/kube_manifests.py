@@ -296,8 +296,10 @@ def services(
     eps: dict[str, Address],
     options: RenderOptions | None = None,
 ) -> list[dict]:
-    """A Service per bound name, selecting the binder's pod; exposed names are LoadBalancers."""
+    """A Service per bound name, selecting the binder's pod; exposed names are LoadBalancers,
+    reachable only from the cluster spec's `load_balancer_source_ranges` when it sets them."""
     options = options or RenderOptions()
+    ranges = options.cluster.load_balancer_source_ranges if options.cluster else []
     objects = []
     for proc in experiment.processes():
         part = part_of(experiment, proc.name)
@@ -309,6 +311,8 @@ def services(
                 "selector": _selector(experiment, group, part.name),
                 "ports": [{"name": "tcp", "protocol": "TCP", "port": port, "targetPort": port}],
             }
+            if svc in proc.exposed and ranges:
+                spec["loadBalancerSourceRanges"] = list(ranges)
             name = object_name(experiment, options, service_name(svc))
             meta = _meta(name, ns, {**labels, LABEL_GROUP: group})
             objects.append({"apiVersion": "v1", "kind": "Service", "metadata": meta, "spec": spec})

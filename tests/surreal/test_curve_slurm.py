@@ -1,0 +1,109 @@
+"""A 2-node Slurm run with Curve on (the default there): the run trains across both nodes, and a
+caraml client without the run's keys gets nothing from its parameter server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import caraml
+from tests.surreal.helpers import QUICK, describe
+from tests.symphony.slurm_cluster import SlurmCluster, require_slurm
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(400)]
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    require_slurm()
+    cluster = SlurmCluster(tmp_path / "cluster").start()
+    monkeypatch.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
+    monkeypatch.setenv("SYMPHONY_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("SYMPHONY_CONFIG", str(tmp_path / "no-config.yaml"))
+    monkeypatch.delenv(caraml.curve_env.ENV, raising=False)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _wait(what: str, check, deadline: float):
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)  # polling a condition with a deadline
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _answers_with_the_runs_keys(address: str, keys: Path) -> None:
+    """A client with the run's keys gets an answer (a reply or the server's error reply)."""
+    os.environ[caraml.curve_env.ENV] = str(keys)
+    try:
+        with caraml.Client(address, timeout=10, retries=3) as keyed:
+            assert keyed.curve is not None
+            try:
+                keyed.request({"kind": "get"})
+            except caraml.RemoteError:
+                pass
+    finally:
+        del os.environ[caraml.curve_env.ENV]
+
+
+def test_curve_slurm_run_refuses_a_client_without_the_key(cluster, tmp_path):
+    args = ["launch", "ppo", "--backend", "slurm", "--actors", "2", "--steps", "1000"]
+    args += ["--name", "curve", "--trial", "a", "--set", "actor.group_size=1", *QUICK]
+    args += ["--set", "eval.every_s=0"]  # fewer processes; the step budget ends the run
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "surreal", *args],
+        cwd=tmp_path,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    run = tmp_path / "runs" / "curve" / "a"
+    home = Path(os.environ["SYMPHONY_HOME"])
+    try:
+        deadline = time.monotonic() + 240
+        keys = _wait(
+            "the run's keys", lambda: (run / "keys" / "client.key_secret").exists(), deadline
+        )
+        assert keys and oct((run / "keys" / "server.key_secret").stat().st_mode & 0o777) == "0o600"
+        names = _wait("the params service", lambda: list(home.rglob("names/params.json")), deadline)
+        rec = json.loads(names[0].read_text())
+        address = f"tcp://{rec['host']}:{rec['port']}"
+        _answers_with_the_runs_keys(address, run / "keys")  # the server is up
+        # a client without the experiment's key: no reply at all (refused in the handshake)
+        with caraml.Client(address, timeout=2, retries=2) as plain:
+            assert plain.curve is None
+            with pytest.raises(caraml.RequestTimeout):
+                plain.request({"kind": "get"})
+        _answers_with_the_runs_keys(address, run / "keys")  # ... and was up all along
+        nodes: set[str] = set()
+
+        def both_nodes() -> bool:  # the union of the nodes the run's jobs were seen on
+            for proc in describe(home, "curve-a").processes:
+                if " on " in (proc.location or ""):
+                    nodes.add(proc.location.split(" on ")[-1])
+            return len(nodes) == 2 or launcher.poll() is not None
+
+        _wait("jobs on both nodes", both_nodes, deadline)
+        assert len(nodes) == 2, nodes
+        out, _ = launcher.communicate(timeout=300)
+    finally:
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGINT)
+            launcher.communicate(timeout=60)
+    assert launcher.returncode == 0, out
+    state = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert state["counters"]["global_step"] >= 1000  # actors on both nodes fed the learner
