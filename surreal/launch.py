@@ -108,6 +108,11 @@ def _check(config: Config) -> None:
             raise ConfigError(f"{key} must be >= 1, got {value} ({flag} N)")
     if config.actor.max_ahead is not None and config.actor.max_ahead < 0:
         raise ConfigError("actor.max_ahead must be >= 0 or none (never wait)")
+    if config.run.torch_threads < 0:
+        raise ConfigError("run.torch_threads must be >= 0 (0: what the learner's CPUs allow)")
+    from surreal.device import check_device
+
+    check_device(config.run.device)  # a GPU asked for but not there: a usage error, here
 
 
 def preflight(p: LaunchPlan) -> None:

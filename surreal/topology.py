@@ -90,15 +90,18 @@ def new_experiment(plan: LaunchPlan) -> Any:
 
 def learner_process(plan: LaunchPlan, role: str = "learner") -> Any:
     """The process named `learner` (running component ROLE): `run.torch_threads` OpenMP threads
-    and CPUs; never restarted (its end is the run's end; `surreal launch --resume` continues it)."""
+    and CPUs (0: `surreal.device.learner_threads`), one GPU when `run.device` asks for cuda; never
+    restarted (its end is the run's end; `surreal launch --resume` continues it)."""
+    from surreal.device import learner_threads, wants_gpu
     from symphony import Process, Resources
 
-    threads = plan.config.run.torch_threads
+    run = plan.config.run
+    threads = learner_threads(run.torch_threads, run.actors)
     return Process(
         "learner",
         command(plan.run_dir, role),
-        env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads)),
-        resources=Resources(cpu=max(1, threads)),
+        env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)),
+        resources=Resources(cpu=threads, gpu=1 if wants_gpu(run.device) else 0),
     )
 
 

@@ -16,13 +16,15 @@ from surreal.core import Learner
 def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     """The run's learner and its counters, resumed from the run's checkpoint if there is one.
 
-    Sets torch's threads (`run.torch_threads`) and the torch and numpy seeds (`run.seed`) first,
+    Sets torch's threads (`run.torch_threads`, 0: `surreal.device.learner_threads`) and the torch and numpy seeds (`run.seed`) first,
     so every learner process starts the same way. Counters: global_step, version, iterations.
     """
     import torch
 
     cfg = comp.config
-    torch.set_num_threads(cfg.run.torch_threads)
+    from surreal.device import learner_threads
+
+    torch.set_num_threads(learner_threads(cfg.run.torch_threads, cfg.run.actors))
     torch.manual_seed(cfg.run.seed)
     np.random.seed(cfg.run.seed)
     learner = comp.algo.create(cfg, comp.env_info)
