@@ -16,8 +16,8 @@ from surreal.core import Learner
 def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     """The run's learner and its counters, resumed from the run's checkpoint if there is one.
 
-    Sets torch's threads (`run.torch_threads`, 0: `surreal.device.learner_threads`) and the torch and numpy seeds (`run.seed`) first,
-    so every learner process starts the same way. Counters: global_step, version, iterations.
+    Sets torch's threads (`run.torch_threads`, 0: `surreal.device.learner_threads`) and the
+    torch and numpy seeds (`run.seed`) first, so every learner process starts the same way. Counters: global_step, version, iterations.
     """
     import torch
 
@@ -53,18 +53,23 @@ class LearnerLoop:
         self.learner, self.counters = build_learner(comp)
         self.counters["version"] = max(self.counters["version"], 1)  # actors wait for >= 1
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
+        self._published: tuple[int, dict] | None = None
         self.per_batch = comp.algo.segments_per_batch(cfg)
         self.started = time.monotonic()
         self.start_step = self.counters["global_step"]
 
     def publish(self) -> None:
-        """Send the current parameters as a new version to the parameter server(s)."""
+        """Send the current parameters to the parameter server(s); `Learner.params()` (a copy to
+        numpy, from the GPU with `run.device=cuda`) runs once per version, re-sends reuse it."""
+        version = self.counters["version"]
+        if self._published is None or self._published[0] != version:
+            self._published = (version, self.learner.params())
         self.publisher.publish(
             "params",
             {
-                "version": self.counters["version"],
+                "version": version,
                 "step": self.counters["global_step"],
-                "params": self.learner.params(),
+                "params": self._published[1],
             },
         )
 

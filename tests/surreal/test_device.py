@@ -168,3 +168,30 @@ def test_ddpg_networks_live_on_the_given_device():
     }
     assert np.isfinite(algo.update(batch)["losses/qf_loss"])
     assert algo.act(np.zeros(3, np.float32)).shape == (2,)
+
+
+def test_parameters_are_copied_to_numpy_once_per_version():
+    from surreal.components.learner import LearnerLoop
+
+    class Counting:
+        calls = 0
+
+        def params(self):
+            Counting.calls += 1
+            return {"model/w": np.full(2, Counting.calls, np.float32)}
+
+    sent = []
+    loop = LearnerLoop.__new__(LearnerLoop)  # the loop without its sockets
+    loop.learner, loop.counters, loop._published = (
+        Counting(),
+        {"version": 1, "global_step": 0},
+        None,
+    )
+    loop.publisher = type("P", (), {"publish": lambda self, topic, msg: sent.append(msg)})()
+    for _ in range(3):  # re-sends while waiting for the first batch
+        loop.publish()
+    loop.counters["version"] = 2
+    loop.publish()
+    assert Counting.calls == 2
+    assert [m["version"] for m in sent] == [1, 1, 1, 2]
+    assert sent[-1]["params"]["model/w"][0] == 2.0
