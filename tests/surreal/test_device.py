@@ -195,3 +195,25 @@ def test_parameters_are_copied_to_numpy_once_per_version():
     assert Counting.calls == 2
     assert [m["version"] for m in sent] == [1, 1, 1, 2]
     assert sent[-1]["params"]["model/w"][0] == 2.0
+
+
+@pytest.mark.parametrize(("minibatch_size", "steps"), [(0, 2 * 4), (10, 2 * 5), (1000, 2 * 1)])
+def test_ppo_minibatch_size_sets_the_gradient_steps_per_pass(minibatch_size, steps):
+    """48 samples (2 segments x 8 steps x 3 envs), 2 epochs: num_minibatches=4 by default;
+    minibatch_size=10 -> 5 minibatches a pass; larger than the batch -> one."""
+    from surreal.testing import fake_segment_batch
+
+    config = Config(algo=PPOLearner.config_class())
+    config.algo.update_epochs, config.algo.minibatch_size = 2, minibatch_size
+    learner = PPOLearner.create(config, CARTPOLE)
+    calls = []
+    step = learner.optimizer.step
+    learner.optimizer.step = lambda *a, **k: (calls.append(1), step(*a, **k))[1]
+    learner.learn(fake_segment_batch(CARTPOLE, segments=2, steps=8, envs=3))
+    assert len(calls) == steps
+
+
+def test_ppo_rejects_a_negative_minibatch_size():
+    config = PPOLearner.config_class(minibatch_size=-1)
+    with pytest.raises(ValueError, match="algo.minibatch_size"):
+        PPOLearner.check_config(config, CARTPOLE)

@@ -49,6 +49,8 @@ class PPOLearner(Learner):
     def check_config(cls, config: PPOConfig, env_info: EnvInfo) -> None:
         """Raise ValueError on settings PPO cannot use (`surreal launch` asks before anything
         starts)."""
+        if config.minibatch_size < 0 or config.num_minibatches < 1:
+            raise ValueError("algo.minibatch_size must be >= 0 and algo.num_minibatches >= 1")
         if config.loss not in ("clip", "kl"):
             raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
         if config.network == "conv_lstm":
@@ -152,14 +154,15 @@ class PPOLearner(Learner):
         )
 
     def _epochs(self, size: int, minibatch_loss: MinibatchLoss) -> dict[str, float]:
-        """`update_epochs` passes over `size` shuffled samples in `num_minibatches` minibatches.
+        """`update_epochs` passes over `size` shuffled samples in minibatches of `minibatch_size`
+        (0: `num_minibatches` of them).
 
         Each minibatch (a tensor of indices) gets `minibatch_loss`, a clipped-gradient Adam step;
         with the clip loss, passes stop early once the last approx KL exceeds `target_kl`; with
         the KL loss, the penalty coefficient adapts after the passes.
         """
         cfg = self.config
-        minibatch_size = max(size // cfg.num_minibatches, 1)
+        minibatch_size = min(cfg.minibatch_size, size) or max(size // cfg.num_minibatches, 1)
         stats: dict[str, torch.Tensor] = {}
         epochs = 0
         for _ in range(cfg.update_epochs):
