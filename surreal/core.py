@@ -124,6 +124,21 @@ class Learner(abc.ABC):
             cached = self.__dict__["_device"] = resolve(spec)
         return cached
 
+    replicas: Any = None
+    """`surreal.distributed.Replicas` when `run.learner_replicas` > 1 (set before `learn`), else
+    None. With replicas, each learner gets its share of the batch: call `sync_gradients()` after
+    every `backward()` and `gather(array)` for statistics over the whole batch."""
+
+    def sync_gradients(self) -> None:
+        """Average `self.model`'s gradients over the replicas (no-op for a single learner). Call
+        it between `loss.backward()` and gradient clipping / `optimizer.step()`."""
+        if self.replicas is not None:
+            self.replicas.average_gradients(self._model("sync_gradients()").parameters())
+
+    def gather(self, array: Any) -> Any:
+        """`array` from every replica, concatenated along axis 0 (itself for a single learner)."""
+        return array if self.replicas is None else self.replicas.gather(array)
+
     def to_device(self, batch: Batch) -> dict[str, Any]:
         """A batch dict of numpy arrays as torch tensors on `self.device`: zero-copy views on the
         CPU (valid while `learn` runs), one pinned-memory staging copy and an asynchronous

@@ -118,7 +118,7 @@ class PPOLearner(Learner):
         }
         metrics = self._update(flat)
         if self.normalizer is not None:
-            self.normalizer.update(raw_obs)
+            self.normalizer.update(self.gather(raw_obs))  # every replica's share
         self.iterations += 1
         return self._value_metrics(metrics, flat["values"], flat["returns"])
 
@@ -172,6 +172,7 @@ class PPOLearner(Learner):
                 loss, stats = minibatch_loss(perm[start : start + minibatch_size])
                 self.optimizer.zero_grad()
                 loss.backward()
+                self.sync_gradients()  # mean over learner replicas (run.learner_replicas)
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
             if (

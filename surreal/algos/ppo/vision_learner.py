@@ -130,7 +130,7 @@ class RecurrentPPOLearner(PPOLearner):
         metrics = self._update(seq)
         if self.normalizer is not None:
             _, raw_proprio = split_obs(np.asarray(batch["obs"], np.float32), cfg.image_size)
-            self.normalizer.update(raw_proprio)
+            self.normalizer.update(self.gather(raw_proprio))
         self.iterations += 1
         return self._value_metrics(metrics, seq["values"], seq["returns"])
 

@@ -1,0 +1,104 @@
+"""Data-parallel learner replicas (`run.learner_replicas`): torch.distributed between them.
+
+Each replica learns on its own share of the batch; `Replicas.average_gradients` makes every
+replica step with the mean gradient over all of them (before gradient clipping), so N replicas on
+1/N of a batch each take the step one learner takes on the whole batch (exactly when the loss is
+a mean over equal shares: `test_distributed.py` checks PPO with one minibatch per pass; with
+several minibatches each replica shuffles its own share, and advantage normalization is per
+share). Backend: NCCL when the learner computes on a GPU, gloo on the CPU.
+
+A learner reaches its replicas through `Learner.replicas` (None: a single learner), and calls
+`Learner.sync_gradients()` after `backward()` and `Learner.gather(array)` for statistics that
+must see the whole batch (the observation normalizer).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+
+
+class Replicas:
+    """This process's place among `world` replicas (rank 0 publishes and checkpoints)."""
+
+    def __init__(self, rank: int, world: int, cpu_group: Any = None) -> None:
+        self.rank, self.world = rank, world
+        self.cpu_group = cpu_group
+        """The group for numpy-side collectives (gloo; the default group unless that is NCCL)."""
+
+    @classmethod
+    def start(
+        cls,
+        rank: int,
+        world: int,
+        host: str,
+        port: int,
+        device: Any = "cpu",
+        timeout_s: float = 600.0,
+    ) -> Replicas:
+        """Join the group: rank 0 serves the rendezvous on `host:port` (a port symphony bound for
+        it), the others connect there; NCCL on a CUDA `device`, gloo otherwise."""
+        import torch
+        import torch.distributed as dist
+
+        backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
+        dist.init_process_group(
+            backend,
+            init_method=f"tcp://{host}:{port}",
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(seconds=timeout_s),
+        )
+        return cls(rank, world, dist.new_group(backend="gloo") if backend == "nccl" else None)
+
+    def average_gradients(self, parameters: Any) -> None:
+        """Replace every parameter's gradient by its mean over the replicas (one all-reduce of
+        all gradients, flattened together)."""
+        import torch
+        import torch.distributed as dist
+
+        grads = [p.grad for p in parameters if p.grad is not None]
+        if not grads:
+            return
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        dist.all_reduce(flat)
+        flat /= self.world
+        offset = 0
+        for g in grads:
+            g.copy_(flat[offset : offset + g.numel()].view_as(g))
+            offset += g.numel()
+
+    def gather(self, array: np.ndarray) -> np.ndarray:
+        """Every replica's `array` (same shape on all), concatenated along axis 0 in rank order."""
+        import torch
+        import torch.distributed as dist
+
+        local = torch.from_numpy(np.ascontiguousarray(array))
+        parts = [torch.empty_like(local) for _ in range(self.world)]
+        dist.all_gather(parts, local, group=self.cpu_group)
+        return np.concatenate([p.numpy() for p in parts])
+
+    def sum(self, value: float) -> float:
+        """`value` summed over the replicas (e.g. env steps consumed this iteration)."""
+        import torch
+        import torch.distributed as dist
+
+        total = torch.tensor([float(value)], dtype=torch.float64)
+        dist.all_reduce(total, group=self.cpu_group)
+        return float(total[0])
+
+    def broadcast_module(self, module: Any) -> None:
+        """Copy rank 0's parameters and buffers into every replica's `module`."""
+        import torch.distributed as dist
+
+        for tensor in list(module.parameters()) + list(module.buffers()):
+            dist.broadcast(tensor.data, src=0)
+
+    def close(self) -> None:
+        """Leave the group."""
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
