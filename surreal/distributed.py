@@ -37,21 +37,40 @@ class Replicas:
         port: int,
         device: Any = "cpu",
         timeout_s: float = 600.0,
+        bind_host: str = "127.0.0.1",
     ) -> Replicas:
-        """Join the group: rank 0 serves the rendezvous on `host:port` (a port symphony bound for
-        it), the others connect there; NCCL on a CUDA `device`, gloo otherwise."""
+        """Join the group: rank 0 serves the rendezvous (a TCPStore) on `bind_host:port` (a port
+        symphony bound for it; "*": every interface), the others connect to `host:port`; NCCL on
+        a CUDA `device`, gloo otherwise (on loopback when `host` is 127.0.0.1)."""
+        import os
+        import socket
+
         import torch
         import torch.distributed as dist
 
         backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
-        dist.init_process_group(
-            backend,
-            init_method=f"tcp://{host}:{port}",
-            rank=rank,
-            world_size=world,
-            timeout=timedelta(seconds=timeout_s),
+        if host in ("127.0.0.1", "localhost"):
+            os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        timeout = timedelta(seconds=timeout_s)
+        listener = None
+        if rank == 0:  # bind the socket ourselves: only the address symphony gave us
+            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("0.0.0.0" if bind_host == "*" else bind_host, port))
+            listener.listen(world * 4)
+        store = dist.TCPStore(
+            host,
+            port,
+            world,
+            is_master=rank == 0,
+            timeout=timeout,
+            master_listen_fd=listener.detach() if listener else None,  # the store owns it now
+            use_libuv=False,
         )
-        return cls(rank, world, dist.new_group(backend="gloo") if backend == "nccl" else None)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+        replicas = cls(rank, world, dist.new_group(backend="gloo") if backend == "nccl" else None)
+        replicas._store = store  # rank 0's store serves the others while this process lives
+        return replicas
 
     def average_gradients(self, parameters: Any) -> None:
         """Replace every parameter's gradient by its mean over the replicas (one all-reduce of
