@@ -97,6 +97,9 @@ class RunConfig:
     """torch threads in the learner process (actors always use 1); 0: the CPUs the learner may
     run on minus one per actor and one for buffer and parameter server, at least 1
     (`surreal.device.learner_threads`)."""
+    learner_replicas: int = 1
+    """Data-parallel learner processes (one symphony ProcessGroup) averaging gradients with
+    torch.distributed; each learns on segments_per_batch / learner_replicas segments."""
     device: str = "auto"
     """Where the learner computes: auto (a GPU when torch sees one, else cpu), cpu, cuda, cuda:N."""
 

@@ -88,3 +88,41 @@ def test_two_replicas_on_half_batches_match_one_learner_on_the_whole(tmp_path):
     assert moved > 1e-3  # the updates changed the parameters, so equality below means something
     for key in expected:
         np.testing.assert_allclose(got[key], expected[key], rtol=1e-4, atol=1e-5, err_msg=key)
+
+
+def test_launch_with_two_learner_replicas_then_resume(tmp_path):
+    """`surreal launch ppo --set run.learner_replicas=2`: two learner processes (gloo), each on
+    one of the two actors' segments per batch; rank 0 checkpoints; `--resume` continues."""
+    from surreal.testing import surreal_cli
+    from tests.surreal.helpers import QUICK
+
+    args = ["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "2000"]
+    args += ["--name", "dp", "--trial", "a", "--set", "run.learner_replicas=2", *QUICK]
+    plan = surreal_cli([*args, "--dry-run"], tmp_path, tmp_path / "home")
+    assert plan.returncode == 0, plan.stderr
+    assert "name: learner-1" in plan.stdout and "learner-rdzv" in plan.stdout
+    result = surreal_cli(args, tmp_path, tmp_path / "home")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = tmp_path / "runs" / "dp" / "a"
+    before = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert before["counters"]["global_step"] >= 2000
+    # every iteration consumed both replicas' shares: 2 segments x 16 steps x 4 envs
+    assert before["counters"]["global_step"] == before["counters"]["iterations"] * 2 * 16 * 4
+    result = surreal_cli(
+        ["launch", "--resume", str(run), "--steps", "3000"], tmp_path, tmp_path / "home"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    after = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert after["counters"]["global_step"] >= 3000
+    assert after["counters"]["iterations"] > before["counters"]["iterations"]
+
+
+def test_replicas_must_split_the_batch_and_need_the_runtime_learner(tmp_path):
+    from surreal.testing import surreal_cli
+
+    odd = ["launch", "ppo", "--actors", "3", "--set", "run.learner_replicas=2", "--dry-run"]
+    result = surreal_cli(odd, tmp_path, tmp_path / "home")
+    assert result.returncode == 2 and "must divide the 3 segments" in result.stderr
+    ddpg = ["launch", "ddpg", "--env", "gym:Pendulum-v1", "--set", "run.learner_replicas=2"]
+    result = surreal_cli([*ddpg, "--dry-run"], tmp_path, tmp_path / "home")
+    assert result.returncode == 2 and "its own learner process" in result.stderr
