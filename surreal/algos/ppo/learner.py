@@ -175,13 +175,11 @@ class PPOLearner(Learner):
                 self.sync_gradients()  # mean over learner replicas (run.learner_replicas)
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
-            if (
-                cfg.target_kl is not None
-                and cfg.loss == "clip"
-                and stats["losses/approx_kl"] > cfg.target_kl
-            ):
-                break  # early stop on KL
+            if cfg.target_kl is not None and cfg.loss == "clip":
+                if self._replica_mean(stats["losses/approx_kl"]) > cfg.target_kl:
+                    break  # early stop on KL (every replica decides alike)
         metrics = {k: float(v) for k, v in stats.items()}
+        metrics["losses/approx_kl"] = self._replica_mean(metrics["losses/approx_kl"])
         if cfg.loss == "kl":
             self.kl_coef = adapt_kl_coef(
                 self.kl_coef, metrics["losses/approx_kl"], cfg.target_kl or 0.01
@@ -189,6 +187,12 @@ class PPOLearner(Learner):
             metrics["losses/kl_coef"] = self.kl_coef
         metrics["losses/epochs"] = float(epochs)
         return metrics
+
+    def _replica_mean(self, value: Any) -> float:
+        """`value` averaged over the learner replicas (itself for one learner)."""
+        if self.replicas is None:
+            return float(value)
+        return self.replicas.sum(float(value)) / self.replicas.world
 
     def params(self) -> Params:
         params = model_params(self.model)
