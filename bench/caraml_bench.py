@@ -4,7 +4,9 @@ Run ``python bench/caraml_bench.py`` (``--quick`` for a short run, ``--json`` fo
 on stdout). Every path runs in this one invocation on this machine: a sender process streams
 ``uint8`` arrays of 100 B, 64 KB, 1 MB and 16 MB to a receiver in this process, which times from
 the first to the last message. The table shows the best of ``--repeat`` runs and the ratios the
-caraml issue sets as targets; the plot goes to ``bench/out/caraml_bench.png``.
+caraml issue sets as targets; the plot goes to ``bench/out/caraml_bench.png``. A last cell
+(``bench/caraml_receive.py``, ``--only receive``) compares the CPU of caraml's receive path with
+raw pyzmq's in alternating rounds.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ import zmq
 
 import caraml
 from caraml.testing import free_address
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from caraml_receive import receive_rows, receive_table  # noqa: E402
 
 SIZES = {"100B": 100, "64KB": 64 << 10, "1MB": 1 << 20, "16MB": 16 << 20}
 ZMQ_PATHS = ["caraml", "raw_zmq", "send_pyobj"]
@@ -439,7 +444,7 @@ def main() -> None:
     parser.add_argument("--plot", default=os.path.join(OUT_DIR, "caraml_bench.png"))
     parser.add_argument(
         "--only",
-        choices=["throughput", "fetcher"],
+        choices=["throughput", "fetcher", "receive"],
         default=None,
         help="run one part (the ratios of the other part show as nan)",
     )
@@ -450,6 +455,11 @@ def main() -> None:
         f"{platform.python_version()}, pyzmq {zmq.__version__} / libzmq "
         f"{zmq.zmq_version()}, numpy {np.__version__}, load {os.getloadavg()[0]:.1f}"
     )
+    recv_rounds = 5 if args.quick else 7
+    receive = receive_rows([1, 16], recv_rounds) if args.only in (None, "receive") else []
+    if args.only == "receive":
+        print(receive_table(receive, recv_rounds))
+        return
     rows = [] if args.only == "fetcher" else throughput(args.quick, repeat)
     fetch = [] if args.only == "throughput" else fetcher_vs_inline(args.quick, args.workers)
     checks = ratios(rows, fetch)
@@ -462,6 +472,7 @@ def main() -> None:
                     "throughput": rows,
                     "fetcher": fetch,
                     "ratios": checks,
+                    "receive": receive,
                     "plot": args.plot,
                 },
                 indent=1,
@@ -469,6 +480,8 @@ def main() -> None:
         )
     else:
         print(table(rows, fetch, checks, machine))
+        if receive:
+            print("\n" + receive_table(receive, recv_rounds))
         print(f"\nplot: {args.plot}")
 
 

@@ -7,6 +7,10 @@ single-process ES loop with the same config. Ratios are to the single-process lo
 scaling over the cores present (N workers cannot beat min(N, cores) x one loop).
 
     .venv/bin/python bench/es_scaling.py [--env gym:HalfCheetah-v5] [--workers 1,2,4] [--generations 3]
+        [--rounds 3]
+
+Thread settings are left as the caller has them (the default: BLAS picks its own thread count)
+and printed; the load average is recorded before and after every run.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,48 +40,44 @@ def _cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def single_process(env_id: str, cfg, generations: int, noise_dir: str) -> tuple[float, float]:
-    """(env steps per second, cores used) of the single-process ES loop (after a warm-up)."""
+THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def thread_settings() -> str:
+    """The BLAS/OpenMP thread variables as this process (and its workers) see them."""
+    return ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in THREAD_VARS)
+
+
+def single_process(env_id: str, cfg, generations: int, noise_dir: str) -> dict:
+    """Env steps per second and cores used of the single-process ES loop (after a warm-up)."""
     from surreal.algos.es.loop import train
 
     train(env_id, cfg, 1, seed=0, noise_dir=noise_dir)  # warm-up (imports, noise table)
     cpu0 = _cpu_seconds([os.getpid()])
     _, res = train(env_id, cfg, generations, seed=0, noise_dir=noise_dir)
-    return res.env_steps / res.wall_s, (_cpu_seconds([os.getpid()]) - cpu0) / res.wall_s
+    used = (_cpu_seconds([os.getpid()]) - cpu0) / res.wall_s
+    return {"rate": res.env_steps / res.wall_s, "cores": used}
 
 
 def distributed(
     env_id: str, cfg, cfg_json: str, workers: int, generations: int, noise_dir: str
-) -> tuple[float, float]:
-    """(env steps per second, cores used) of master + workers, from the end of generation 1 on."""
+) -> dict:
+    """Env steps per second and cores used of master + workers, from the end of generation 1
+    on, with what tells a healthy run: full syncs per worker (1 = only the join), tasks the
+    workers dropped, and tasks the master handed out again (at once, or after task_timeout)."""
+    import caraml
     from caraml.testing import free_port
     from surreal.algos.es.loop import build
-    from surreal.algos.es.master import ESMaster, serve
+    from surreal.algos.es.master import ESMaster
 
     _, policy, state, noise = build(env_id, cfg, 0, noise_dir)
     master = ESMaster(policy, state, noise, cfg, generations=generations + 1, seed=0)
     address = f"tcp://127.0.0.1:{free_port()}"
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # thread settings as the caller has them
+    cmd = [sys.executable, "-m", "surreal.algos.es.worker", "--env", env_id, "--master", address]
+    cmd += ["--noise-dir", noise_dir, "--config", cfg_json]
     procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "surreal.algos.es.worker",
-                "--env",
-                env_id,
-                "--master",
-                address,
-                "--name",
-                f"w{i}",
-                "--noise-dir",
-                noise_dir,
-                "--config",
-                cfg_json,
-            ],
-            env=env,
-            stdout=subprocess.DEVNULL,
-        )
+        subprocess.Popen([*cmd, "--name", f"w{i}"], env=env, stdout=subprocess.PIPE, text=True)
         for i in range(workers)
     ]
     pids, cpu = [os.getpid(), *(p.pid for p in procs)], {}
@@ -86,14 +87,47 @@ def distributed(
             cpu[i] = _cpu_seconds(pids)
         return False
 
+    stats = []
+    # Serve as master.serve does, but keep answering (the finished master says "stop") until
+    # every worker has exited: one still in a rollout when the last generation ends asks later.
+    server = caraml.Server(address, master.handle).start()
     try:
-        serve(master, address, on_generation, timeout=600)
-    finally:
+        seen = 0
+        while not master.done or seen < len(master.finished):
+            if not master.wait_generation(seen, 600):
+                raise TimeoutError("no ES generation finished in 600 s")
+            while seen < len(master.finished):
+                on_generation(master, seen)
+                seen += 1
         for p in procs:
-            if p.wait(timeout=30) != 0:
+            try:
+                out, _ = p.communicate(timeout=600)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, _ = p.communicate()
+            if p.returncode != 0:
                 print(f"worker exited with {p.returncode}", file=sys.stderr)
+            lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+            stats.append(json.loads(lines[-1]) if lines else {})
+    finally:
+        server.stop()
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     (_, s1, w1, _), (_, s2, w2, _) = master.finished[0], master.finished[-1]
-    return (s2 - s1) / (w2 - w1), (cpu[generations] - cpu[0]) / (w2 - w1)
+    return {
+        "rate": (s2 - s1) / (w2 - w1),
+        "cores": (cpu[generations] - cpu[0]) / (w2 - w1),
+        "syncs": max((st.get("syncs", -1) for st in stats), default=-1),
+        "dropped": sum(st.get("dropped", 0) for st in stats),
+        "released": master.released,
+        "timeouts": master.reissued,
+    }
+
+
+def _median(xs: list[float]) -> float:
+    return statistics.median(xs) if xs else float("nan")
 
 
 def main() -> None:
@@ -104,6 +138,7 @@ def main() -> None:
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--generations", type=int, default=3)
     parser.add_argument("--population", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median, range)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "es_scaling.png"))
     args = parser.parse_args()
     fields = {
@@ -114,35 +149,67 @@ def main() -> None:
     }
     cfg, cfg_json = ESConfig(**fields), json.dumps(fields)
     cores = os.cpu_count() or 1
+    counts = [int(w) for w in args.workers.split(",")]
+    names = ["single process", *(f"{n} workers" for n in counts)]
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory() as noise_dir:
-        base, base_cores = single_process(args.env, cfg, args.generations, noise_dir)
-        rows = [("single process", 1, base, base_cores)]
-        for n in (int(w) for w in args.workers.split(",")):
-            rows.append(
-                (
-                    f"{n} workers",
-                    n,
-                    *distributed(args.env, cfg, cfg_json, n, args.generations, noise_dir),
-                )
-            )
+        for r in range(args.rounds):
+            order = names if r % 2 == 0 else names[::-1]  # alternate the order between rounds
+            for name in order:
+                if name == "single process":
+                    run = single_process(args.env, cfg, args.generations, noise_dir)
+                else:
+                    n = int(name.split()[0])
+                    run = distributed(args.env, cfg, cfg_json, n, args.generations, noise_dir)
+                runs[name].append(run)
+                loads.append(os.getloadavg()[0])
+                print(f"round {r + 1} {name}: {run['rate']:,.0f} steps/s", flush=True)
+    rows = _table(args, runs, names, cores, loads)
+    _plot(rows, rows[0][2], cores, args, loads)
+
+
+def _table(args, runs: dict, names: list[str], cores: int, loads: list[float]) -> list[tuple]:
+    base = runs["single process"]
     print(
-        f"\nES throughput on {args.env}, population {args.population} pairs, {cores} cores, "
-        f"load average {os.getloadavg()[0]:.1f}"
+        f"\nES throughput on {args.env}, population {args.population} pairs, {args.generations} "
+        f"generations measured per run, {args.rounds} alternating rounds, {cores} cores\n"
+        f"threads: {thread_settings()} (master and workers alike); load average (1 min) "
+        f"{min(loads):.1f}-{max(loads):.1f} during the run, median {_median(loads):.1f}"
     )
     print(
-        f"{'':>16} {'env steps/s':>12} {'vs single':>10} {'vs linear':>10} {'cores used':>11} "
-        f"{'steps/core-s':>13}"
+        f"{'':>15} {'steps/s med':>11} {'(min-max)':>17} {'vs single':>9} {'(min-max)':>11} "
+        f"{'vs linear':>9} {'cores':>5} {'steps/core-s':>12} {'syncs':>5} {'dropped':>7} "
+        f"{'re-issued at once/timeout':>25}"
     )
-    for name, n, rate, used in rows:
-        linear = base * min(n, cores)
-        print(
-            f"{name:>16} {rate:>12,.0f} {rate / base:>10.2f} {rate / linear:>10.2f} {used:>11.2f} "
-            f"{rate / max(used, 1e-9):>13,.0f}"
+    rows = []
+    for name in names:
+        got = runs[name]
+        n = 1 if name == "single process" else int(name.split()[0])
+        rates = [g["rate"] for g in got]
+        ratios = [g["rate"] / b["rate"] for g, b in zip(got, base, strict=True)]  # same round
+        used = _median([g["cores"] for g in got])
+        rate, ratio = _median(rates), _median(ratios)
+        extra = (
+            f"{max(g['syncs'] for g in got):>5} {sum(g['dropped'] for g in got):>7} "
+            f"{sum(g['released'] for g in got):>14}/{sum(g['timeouts'] for g in got):<10}"
+            if name != "single process"
+            else ""
         )
-    _plot(rows, base, cores, args)
+        print(
+            f"{name:>15} {rate:>11,.0f} {f'({min(rates):,.0f}-{max(rates):,.0f})':>17} "
+            f"{ratio:>9.2f} {f'({min(ratios):.2f}-{max(ratios):.2f})':>11} "
+            f"{ratio / min(n, cores):>9.2f} {used:>5.2f} {rate / max(used, 1e-9):>12,.0f} {extra}"
+        )
+        rows.append((name, n, rate, used))
+    print(
+        "vs single: each run divided by the single-process run of the same round, median; "
+        "syncs: most full parameter syncs of any worker (1 = only the join)"
+    )
+    return rows
 
 
-def _plot(rows, base: float, cores: int, args) -> None:
+def _plot(rows, base: float, cores: int, args, loads: list[float]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,7 +238,7 @@ def _plot(rows, base: float, cores: int, args) -> None:
     ax2.set_xlabel("ES workers")
     ax2.set_ylabel("env steps per CPU-second")
     ax2.legend(fontsize=8)
-    fig.suptitle(f"ES scaling on {args.env} ({cores} cores, load average {os.getloadavg()[0]:.0f})")
+    fig.suptitle(f"ES scaling on {args.env} ({cores} cores, load average {_median(loads):.0f})")
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     print(f"plot: {out}")

@@ -74,7 +74,7 @@ class Subscriber(Endpoint):
             MalformedMessage: a garbled or foreign message (counted and dropped).
         """
         self._poll(timeout)
-        frames = recv_frames(self._sock, strict=True)
+        frames = recv_frames(self._sock)
         try:
             topic = frames[0]
             if len(frames) < 2 or not topic.endswith(_END):

@@ -17,8 +17,10 @@ import zmq
 from caraml.auth import Curve
 from caraml.errors import MalformedMessage, RequestTimeout
 from caraml.reader import deserialize, fast_single
-from caraml.sockets import Endpoint, recv_rest, send_frames
+from caraml.sockets import Endpoint, recv_parts, send_frames
 from caraml.wire import INLINE_MAX, serialize, small_frame
+
+_RCVMORE = zmq.RCVMORE
 
 
 class Pusher(Endpoint):
@@ -80,17 +82,24 @@ class Puller(Endpoint):
 
         Raises:
             RequestTimeout: nothing arrived within ``timeout``.
-            MalformedMessage: the message was not a valid caraml message (it is counted in
-                ``self.malformed`` and dropped; call ``pull`` again for the next one).
+            MalformedMessage: the message was not a valid caraml message. It is dropped whole
+                (every part of a multipart message is consumed, none is decoded) and counted in
+                ``self.malformed``; call ``pull`` again for the next one.
         """
         if timeout is not None:
             self._poll(timeout)
-        head = self._sock.recv()
-        if len(head) <= self.max_size:
-            arr = fast_single(head)  # a repeated small array: no further parsing
-            if arr is not None:
-                return arr
-        frames = recv_rest(self._sock, head)
+        sock = self._sock
+        head = sock.recv()
+        # Always ask whether parts follow: a frame the header says is the whole message may be
+        # the first part of a garbled multipart one, which is dropped whole (never decoded in part).
+        if not sock.getsockopt(_RCVMORE):
+            if len(head) <= self.max_size:
+                arr = fast_single(head)  # a repeated small array: no further parsing
+                if arr is not None:
+                    return arr
+            frames = [head]
+        else:
+            frames = recv_parts(sock, head)
         try:
             return deserialize(frames, self.max_size)
         except MalformedMessage as exc:

@@ -83,7 +83,7 @@ def decode(frames: Sequence[Any], max_size: int | None = None) -> tuple[int, Any
             f"frames, {len(bufs) - 1} arrived"
         )
     try:
-        return kind, _rebuild(head, bufs, jlen)
+        return kind, _rebuild(head, bufs, jlen, kind, total)
     except MalformedMessage:
         raise
     except Exception as exc:  # any garbled field ends here, never in the caller's loop
@@ -145,7 +145,7 @@ def _remember_plan(head: memoryview, key: bytes, tree: Any, layout: list) -> Non
             )
 
 
-def _rebuild(head: memoryview, bufs: list[memoryview], jlen: int) -> Any:
+def _rebuild(head: memoryview, bufs: list[memoryview], jlen: int, kind: int, total: int) -> Any:
     end = PREFIX_LEN + jlen
     if end > head.nbytes:
         raise MalformedMessage(f"header truncated: needs {end} bytes, frame has {head.nbytes}")
@@ -159,7 +159,9 @@ def _rebuild(head: memoryview, bufs: list[memoryview], jlen: int) -> Any:
                 _PARSED.clear()
             _PARSED[key] = parsed
     tree, layout = parsed
-    out = _Decoder(_buffers(head, end, bufs, layout)).decode(tree)
+    out = _Decoder(_buffers(head, end, bufs, layout), total).decode(tree)
+    if kind != KIND_DATA:
+        return out  # the fast paths serve data messages only: never cache an error reply's plan
     if len(bufs) == 1 and jlen < 1024 and key not in _PLANS:
         _remember_plan(head, key, tree, layout)  # only after a full decode proved it consistent
     elif len(bufs) == 2 and layout == [-1] and end == head.nbytes and type(out) is np.ndarray:
@@ -193,10 +195,28 @@ def _buffers(head: memoryview, offset: int, bufs: list[memoryview], layout: list
 
 
 class _Decoder:
-    __slots__ = ("bufs",)
+    """Rebuilds the tree; ``budget`` caps what the result may hold (see :meth:`charge`)."""
 
-    def __init__(self, bufs: list[memoryview]) -> None:
+    __slots__ = ("bufs", "budget")
+
+    def __init__(self, bufs: list[memoryview], budget: int) -> None:
         self.bufs = bufs
+        self.budget = budget
+
+    def charge(self, units: int, what: str) -> None:
+        """Count elements and copied bytes against the message's own size.
+
+        A well-formed message never holds more array elements plus copied bytes than it has
+        bytes (every element of a non-empty itemsize is at least a byte of some frame), so this
+        bound holds whatever the itemsize: zero-byte items (``|S0``, ``[]``) or a buffer that
+        the tree names twice cannot make a small message decode into a large object.
+        """
+        self.budget -= units
+        if self.budget < 0:
+            raise MalformedMessage(
+                f"{what} asks for more elements than the message has bytes; a caraml message "
+                "holds at most one array element or copied byte per byte received"
+            )
 
     def decode(self, node: Any) -> Any:
         t = type(node)
@@ -216,9 +236,19 @@ class _Decoder:
         if tag == "m":
             return {self.decode(k): self.decode(v) for k, v in val}
         if tag == "b":
-            return self.bufs[val].tobytes()
+            buf = self.bufs[val]
+            self.charge(buf.nbytes, "a bytes value")
+            return buf.tobytes()
         if tag == "s":
-            return np.frombuffer(self.bufs[val[0]], dtype=dtype_from_json(val[1]))[0]
+            self.charge(1, "a numpy scalar")
+            dt = dtype_from_json(val[1])
+            check_dtype(dt)
+            buf = self.bufs[val[0]]
+            if buf.nbytes != dt.itemsize:
+                raise MalformedMessage(f"scalar of dtype {dt} needs {dt.itemsize} bytes")
+            if dt.itemsize == 0:
+                return np.zeros((), dt)[()]
+            return np.frombuffer(buf, dtype=dt)[0]
         if tag == "a":
             return self.arrow(*val)
         raise MalformedMessage(f"unknown tag {tag!r}")
@@ -227,10 +257,13 @@ class _Decoder:
         dt = dtype_from_json(dtype)
         check_dtype(dt)
         buf = self.bufs[index]
+        if type(shape) is not list or any(type(n) is not int or n < 0 for n in shape):
+            raise MalformedMessage(f"array shape must be a list of integers >= 0, got {shape!r}")
         count = 1
         for n in shape:
             count *= n
-        if count * dt.itemsize != buf.nbytes or any(n < 0 for n in shape):
+        self.charge(count, f"an array of shape {shape}")
+        if count * dt.itemsize != buf.nbytes:
             raise MalformedMessage(
                 f"array of shape {shape} and dtype {dt} needs "
                 f"{count * dt.itemsize} bytes, frame has {buf.nbytes}"
@@ -247,6 +280,7 @@ class _Decoder:
 
         with pa.ipc.open_stream(pa.py_buffer(self.bufs[index])) as reader:
             table = reader.read_all()
+        self.charge(table.get_total_buffer_size(), "Arrow data")
         if kind == "t":
             return table
         if kind == "r":

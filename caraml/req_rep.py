@@ -5,7 +5,9 @@ within ``timeout`` it closes and reopens its socket and sends the request again,
 more times, then raises RequestTimeout. A request may therefore be handled more than once: make
 handlers idempotent or tolerate duplicates. A Server answers every request, one at a time: a
 malformed request or a handler exception gets an error reply (the Client raises it as a
-CaramlError) and is counted and logged; the server keeps serving.
+CaramlError) and is counted and logged; the server keeps serving. A message without a request
+envelope (from a raw TCP peer speaking old ZMTP, say) cannot be answered: it is counted in
+``.dropped`` and ``.malformed`` and dropped, and never disturbs the replies to other clients.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ class Client(Endpoint):
                 self._reset()
                 raise
             if ready:
-                kind, reply = decode(recv_frames(self._sock, strict=True), self.max_size)
+                kind, reply = decode(recv_frames(self._sock), self.max_size)
                 if kind == KIND_DATA:
                     return reply
                 raise RemoteError(f"server at {self._target} answered with an error: {reply}")
@@ -100,10 +102,14 @@ class Server(Endpoint):
         max_size: int | None = None,
         curve: Curve | None = None,
     ) -> None:
-        super().__init__(zmq.REP, address, bind, max_size=max_size, curve=curve)
+        # A ROUTER, not a REP: libzmq's REP can lose the state of its reply routing after a
+        # garbled request from a peer that has already gone (junk TCP connections speaking
+        # ZMTP 1.0), and then sends the next client's reply nowhere. Here the envelope is ours.
+        super().__init__(zmq.ROUTER, address, bind, max_size=max_size, curve=curve)
         self.handler = handler
         self.served = 0
         self.handler_errors = 0
+        self.dropped = 0  # messages without a reply envelope: counted in .malformed too, unanswered
         control = f"inproc://caraml-server-stop-{id(self)}-{next(_ids)}"
         self._ctrl_recv = make_socket(zmq.PAIR)
         self._ctrl_recv.bind(control)
@@ -138,10 +144,23 @@ class Server(Endpoint):
                     self._ctrl_recv.recv()
                     return
                 if self._sock in events:
-                    request = recv_frames(self._sock, strict=True)
-                    send_frames(self._sock, self._answer(request))
+                    self._serve_one()
         finally:
             self._done.set()
+
+    def _serve_one(self) -> None:
+        """Answer one message: ``[routing ids..., b"", request frames...]`` on the ROUTER."""
+        parts = self._sock.recv_multipart(copy=False)
+        split = next((i for i, part in enumerate(parts) if len(part) == 0), -1)
+        if split < 0:  # no envelope: not from a REQ/DEALER peer, and there is nobody to answer
+            self.dropped += 1
+            self._count_malformed(MalformedMessage("request without a reply envelope"))
+            return
+        envelope = [p.bytes for p in parts[: split + 1]]
+        request = parts[split + 1 :]
+        if request:
+            request[0] = request[0].bytes
+        send_frames(self._sock, [*envelope, *self._answer(request)])
 
     def _answer(self, frames: list) -> list:
         try:

@@ -11,7 +11,7 @@ import zmq
 
 from caraml.auth import Curve, CurveGuard, CurveServer, apply_curve
 from caraml.errors import CaramlError, MalformedMessage, RequestTimeout
-from caraml.wire import DEFAULT_MAX_SIZE, frames_following
+from caraml.wire import DEFAULT_MAX_SIZE
 
 log = logging.getLogger("caraml")
 _OPEN: weakref.WeakSet = weakref.WeakSet()
@@ -91,28 +91,26 @@ def send_frames(sock: zmq.Socket, frames: list, flags: int = 0) -> None:
         sock.send(frame, flags | (zmq.SNDMORE if i < last else 0), copy=type(frame) is bytes)
 
 
-def recv_frames(sock: zmq.Socket, strict: bool = False) -> list:
-    """Receive one multipart message: frame 0 as bytes, later frames zero-copy as zmq.Frame.
+def recv_frames(sock: zmq.Socket) -> list:
+    """Receive one whole multipart message: frame 0 as bytes, later frames zero-copy as zmq.Frame.
 
-    A caraml header says how many frames follow, so a message announcing none is returned
-    without asking the socket (that query costs more than the receive). Pass ``strict=True`` on
-    REQ/REP sockets, which must consume every part of a message before they may send.
+    Every part is consumed, whatever frame 0 claims, so the parts of a garbled multipart message
+    can never be taken for messages of their own.
     """
-    return recv_rest(sock, sock.recv(), strict)
-
-
-def recv_rest(sock: zmq.Socket, head: bytes, strict: bool = False) -> list:
-    """Receive the frames that follow ``head`` (see :func:`recv_frames`)."""
-    if not strict and frames_following(head) == 0:
+    head = sock.recv()
+    if not sock.getsockopt(zmq.RCVMORE):
         return [head]
+    return recv_parts(sock, head)
+
+
+def recv_parts(sock: zmq.Socket, head: Any) -> list:
+    """``[head, *the frames that follow it]``, for a ``head`` after which RCVMORE was set."""
     frames: list[Any] = [head]
-    if sock.getsockopt(zmq.RCVMORE):
-        while True:
-            frame = sock.recv(copy=False)
-            frames.append(frame)
-            if not frame.more:
-                break
-    return frames
+    while True:
+        frame = sock.recv(copy=False)
+        frames.append(frame)
+        if not frame.more:
+            return frames
 
 
 class Endpoint:

@@ -77,7 +77,8 @@ class _Encoder:
             return {"b": self.add(mv, mv.nbytes)}
         if isinstance(obj, np.generic):
             check_dtype(obj.dtype)
-            return {"s": [self.add(obj.tobytes(), obj.dtype.itemsize), dtype_to_json(obj.dtype)]}
+            arr = np.array(obj)  # empty strings (dtype <U0, |S0) become one-character dtypes
+            return {"s": [self.add(arr.tobytes(), arr.nbytes), dtype_to_json(arr.dtype)]}
         if t.__module__.startswith("pyarrow"):
             return self.encode_arrow(obj)
         if isinstance(obj, (bool, int, float, str)):  # subclasses such as IntEnum
@@ -179,13 +180,6 @@ def _header(kind: int, tree_json: bytes, nframes: int) -> bytes:
             " concatenate arrays or send them in several messages"
         )
     return PREFIX.pack(MAGIC, VERSION, kind, nframes, len(tree_json)) + tree_json
-
-
-def frames_following(head: bytes) -> int:
-    """How many frames follow this header frame, by its own account (-1: not a caraml header)."""
-    if len(head) < PREFIX_LEN or head[:3] != MAGIC:
-        return -1
-    return PREFIX.unpack_from(head)[3]
 
 
 def small_frame(obj: np.ndarray) -> bytes:

@@ -123,10 +123,15 @@ def launch(
 
 def _run(plan, backend: str, quiet: bool) -> int:
     import symphony
+    from surreal import config_check
     from surreal import launch as launching
     from surreal.progress import format_status, monitor
     from surreal.rundir import read_json
 
+    try:
+        config_check.check_backend(backend)  # before the run folder is written
+    except ValueError as err:
+        raise _UserError(str(err)) from err
     launching.create_run(plan)
     out = None if quiet else sys.stdout
     click.echo(

@@ -387,27 +387,72 @@ class Actor:
 class ParameterClient:
     """Fetches the learner's latest parameters from the parameter server, only when they changed.
 
+    A parameter server that restarts (or a reply that is lost or garbled) does not end the
+    caller: `fetch` keeps asking, prints one line when the server has not answered for `timeout`
+    seconds and one when it answers again, and raises RequestTimeout only after `outage_s`
+    seconds without an answer. Attempts start with a 1 s wait that doubles up to `timeout`, so a
+    lost reply costs about a second while a large reply on a slow link still gets `timeout`.
+
     Args:
         address: the parameter server's ZeroMQ address ("tcp://host:port").
-        timeout: seconds to wait for one reply.
+        timeout: the longest wait for one reply.
+        outage_s: how long `fetch` keeps retrying a server that does not answer.
     """
 
-    def __init__(self, address: str, timeout: float = 5.0) -> None:
+    def __init__(self, address: str, timeout: float = 5.0, outage_s: float = 600.0) -> None:
         import caraml
 
-        self._client = caraml.Client(address, timeout=timeout, retries=3)
+        self._client = caraml.Client(address, timeout=timeout, retries=0)
+        self.address, self.timeout, self.outage_s = address, timeout, outage_s
         self.version = 0
         self.step = 0
         self.latest_version = 0
+        self.outages = 0
 
     def fetch(self) -> Params | None:
-        """Ask for parameters newer than the ones held; returns them, or None if unchanged."""
-        reply = self._client.request({"version": self.version})
-        self.latest_version = int(reply["version"])
+        """Ask for parameters newer than the ones held; returns them, or None if unchanged.
+
+        Raises:
+            caraml.RequestTimeout: no valid answer for `outage_s` seconds.
+        """
+        import caraml
+        from surreal.guard import Invalid
+        from surreal.schemas import params_reply
+
+        started, wait, announced = time.monotonic(), min(1.0, self.timeout), False
+        while True:
+            try:
+                request = {"version": self.version}
+                reply = params_reply(self._client.request(request, timeout=wait))
+                break
+            except (caraml.CaramlError, Invalid) as exc:
+                silent = time.monotonic() - started
+                if not announced and silent >= self.timeout:
+                    announced, self.outages = True, self.outages + 1
+                    print(
+                        f"parameter server at {self.address} did not answer for {silent:.0f} s "
+                        f"({exc}); retrying for up to {self.outage_s:.0f} s",
+                        flush=True,
+                    )
+                if silent > self.outage_s:
+                    raise caraml.RequestTimeout(
+                        f"parameter server at {self.address} gave no valid answer for "
+                        f"{self.outage_s:.0f} s; check that it runs (`surreal status RUN_DIR`)"
+                    ) from exc
+                if isinstance(exc, caraml.RequestTimeout):
+                    wait = min(wait * 2, self.timeout)
+                else:
+                    self._client_wait(0.5)  # an immediate error: pace the retries
+        if announced:
+            print(
+                f"parameter server answers again after {time.monotonic() - started:.1f} s",
+                flush=True,
+            )
+        self.latest_version = reply["version"]
         if reply.get("params") is None:
             return None
-        self.version = int(reply["version"])
-        self.step = int(reply.get("step", 0))
+        self.version = reply["version"]
+        self.step = reply["step"]
         return reply["params"]
 
     def wait_for(

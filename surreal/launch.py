@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from surreal import config as config_io
+from surreal import config_check
 from surreal.config import Config, ConfigError
 from surreal.rundir import RunDir, slug, write_json
 from surreal.topology import LaunchPlan
@@ -64,6 +65,7 @@ def plan(
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
+    config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
     _check_replicas(config, algo_class)
     if not resume:
         base = Path(folder) / slug(

@@ -85,6 +85,8 @@ def monitor(
                     flush=True,
                 )
             return 1
+        if failed and _reached_budget(status, total):
+            failed = []  # the learner is finishing its last steps: a helper's end is no failure
         if failed:
             if out is not None:
                 print(
@@ -107,3 +109,9 @@ def monitor(
                 )
             return 0
         time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
+
+
+def _reached_budget(status: dict[str, Any], total: int) -> bool:
+    """Whether the learner reported the end of its step budget (it exits 0 right after)."""
+    budget = status.get("total_steps") or total
+    return bool(status.get("finished")) or (budget > 0 and status.get("global_step", 0) >= budget)

@@ -103,7 +103,13 @@ def _load_from_file(ref: str) -> type:
         spec = importlib.util.spec_from_file_location(module_name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:  # the user's code: one paragraph, the traceback in a log
+            from surreal.user_code import describe_failure
+
+            del sys.modules[module_name]
+            raise UnknownAlgorithm(describe_failure(path_text, err)) from None
     if class_name not in vars(module):
         found = [n for n, v in vars(module).items() if isinstance(v, type)]
         close = difflib.get_close_matches(class_name, found, n=1)

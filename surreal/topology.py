@@ -53,10 +53,13 @@ def command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:
 
 
 def restart_policy() -> Any:
-    """How every process but the learner restarts: on failure, up to 20 times, 0.5-5 s apart."""
+    """How every process but the learner restarts: on failure, 0.5-5 s apart, up to 20 times
+    within any 10 minutes (a crash loop ends the run; crashes now and then over days do not)."""
     from symphony import RestartPolicy
 
-    return RestartPolicy(mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0)
+    return RestartPolicy(
+        mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0, window_s=600.0
+    )
 
 
 def process(plan: LaunchPlan, role: str, index: int = 0, name: str | None = None) -> Any:

@@ -44,15 +44,20 @@ class RestartPolicy:
 
     Attributes:
         mode: "never", "on-failure" (non-zero exit or killed by a signal) or "always".
-        max_restarts: restarts allowed before the process is left failed.
+        max_restarts: restarts allowed before the process is left failed (within `window_s`).
         backoff_s: delay before the first restart; doubles after each restart.
         max_backoff_s: the delay never grows past this.
+        window_s: count only the restarts of the last `window_s` seconds against `max_restarts`
+            (and for the backoff), so a process that crashes now and then over a long run keeps
+            coming back while a crash loop still ends; None counts restarts for life. The local
+            and tmux backends apply it; compose and kube have their own (lifetime) accounting.
     """
 
     mode: str = "never"
     max_restarts: int = 3
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
+    window_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in RESTART_MODES:
@@ -63,9 +68,17 @@ class RestartPolicy:
             raise SpecError(
                 "need 0 <= backoff_s <= max_backoff_s, e.g. backoff_s=1, max_backoff_s=30"
             )
+        if self.window_s is not None and (
+            not isinstance(self.window_s, (int, float)) or not self.window_s > 0
+        ):
+            raise SpecError(
+                f"window_s={self.window_s!r} must be a positive number of seconds, or None "
+                "(count restarts for life)"
+            )
 
     def should_restart(self, exit_code: int | None, restarts: int) -> bool:
-        """Whether a process that ended with `exit_code` after `restarts` restarts comes back."""
+        """Whether a process that ended with `exit_code` after `restarts` restarts (those
+        within the window, see `counted`) comes back."""
         if restarts >= self.max_restarts or self.mode == "never":
             return False
         return self.mode == "always" or exit_code != 0
@@ -73,3 +86,12 @@ class RestartPolicy:
     def delay(self, restarts: int) -> float:
         """Seconds to wait before restart number `restarts + 1`."""
         return min(self.backoff_s * (2**restarts), self.max_backoff_s)
+
+    def counted(self, restart_times: list[float], now: float) -> int:
+        """How many of the restarts at `restart_times` count now (all of them without a window).
+
+        Prunes `restart_times` (in place) to the ones inside the window.
+        """
+        if self.window_s is not None:
+            restart_times[:] = [t for t in restart_times if now - t < self.window_s]
+        return len(restart_times)

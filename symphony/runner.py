@@ -49,6 +49,7 @@ class Runner:
             "restarts": 0,
         }
         self.stop_requested = False
+        self.restart_times: list[float] = []  # counted within policy.window_s
         self.child: subprocess.Popen | None = None
 
     def run(self) -> int:
@@ -59,9 +60,10 @@ class Runner:
             code = self._run_once()
             if self.stop_requested:
                 return self._finish(STOPPED, code)
-            if not self.policy.should_restart(code, self.state["restarts"]):
+            counted = self.policy.counted(self.restart_times, time.time())
+            if not self.policy.should_restart(code, counted):
                 return self._finish(EXITED if code == 0 else FAILED, code)
-            delay = self.policy.delay(self.state["restarts"])
+            delay = self.policy.delay(counted)
             self._save(state=RESTARTING, exit_code=code)
             self._log(f"exited with {code}; restarting in {delay:g}s")
             deadline = time.monotonic() + delay
@@ -70,7 +72,15 @@ class Runner:
             if self.stop_requested:
                 return self._finish(STOPPED, code)
             self.state["restarts"] += 1
-            self._log(f"restart {self.state['restarts']}/{self.policy.max_restarts}")
+            self.restart_times.append(time.time())
+            n, limit, window = (
+                self.state["restarts"],
+                self.policy.max_restarts,
+                self.policy.window_s,
+            )
+            self._log(
+                f"restart {n}/{limit}" if window is None else f"restart {n} (window {window:g}s)"
+            )
 
     def _run_once(self) -> int:
         self.child = subprocess.Popen(

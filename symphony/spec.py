@@ -204,7 +204,7 @@ _PROCESS_KEYS = {
     "restart",
 }
 _RES_KEYS = {"cpu", "memory_gb", "gpu", "node_pool"}
-_RST_KEYS = {"mode", "max_restarts", "backoff_s", "max_backoff_s"}
+_RST_KEYS = {"mode", "max_restarts", "backoff_s", "max_backoff_s", "window_s"}
 
 
 def _secret_names(process: str, names: Any) -> list[str]:

@@ -66,6 +66,7 @@ class Supervisor:
         self.runs = {p.name: _Run() for p in self.experiment.processes()}
         self.popens: dict[str, subprocess.Popen] = {}
         self.due: dict[str, float] = {}
+        self.restart_times: dict[str, list[float]] = {n: [] for n in self.runs}  # for window_s
         self.stops_requested = 0
         self.previous_handlers: dict[int, Any] = {}
         self.status = "starting"
@@ -162,7 +163,16 @@ class Supervisor:
                 self._ended(proc, run, code, now)
             elif run.state == RESTARTING and now >= self.due[proc.name]:
                 run.restarts += 1
-                self._note(proc.name, f"restart {run.restarts}/{proc.restart.max_restarts}")
+                times = self.restart_times[proc.name]
+                times.append(now)
+                counted = proc.restart.counted(times, now)
+                limit = proc.restart.max_restarts
+                self._note(
+                    proc.name,
+                    f"restart {run.restarts}/{limit}"
+                    if proc.restart.window_s is None
+                    else f"restart {run.restarts} ({counted}/{limit} in {proc.restart.window_s:g}s)",
+                )
                 try:
                     self._spawn(proc)
                 except OSError as err:
@@ -175,12 +185,13 @@ class Supervisor:
         run.ended, run.exit_code, run.pid = now, code, None
         # Children that outlived the process would survive it: stop them now.
         proctree.terminate(proctree.tree(self.popens[proc.name].pid), 1.0)
-        if proc.restart.should_restart(code, run.restarts):
+        counted = proc.restart.counted(self.restart_times[proc.name], now)
+        if proc.restart.should_restart(code, counted):
             run.state = RESTARTING
-            self.due[proc.name] = now + proc.restart.delay(run.restarts)
+            self.due[proc.name] = now + proc.restart.delay(counted)
             self._note(
                 proc.name,
-                f"exited with {code}; restarting in {proc.restart.delay(run.restarts):g}s",
+                f"exited with {code}; restarting in {proc.restart.delay(counted):g}s",
             )
         else:
             run.state = EXITED if code == 0 else FAILED

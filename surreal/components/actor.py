@@ -46,9 +46,12 @@ def main(run_dir: str, index: int = 0) -> None:
                 # my share of the learner's batches so far is sent * actors / per_batch versions
                 needed = start_version + sent * cfg.run.actors // per_batch - cfg.actor.max_ahead
                 if params.version < needed:
-                    fresh = _wait_for(params, needed, comp)
-                    if fresh is None:
+                    waited = _wait_for(params, needed, comp)
+                    if waited is None:
                         break
+                    fresh = waited or fresh  # {}: gave up waiting; keep what fetch() brought
+                    if params.version < needed:  # segments were lost: pace from here on
+                        start_version, sent = params.version, 0
             fresh = fresh if fresh is not None else {}
             env_steps += cfg.actor.rollout_length * env.num_envs
             now = time.monotonic()
@@ -71,11 +74,21 @@ def main(run_dir: str, index: int = 0) -> None:
         comp.close()
 
 
-def _wait_for(params: ParameterClient, target: int, comp: Component) -> dict | None:
-    """Wait (polling with a deadline) for parameters of version >= `target`; None if stopped."""
+def _wait_for(
+    params: ParameterClient, target: int, comp: Component, give_up_s: float = 15.0
+) -> dict | None:
+    """Wait (polling with a deadline) for parameters of version >= `target`; None if stopped.
+
+    Once parameters are held, waiting ends after `give_up_s` seconds even without the target
+    version (returning {}: nothing new): segments lost on the way (a restarted buffer, a lost
+    batch) would otherwise leave the learner waiting for this actor and this actor for it.
+    """
+    started = time.monotonic()
     while not comp.stopping.is_set():
         try:
             return params.wait_for(target, deadline_s=1.0)
         except TimeoutError:
+            if params.version >= 1 and time.monotonic() - started > give_up_s:
+                return {}
             continue
     return None

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
+import os
 import time
 
 import numpy as np
 
 from surreal import checkpoint
+from surreal.components.batch_protocol import BatchRequests
 from surreal.components.common import Component
 from surreal.components.replay import batch_arrays
 from surreal.components.replicas import join as join_replicas
@@ -18,7 +19,8 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     """The run's learner and its counters, resumed from the run's checkpoint if there is one.
 
     Sets torch's threads (`run.torch_threads`, 0: `surreal.device.learner_threads`) and the
-    torch and numpy seeds (`run.seed`) first, so every learner process starts the same way. Counters: global_step, version, iterations.
+    torch and numpy seeds (`run.seed`) first, so every learner process starts the same way.
+    Counters: global_step, version, iterations.
     """
     import torch
 
@@ -63,6 +65,7 @@ class LearnerLoop:
         self.per_batch = comp.algo.segments_per_batch(cfg) // cfg.run.learner_replicas
         self.started = time.monotonic()
         self.start_step = self.counters["global_step"]
+        self.requester = os.urandom(6).hex()  # batch request ids: see components.batch_protocol
 
     def publish(self) -> None:
         """Send the current parameters to the parameter server(s); `Learner.params()` (a copy to
@@ -127,10 +130,11 @@ def _first_batch_bytes(loop: LearnerLoop, address: str) -> int:
     import caraml
 
     client = caraml.Client(address, timeout=30.0, retries=100)
+    requests = iter(BatchRequests(loop.per_batch, requester=loop.requester))
     try:
         while not loop.comp.stopping.is_set():
             loop.publish()
-            reply = client.request({"segments": loop.per_batch, "timeout": 1.0})
+            reply = client.request(next(requests))
             if reply.get("batch") is not None:
                 arrays = batch_arrays(reply)
                 loop.pending = arrays
@@ -152,15 +156,14 @@ def main(run_dir: str, index: int = 0) -> None:
         nbytes = _first_batch_bytes(loop, address)
         if nbytes:
             loop.report(loop.counters["global_step"], loop.step(loop.pending))
-            request = {"segments": loop.per_batch, "timeout": 1.0}
             fetcher = caraml.DataFetcher(
                 address,
-                itertools.repeat(request),
+                BatchRequests(loop.per_batch, requester=f"{loop.requester}-fetcher"),
                 batch_arrays,
                 slot_bytes=int(nbytes * 1.25) + 4096,
                 n_slots=2,
-                timeout=30.0,
-                retries=100,
+                timeout=10.0,  # a resent request is answered from the buffer's reply cache
+                retries=1000,
             )
         last_report = time.monotonic()
         while fetcher is not None and not comp.stopping.is_set() and not loop.done():

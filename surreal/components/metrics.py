@@ -8,7 +8,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from surreal import schemas
 from surreal.components.common import Component
+from surreal.components.ports import NOTHING, receive
+from surreal.guard import PortGuard
 from surreal.rundir import read_json, write_json
 
 
@@ -53,6 +56,8 @@ class MetricsSink:
     def handle(self, msg: dict[str, Any]) -> None:
         """Consume one report from a component."""
         source, status = msg.get("source"), self.status
+        if source == "learner" and int(msg["step"]) > 2 * status["total_steps"]:
+            return  # not a step this run's learner can report (it stops at total_steps)
         if source == "learner":
             status["global_step"] = max(status["global_step"], int(msg["step"]))
             status["version"] = msg.get("version")
@@ -105,27 +110,35 @@ class MetricsSink:
 
 
 def main(run_dir: str, index: int = 0) -> None:
-    """Collect reports until stopped."""
+    """Collect reports until stopped; a message that is not a report is counted and dropped."""
     import caraml
 
     comp = Component(run_dir, "metrics", index)
     sink = MetricsSink(comp.run.path, comp.config.run.steps)
-    puller = caraml.Puller(comp.address("metrics").bind_tcp)
+    puller = caraml.Puller(comp.address("metrics").bind_tcp, max_size=schemas.REPORT_MAX_BYTES)
+    guard = PortGuard("metrics")
+
+    def handle_next(timeout: float) -> bool:
+        """Handle the next message; False when nothing arrived within `timeout`."""
+        dropped = guard.total_dropped
+        message = receive(lambda: puller.pull(timeout=timeout), guard)
+        if message is NOTHING:
+            return guard.total_dropped > dropped  # False: nothing arrived in time
+        checked = guard.check(schemas.report, message)
+        if checked is not None:
+            guard.guarded("report-failed", lambda: sink.handle(checked))
+        return True
+
     last_flush = 0.0
     try:
         while not comp.stopping.is_set():
-            try:
-                sink.handle(puller.pull(timeout=0.25))
-            except (caraml.RequestTimeout, caraml.MalformedMessage):
-                pass
+            handle_next(0.25)
             if time.monotonic() - last_flush > 0.5:
+                sink.status["invalid_messages"] = guard.total_dropped
                 sink.flush()
                 last_flush = time.monotonic()
-        while True:  # drain what is already queued (the learner's last report)
-            try:
-                sink.handle(puller.pull(timeout=0.2))
-            except (caraml.RequestTimeout, caraml.MalformedMessage):
-                break
+        while handle_next(0.2):  # drain what is already queued (the learner's last report)
+            pass
     finally:
         sink.close()
         puller.close()

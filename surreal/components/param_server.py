@@ -3,31 +3,49 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from surreal.components.common import Component
+from surreal.components.ports import NOTHING, GuardedServer, receive
+from surreal.guard import PortGuard
+from surreal.schemas import REQUEST_MAX_BYTES, ParamsSchema, params_request
 
 
 class ParameterStore:
-    """The latest published parameters; answers `{"version": have}` requests."""
+    """The latest published parameters; answers `{"version": have}` requests.
+
+    Requests and publications are checked against their port's schema
+    (`surreal.schemas`): a bad one is counted, logged once per kind and dropped (a bad
+    request gets a reply saying so), never raised.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.latest: dict = {"version": 0, "step": 0, "params": None}
         self.requests = 0
+        self.request_guard = PortGuard("params")
+        self.publication_guard = PortGuard("params-pub")
+        self._publication = ParamsSchema()
 
-    def update(self, message: dict) -> None:
-        """Keep a publication if it is newer than what is held."""
+    def update(self, message: Any) -> None:
+        """Keep a publication if it is valid and newer than what is held."""
+        checked = self.publication_guard.check(self._publication, message)
+        if checked is None:
+            return
         with self._lock:
-            if int(message["version"]) >= int(self.latest["version"]):
-                self.latest = message
+            if checked["version"] >= int(self.latest["version"]):
+                self.latest = checked
 
-    def handle(self, request: dict) -> dict:
+    def handle(self, request: Any) -> dict:
         """Reply with params only when the requester's version is older than the latest."""
+        have = self.request_guard.check(params_request, request)
         with self._lock:
             latest = self.latest
             self.requests += 1
         reply = {"version": int(latest["version"]), "step": int(latest["step"])}
-        if latest["params"] is not None and int(request.get("version", -1)) < reply["version"]:
+        if have is None:
+            reply["error"] = "not a parameter request; send {'version': N}"
+        elif latest["params"] is not None and have < reply["version"]:
             reply["params"] = latest["params"]
         return reply
 
@@ -42,14 +60,14 @@ def serve(comp: Component, address: str, bind: bool = True) -> None:
 
     store = ParameterStore()
     subscriber = caraml.Subscriber(comp.address("params-pub").tcp, topics=["params"], hwm=4)
-    server = caraml.Server(address, store.handle, bind=bind).start()
+    server = GuardedServer(
+        address, store.handle, store.request_guard, bind=bind, max_size=REQUEST_MAX_BYTES
+    ).start()
     try:
         while not comp.stopping.is_set():
-            try:
-                _, message = subscriber.recv(timeout=0.5)
-            except (caraml.RequestTimeout, caraml.MalformedMessage):
-                continue
-            store.update(message)
+            received = receive(lambda: subscriber.recv(timeout=0.5), store.publication_guard)
+            if received is not NOTHING:
+                store.update(received[1])
     finally:
         server.stop()  # also closes its sockets
         subscriber.close()

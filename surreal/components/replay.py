@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
+from surreal.components.batch_protocol import ReplyCache
 from surreal.components.common import Component
+from surreal.components.ports import NOTHING, GuardedServer, receive
+from surreal.guard import PortGuard
 from surreal.replay import Replay
+from surreal.schemas import (
+    REQUEST_MAX_BYTES,
+    SegmentSchema,
+    batch_request,
+    segment_max_bytes,
+)
 
 
 def make_replay(comp: Component) -> Replay:
@@ -15,28 +25,51 @@ def make_replay(comp: Component) -> Replay:
     return comp.algo.make_replay(comp.config)
 
 
+class BatchHandler:
+    """The `batches` port's handler: checks each request, answers a resent one (same id) with
+    the reply already sent (`components.batch_protocol`), never raises."""
+
+    def __init__(self, replay: Replay) -> None:
+        self.replay = replay
+        self.capacity = getattr(replay.storage, "capacity", 1 << 16)
+        self.guard, self.replies = PortGuard("batches"), ReplyCache()
+
+    def __call__(self, message: Any) -> dict:
+        request = self.guard.check(lambda m: batch_request(m, self.capacity), message)
+        if request is None:
+            return {"batch": None, "fill": len(self.replay), "error": "not a batch request"}
+
+        def take() -> dict:
+            batch = self.replay.take(request["segments"], request["timeout"])
+            return {"batch": batch, "fill": len(self.replay)}
+
+        return self.replies.answer(request.get("id"), take)
+
+
 def main(run_dir: str, index: int = 0) -> None:
-    """Serve until stopped."""
+    """Serve until stopped. Every message is checked against its port's schema first
+    (`surreal.schemas`): a bad one is counted, logged once per kind and dropped."""
     import caraml
 
     comp = Component(run_dir, "buffer", index)
+    cfg = comp.config
     replay = make_replay(comp)
-    puller = caraml.Puller(comp.address("experience").bind_tcp, hwm=64)
-
-    def handle(request: dict) -> dict:
-        batch = replay.take(int(request["segments"]), float(request.get("timeout", 1.0)))
-        return {"batch": batch, "fill": len(replay)}
-
-    server = caraml.Server(comp.address("batches").bind_tcp, handle).start()
+    segment = SegmentSchema(comp.env_info, cfg.actor.rollout_length, cfg.env.num_envs)
+    experience = PortGuard("experience")
+    handle = BatchHandler(replay)
+    batches, replies = handle.guard, handle.replies
+    limit = segment_max_bytes(comp.env_info, cfg.actor.rollout_length, cfg.env.num_envs)
+    puller = caraml.Puller(comp.address("experience").bind_tcp, hwm=64, max_size=limit)
+    server = GuardedServer(
+        comp.address("batches").bind_tcp, handle, batches, max_size=REQUEST_MAX_BYTES
+    ).start()
     last_report = time.monotonic()
     try:
         while not comp.stopping.is_set():
-            try:
-                replay.add(puller.pull(timeout=0.5))
-            except caraml.RequestTimeout:
-                pass
-            except caraml.MalformedMessage:
-                continue
+            message = receive(lambda: puller.pull(timeout=0.5), experience)
+            checked = None if message is NOTHING else experience.check(segment, message)
+            if checked is not None:
+                replay.add(checked)
             if time.monotonic() - last_report > 2.0:
                 last_report = time.monotonic()
                 dropped = float(getattr(replay.storage, "dropped", 0))
@@ -46,6 +79,8 @@ def main(run_dir: str, index: int = 0) -> None:
                         "buffer/fill": len(replay),
                         "buffer/added": replay.added,
                         "buffer/dropped": dropped,
+                        "buffer/invalid": experience.total_dropped + batches.total_dropped,
+                        "buffer/replayed_replies": replies.replayed,
                     },
                 )
     finally:
@@ -55,11 +90,16 @@ def main(run_dir: str, index: int = 0) -> None:
         comp.close()
 
 
-def batch_arrays(reply: dict) -> dict[str, np.ndarray]:
+def batch_arrays(reply: Any) -> dict[str, np.ndarray]:
     """DataFetcher `process` function (runs in its worker): the reply's batch as flat arrays.
 
-    An empty reply (no data in time) becomes {"empty": [1]} so the learner can tell.
+    An empty reply (no data in time), or one that is not a batch at all, becomes
+    {"empty": [1]} so the learner can tell (and never fails on it).
     """
-    if reply.get("batch") is None:
-        return {"empty": np.ones(1, np.int8), "fill": np.asarray([reply.get("fill", 0)])}
-    return {**reply["batch"], "fill": np.asarray([reply.get("fill", 0)])}
+    reply = reply if isinstance(reply, dict) else {}
+    fill = reply.get("fill", 0)
+    fill = np.asarray([fill if isinstance(fill, (int, float)) else 0])
+    batch = reply.get("batch")
+    if not isinstance(batch, dict) or not all(isinstance(a, np.ndarray) for a in batch.values()):
+        return {"empty": np.ones(1, np.int8), "fill": fill}
+    return {**batch, "fill": fill}

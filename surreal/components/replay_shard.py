@@ -16,8 +16,29 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
+from surreal.components.ports import NOTHING, GuardedServer, receive
 from surreal.components.replay_uniform import UniformSampler, UniformStorage
+from surreal.guard import Invalid, PortGuard
+from surreal.schemas import (
+    REQUEST_MAX_BYTES,
+    ChunkSchema,
+    as_array,
+    as_dict,
+    sample_request,
+)
+
+
+def _any_chunk(message: Any) -> dict:
+    """Without an env spec: a dict of numeric arrays (the storage checks the rest)."""
+    chunk = as_dict(message, "a replay chunk")
+    for key, value in chunk.items():
+        as_array(value, key)
+    if "rew" not in chunk:
+        raise Invalid("a replay chunk needs 'rew'", "missing-keys")
+    return chunk
 
 
 class ReplayShard:
@@ -30,8 +51,11 @@ class ReplayShard:
         dedup: bool = False,
         seed: int | None = None,
         index: int = 0,
+        chunk_schema: Callable[[Any], dict] | None = None,
     ) -> None:
         self.index = index
+        self.chunk_schema = chunk_schema  # checks pushed chunks (None: any dict of arrays)
+        self.chunk_guard, self.request_guard = PortGuard("replay"), PortGuard("replay-sample")
         self.boot = int.from_bytes(os.urandom(6), "little")  # tells this incarnation from a restart
         self.storage = UniformStorage(capacity, dedup=dedup)
         self.sampler = UniformSampler(start, seed)
@@ -39,9 +63,11 @@ class ReplayShard:
         self.chunks = 0
         self.stopped = threading.Event()
 
-    def handle(self, request: dict) -> dict:
-        """Answer a sample or stats request (the caraml Server handler)."""
-        op = request.get("op") if isinstance(request, dict) else None
+    def handle(self, message: Any) -> dict:
+        """Answer a sample or stats request (the caraml Server handler); a request that is
+        neither is counted and answered {"ready": False, "error": ...}, never raised."""
+        request = self.request_guard.check(sample_request, message)
+        op = None if request is None else request["op"]
         with self.lock:
             info = {
                 "size": len(self.storage),
@@ -52,7 +78,7 @@ class ReplayShard:
             if op == "stats":
                 return {**info, "chunks": self.chunks}
             if op != "sample":
-                raise ValueError(f"unknown replay request {op!r}; send op 'sample' or 'stats'")
+                return {**info, "ready": False, "error": "send op 'sample' or 'stats'"}
             if not self.sampler.ready(self.storage):
                 return {**info, "ready": False}
             return {
@@ -61,27 +87,28 @@ class ReplayShard:
                 "batch": self.sampler.sample(self.storage, int(request["batch_size"])),
             }
 
-    def add(self, chunk: dict) -> None:
-        """Store one pushed chunk."""
+    def add(self, message: Any) -> None:
+        """Store one pushed chunk if it fits the shard's schema (else count and drop it)."""
+        chunk = self.chunk_guard.check(self.chunk_schema or _any_chunk, message)
+        if chunk is None:
+            return
         with self.lock:
-            self.storage.add(chunk)
-            self.chunks += 1
+            stored = self.chunk_guard.guarded("store-failed", lambda: self.storage.add(chunk))
+            self.chunks += stored is not None
 
     def serve(self, push_backend: str, sample_backend: str, poll_s: float = 0.2) -> None:
         """Pull and serve until `stop()` (connects to the proxies' backends)."""
         import caraml
 
         puller = caraml.Puller(push_backend, bind=False)
-        server = caraml.Server(sample_backend, self.handle, bind=False).start()
+        server = GuardedServer(
+            sample_backend, self.handle, self.request_guard, bind=False, max_size=REQUEST_MAX_BYTES
+        ).start()
         try:
             while not self.stopped.is_set():
-                try:
-                    chunk = puller.pull(timeout=poll_s)
-                except caraml.RequestTimeout:
-                    continue
-                except caraml.MalformedMessage:
-                    continue  # counted by the puller; a foreign message never stops the shard
-                self.add(chunk)
+                chunk = receive(lambda: puller.pull(timeout=poll_s), self.chunk_guard)
+                if chunk is not NOTHING:
+                    self.add(chunk)
         finally:
             server.stop()
             puller.close()
@@ -102,7 +129,12 @@ def main(run_dir: str, index: int = 0) -> None:
     # that got a few chunks less than the others (round robin) never hold the learner back.
     start = max(1, algo.replay_start // (2 * algo.replay_shards))
     shard = ReplayShard(
-        algo.replay_capacity, start, algo.dedup_obs, shard_seed(comp.config.run.seed, index), index
+        algo.replay_capacity,
+        start,
+        algo.dedup_obs,
+        shard_seed(comp.config.run.seed, index),
+        index,
+        chunk_schema=ChunkSchema(comp.env_info, algo.dedup_obs),
     )
     comp.stopping = shard.stopped  # SIGTERM ends serve()
     reporter = threading.Thread(target=_report_loop, args=(comp, shard), daemon=True)

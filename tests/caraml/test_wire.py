@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import caraml
-from caraml.testing import garbled_messages
-from caraml.wire import INLINE_MAX, MAGIC, VERSION
+from caraml.reader import decode, fast_single
+from caraml.testing import _prefixed, garbled_messages
+from caraml.wire import INLINE_MAX, KIND_DATA, KIND_ERROR, MAGIC, VERSION
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -183,3 +184,41 @@ def test_cached_fast_paths_still_reject_wrong_sizes():
             caraml.deserialize(short)
         with pytest.raises(caraml.MessageTooLarge):
             caraml.deserialize(frames, max_size=arr.nbytes // 2)
+
+
+def wire(obj, kind=KIND_DATA):
+    return [bytes(memoryview(f)) for f in caraml.serialize(obj, kind=kind)]
+
+
+@pytest.mark.parametrize("size", [4, 1024])
+def test_error_replies_are_never_taken_for_data_even_when_seen_again(size):
+    arr = np.arange(size, dtype=np.float64)
+    error, data = wire(arr, KIND_ERROR), wire(arr)
+    for _ in range(3):  # every decode cache has seen both by the second round
+        with pytest.raises(caraml.MalformedMessage, match="error reply"):
+            caraml.deserialize(error)
+        assert decode(error)[0] == KIND_ERROR
+        if len(error) == 1:
+            assert fast_single(error[0]) is None  # the Puller's shortcut
+        assert np.array_equal(caraml.deserialize(data), arr)
+
+
+@pytest.mark.parametrize("dtype", ["|S0", "<U0", []])
+def test_zero_byte_items_cannot_make_a_small_message_decode_large(dtype):
+    message = [_prefixed(KIND_DATA, [{"n": [0, dtype, [1 << 29], "C"]}, [0]])]
+    assert len(message[0]) <= 120
+    with pytest.raises(caraml.MalformedMessage, match="more elements than the message has bytes"):
+        caraml.deserialize(message)
+
+
+def test_one_buffer_named_by_many_values_is_refused():
+    buf = bytes(2000)
+    message = [_prefixed(KIND_DATA, [[{"b": 0}] * 500, [len(buf)]], buf)]
+    with pytest.raises(caraml.MalformedMessage, match="more elements"):
+        caraml.deserialize(message)
+
+
+def test_small_arrays_of_zero_byte_items_and_empty_strings_round_trip():
+    assert roundtrip(np.zeros(3, dtype=[])).shape == (3,)
+    assert roundtrip(np.str_("")) == "" and roundtrip(np.bytes_(b"")) == b""
+    assert roundtrip([np.str_(""), np.zeros((2, 0), np.float32)])[1].shape == (2, 0)

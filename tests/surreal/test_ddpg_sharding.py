@@ -77,8 +77,9 @@ def test_a_shard_below_its_sampling_start_says_not_ready_and_rejects_unknown_req
     shard.add(_chunk(1.0, 8))
     arrays = sample_reply_to_arrays(shard.handle({"op": "sample", "batch_size": 5}))
     assert arrays["obs"].shape == (5, 3) and int(arrays["shard"][0]) == 2
-    with pytest.raises(ValueError, match="op 'sample' or 'stats'"):
-        shard.handle({"op": "push"})
+    reply = shard.handle({"op": "push"})  # answered and counted, never raised
+    assert reply["ready"] is False and "op 'sample' or 'stats'" in reply["error"]
+    assert shard.request_guard.dropped["bad-op"] == 1
 
 
 def test_step_counter_keeps_counting_across_a_shard_restart_and_out_of_order_replies():

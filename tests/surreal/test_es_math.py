@@ -115,6 +115,16 @@ def test_generation_reissues_overdue_tasks_and_ignores_duplicates():
     assert gen.record()["indices"].tolist() == [0, 1, 2]
 
 
+def test_generation_hands_a_released_task_out_first_and_only_once():
+    gen = Generation(0, np.arange(4), task_timeout=3600.0)
+    assert [gen.next_task(0.0) for _ in range(2)] == [0, 1]
+    assert gen.release(1) and not gen.release(1) and not gen.release(3)  # 3 never handed out
+    assert gen.next_task(0.0) == 1 and gen.next_task(0.0) == 2  # the dropped one first
+    res = PairResult(1.0, 0.0, 10, np.zeros(2), np.zeros(2), 10)
+    assert gen.submit(0, res) and not gen.release(0)  # answered tasks stay answered
+    assert gen.released == 1 and gen.reissued == 0
+
+
 def test_states_that_apply_the_same_records_stay_identical(tmp_path):
     cfg = ESConfig(hidden=(8,), population=4)
     noise = SharedNoiseTable(0, 10_000, tmp_path)

@@ -10,9 +10,10 @@ from surreal.algos.es.rollout import PairResult
 class Generation:
     """The `population` antithetic pairs of one generation, handed out one task at a time.
 
-    A task not answered within `task_timeout` seconds of being handed out is handed out again to
-    the next worker that asks (a worker lost mid-generation costs the master that delay, no more);
-    the first answer for a task wins and late duplicates are ignored.
+    A task its worker dropped (see :meth:`release`) is handed out again first, at the next
+    request. A task not answered within `task_timeout` seconds of being handed out is handed out
+    again to the next worker that asks (a worker lost mid-generation costs the master that delay,
+    no more); the first answer for a task wins and late duplicates are ignored.
     """
 
     def __init__(self, number: int, indices: np.ndarray, task_timeout: float) -> None:
@@ -21,10 +22,26 @@ class Generation:
         self.task_timeout = task_timeout
         self.results: dict[int, PairResult] = {}
         self.issued: dict[int, float] = {}  # task id -> time last handed out
-        self.reissued = 0
+        self.reissued = 0  # handed out again after task_timeout
+        self.released = 0  # handed back by their worker, to be handed out again at once
+        self._free: list[int] = []
+
+    def release(self, task: int) -> bool:
+        """The worker holding `task` will not answer it: hand it out again at the next request.
+        False (nothing to do) when the task is answered, not handed out, or already free."""
+        if task in self.results or task not in self.issued or task in self._free:
+            return False
+        self._free.append(task)
+        self.released += 1
+        return True
 
     def next_task(self, now: float) -> int | None:
         """A task id to hand out now, or None (all handed out and none overdue, or done)."""
+        while self._free:
+            task = self._free.pop(0)
+            if task not in self.results:
+                self.issued[task] = now
+                return task
         for task in range(len(self.indices)):
             if task not in self.issued:
                 self.issued[task] = now

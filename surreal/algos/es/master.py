@@ -9,8 +9,11 @@ Protocol (caraml request-reply; the worker always asks, the master answers):
                "task": id, "index": noise index, "seed": env seed}
 
 A result carries the pair's two returns and the observation statistics; parameters travel only in
-"sync" (a joining or restarted worker). A task a worker does not answer within `task_timeout`
-is handed to the next worker that asks, so a lost worker never stops a generation.
+"sync" (a joining or restarted worker). A worker works on one task at a time, so a request that
+does not answer the task it holds drops that task (it drifted and resyncs, or a retried request
+lost the reply): the task is handed out again at once. A task a worker does not answer within
+`task_timeout` (a lost worker) is handed to the next worker that asks, so no worker stops a
+generation.
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ class ESMaster:
         self.done = False
         self.env_steps = env_steps
         self.reissued = 0
+        self.released = 0
         self.holders: dict[int, str] = {}  # task -> worker that last got it
+        self.held: dict[str, tuple[int, int]] = {}  # worker -> (generation, task) it holds
         self.last_seen: dict[str, float] = {}  # worker -> time of its last request
         self.told_stop: set[str] = set()
         self.aborted = False
@@ -83,6 +88,9 @@ class ESMaster:
             self.last_seen[worker] = time.monotonic()
             if msg.get("result") is not None:
                 self._take_result(msg["result"], worker)
+            held = self.held.pop(worker, None)
+            if held is not None and held[0] == self.gen.number:
+                self.gen.release(held[1])  # not answered by this request: dropped
             reply: dict = {
                 "op": "stop" if self.done else "wait",
                 "generation": self.state.generation,
@@ -104,6 +112,7 @@ class ESMaster:
             task = self.gen.next_task(time.monotonic())
             if task is not None:
                 self.holders[task] = worker
+                self.held[worker] = (self.gen.number, task)
                 reply.update(
                     op="task",
                     task=task,
@@ -134,6 +143,7 @@ class ESMaster:
         self.records.pop(record["generation"] - KEEP_RECORDS, None)
         self.env_steps += self.gen.steps
         self.reissued += self.gen.reissued
+        self.released += self.gen.released
         self.finished.append(
             (
                 self.gen.number,
@@ -183,9 +193,9 @@ def serve(
 ) -> None:
     """Serve workers on `address` until the master is done; `on_generation(master, i)` runs in
     this thread after each finished generation i and may return True to stop early."""
-    import caraml
+    from surreal.components.ports import es_master_server
 
-    server = caraml.Server(address, master.handle)
+    server = es_master_server(master, address)  # worker requests checked first (#25)
     server.start()
     try:
         seen = 0

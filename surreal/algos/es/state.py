@@ -11,6 +11,8 @@ and take the same Adam step, so parameters never travel on the wire except to (r
 
 from __future__ import annotations
 
+import zlib
+
 import numpy as np
 
 from surreal.algos.es.config import ESConfig
@@ -21,11 +23,21 @@ from surreal.algos.es.numerics import Adam, RunningStat, centered_ranks
 def es_gradient(
     noise: SharedNoiseTable, indices: np.ndarray, r_pos: np.ndarray, r_neg: np.ndarray, dim: int
 ) -> np.ndarray:
-    """The centered-rank ES ascent direction over the pairs (eps at `indices`)."""
+    """The centered-rank ES ascent direction over the pairs (eps at `indices`).
+
+    Bit for bit the same in every process, whatever its BLAS library or thread count: the sum
+    runs in float64, one pair after another in the record's order, with elementwise numpy only
+    (a BLAS matrix-vector product splits its sum by thread count and so rounds differently).
+    """
     ranks = centered_ranks(np.stack([r_pos, r_neg], axis=1))
-    weights = ranks[:, 0] - ranks[:, 1]
-    eps = np.stack([noise.get(int(i), dim) for i in indices])
-    return (weights @ eps / (2 * len(indices))).astype(np.float32)
+    weights = (ranks[:, 0] - ranks[:, 1]).astype(np.float64)
+    total = np.zeros(dim, np.float64)
+    term = np.empty(dim, np.float64)
+    for w, i in zip(weights, indices, strict=True):
+        term[:] = noise.get(int(i), dim)  # exact float32 -> float64
+        term *= w
+        total += term
+    return (total / (2 * len(indices))).astype(np.float32)
 
 
 class ESState:
@@ -37,6 +49,7 @@ class ESState:
         self.adam = Adam(theta.size, config.lr)
         self.obstat = RunningStat(obs_dim)
         self.generation = 0
+        self._checksum: int | None = None
         self.refresh_normalizer()
 
     def refresh_normalizer(self) -> None:
@@ -60,11 +73,18 @@ class ESState:
         self.theta = self.adam.step(self.theta, -grad + self.config.l2 * self.theta)
         self.obstat.add(record["obs_sum"], record["obs_sumsq"], float(record["obs_count"]))
         self.generation += 1
+        self._checksum = None
         self.refresh_normalizer()
 
-    def checksum(self) -> float:
-        """A cheap fingerprint of theta, to detect a worker that drifted from the master."""
-        return float(np.float64(self.theta.astype(np.float64).sum()))
+    def checksum(self) -> int:
+        """A CRC-32 of the exact bits of theta, the Adam moments and the observation statistics:
+        equal in two processes only if their states are identical (a drifted worker resyncs)."""
+        if self._checksum is None:
+            crc = zlib.crc32(np.int64(self.generation).tobytes())
+            for part in (self.theta, self.adam.m, self.adam.v, self.obstat.sum, self.obstat.sumsq):
+                crc = zlib.crc32(np.ascontiguousarray(part).tobytes(), crc)
+            self._checksum = zlib.crc32(np.float64(self.obstat.count).tobytes(), crc)
+        return self._checksum
 
     def to_wire(self) -> dict:
         """Everything a joining worker needs (numpy arrays and numbers only: no pickle)."""
@@ -87,4 +107,5 @@ class ESState:
         self.obstat.sum, self.obstat.sumsq = np.array(msg["sum"]), np.array(msg["sumsq"])
         self.obstat.count = float(msg["count"])
         self.generation = int(msg["generation"])
+        self._checksum = None
         self.refresh_normalizer()

@@ -23,7 +23,8 @@ def run_worker(
     give_up_s: float = 120.0,
     stopping: threading.Event | None = None,
 ) -> dict[str, int]:
-    """Work until the master says stop; returns counts: pairs evaluated, full syncs, updates.
+    """Work until the master says stop; returns counts (pairs evaluated, full syncs, updates,
+    dropped: tasks not run because the state had drifted) and the final generation and checksum.
 
     The worker keeps its own copy of the ES state and steps it with each generation record the
     master sends (indices and returns only); it asks for a full sync when it joins or drifts.
@@ -37,7 +38,7 @@ def run_worker(
     )
     generation, result, idle = -1, None, 0.002
     pause = stopping or threading.Event()
-    stats = {"pairs": 0, "syncs": 0, "updates": 0}
+    stats = {"pairs": 0, "syncs": 0, "updates": 0, "dropped": 0}
     try:
         while stopping is None or not stopping.is_set():
             reply = client.request(
@@ -56,7 +57,9 @@ def run_worker(
             )
             generation = state.generation if in_step else -1  # -1 asks for a full sync
             if reply["op"] == "stop":
-                return stats
+                return {**stats, "generation": state.generation, "checksum": state.checksum()}
+            if reply["op"] == "task" and not in_step:
+                stats["dropped"] += 1  # the master hands it out again at the next request
             if reply["op"] == "wait" or not in_step:
                 pause.wait(idle)  # nothing to hand out yet: poll again shortly
                 idle = min(idle * 2, 0.05)
@@ -108,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     config = ESConfig(**json.loads(args.config))
     env, policy, state, noise = build(args.env, config, args.seed, args.noise_dir)
     stats = run_worker(env, policy, state, noise, config, args.master, args.name)
-    print(f"{args.name}: {stats}", flush=True)
+    print(json.dumps({"name": args.name, **stats}), flush=True)
 
 
 if __name__ == "__main__":

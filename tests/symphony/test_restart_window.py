@@ -1,0 +1,63 @@
+"""Restart limits count within a time window: occasional crashes over a long run keep coming back,
+a crash loop still ends."""
+
+import pytest
+
+from symphony import Experiment, Process, RestartPolicy
+from symphony.errors import SpecError
+from symphony.spec import Experiment as SpecExperiment
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_only_restarts_inside_the_window_count():
+    policy = RestartPolicy("on-failure", max_restarts=2, window_s=10.0)
+    times = [0.0, 5.0, 12.0]
+    assert policy.counted(times, now=14.0) == 2 and times == [5.0, 12.0]
+    assert policy.counted(times, now=30.0) == 0
+    lifetime = RestartPolicy("on-failure", max_restarts=2)
+    assert lifetime.counted([0.0, 5.0, 12.0], now=1e9) == 3
+    with pytest.raises(SpecError, match="window_s"):
+        RestartPolicy("on-failure", window_s=0)
+
+
+def test_window_survives_the_yaml_round_trip():
+    exp = Experiment("w").add(
+        Process("p", ["true"], restart=RestartPolicy("on-failure", 3, 0.5, 5.0, window_s=60.0))
+    )
+    again = SpecExperiment.from_yaml(exp.to_yaml())
+    assert again.process("p").restart.window_s == 60.0
+
+
+def _crasher(tmp_path, tries: int, gap_s: float) -> list[str]:
+    """A process that runs `gap_s` seconds and fails, `tries` times, then exits 0."""
+    count = tmp_path / "count"
+    script = (
+        f"n=$(cat {count} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {count}; "
+        f"sleep {gap_s}; [ $n -gt {tries} ] && exit 0; exit 1"
+    )
+    return ["sh", "-c", script]
+
+
+def test_spread_out_crashes_keep_restarting_past_the_lifetime_limit(records, tmp_path):
+    import symphony
+
+    # 5 crashes, each after 0.4 s of running; at most 1 restart per 0.3 s window counts
+    policy = RestartPolicy("on-failure", max_restarts=1, backoff_s=0.01, window_s=0.3)
+    exp = Experiment("window").add(Process("w", _crasher(tmp_path, 5, 0.4), restart=policy))
+    handle = symphony.launch(exp, "local", records=records)
+    status = handle.wait(timeout=90)
+    proc = status.process("w")
+    assert (proc.state, proc.exit_code, proc.restarts) == ("exited", 0, 5)
+    handle.delete()
+
+
+def test_a_crash_loop_still_ends_at_the_limit_within_the_window(records, tmp_path):
+    import symphony
+
+    policy = RestartPolicy("on-failure", max_restarts=2, backoff_s=0.01, window_s=600.0)
+    exp = Experiment("loop").add(Process("w", _crasher(tmp_path, 100, 0.0), restart=policy))
+    handle = symphony.launch(exp, "local", records=records)
+    status = handle.wait(timeout=90)
+    assert (status.process("w").state, status.process("w").restarts) == ("failed", 2)
+    handle.delete()
