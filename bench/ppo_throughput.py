@@ -58,9 +58,16 @@ def single_process(seconds: float) -> dict[str, float]:
     }
 
 
-def surreal(seconds: float, actors: int, warmup: float = 20.0) -> dict[str, float]:
-    """`surreal launch ppo` with the same batch (actors x 8 envs x rollout = 2048 steps)."""
-    rollout = BATCH // (actors * 8)
+def surreal(
+    seconds: float,
+    actors: int,
+    warmup: float = 20.0,
+    rollout: int | None = None,
+    overrides: tuple[str, ...] = (),
+) -> dict[str, float]:
+    """`surreal launch ppo` with the same batch (actors x 8 envs x rollout = 2048 steps), or
+    `rollout` steps per segment and extra `--set` `overrides` (e.g. `run.device=cuda`)."""
+    rollout = rollout or max(BATCH // (actors * 8), 1)
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "runs" / "bench" / "t1"
         cmd = [
@@ -94,6 +101,7 @@ def surreal(seconds: float, actors: int, warmup: float = 20.0) -> dict[str, floa
             "env.normalize_reward=true",
             "--set",
             "eval.every_s=0",
+            *(arg for item in overrides for arg in ("--set", item)),
         ]
         env = dict(os.environ, SYMPHONY_HOME=f"{tmp}/home")
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, start_new_session=True)

@@ -93,8 +93,15 @@ class RunConfig:
     """Write a checkpoint every this many learner iterations (and always at exit)."""
     stop_at_return: float | None = None
     """Also stop once the evaluator's mean return reaches this value."""
-    torch_threads: int = 1
-    """torch threads in the learner process (actors always use 1)."""
+    torch_threads: int = 0
+    """torch threads in the learner process (actors always use 1); 0: the CPUs the learner may
+    run on minus one per actor and one for buffer and parameter server, at least 1
+    (`surreal.device.learner_threads`)."""
+    learner_replicas: int = 1
+    """Data-parallel learner processes (one symphony ProcessGroup) averaging gradients with
+    torch.distributed; each learns on segments_per_batch / learner_replicas segments."""
+    device: str = "auto"
+    """Where the learner computes: auto (a GPU when torch sees one, else cpu), cpu, cuda, cuda:N."""
     curve: bool | None = None
     """Encrypt and authenticate traffic between processes with CurveZMQ and keys made for this
     run (`RUN/keys/`); unset: on for slurm, compose and kube, off for local and tmux."""

@@ -106,7 +106,46 @@ class Learner(abc.ABC):
         self.optimizer: Any = None
         """The torch optimizer the default `state_dict` saves, if you set one."""
         self.model: Any = self.make_model(config, env_info)
-        """`make_model(config, env_info)`: the network the default params/state_dict use."""
+        """`make_model(config, env_info)`: the network the default params/state_dict use; moved
+        to `self.device`."""
+        if self.model is not None and hasattr(self.model, "to"):
+            self.model = self.model.to(self.device)
+
+    @property
+    def device(self) -> Any:
+        """The `torch.device` this learner computes on: `run.device` resolved (`auto`: the first
+        GPU torch sees, else the CPU); the CPU in bare unit tests without a run config. Build
+        your networks and optimizer state there; `to_device(batch)` moves a batch there."""
+        cached = self.__dict__.get("_device")
+        if cached is None:
+            from surreal.device import resolve
+
+            spec = self.run_config.run.device if self.run_config is not None else "cpu"
+            cached = self.__dict__["_device"] = resolve(spec)
+        return cached
+
+    replicas: Any = None
+    """`surreal.distributed.Replicas` when `run.learner_replicas` > 1 (set before `learn`), else
+    None. With replicas, each learner gets its share of the batch: call `sync_gradients()` after
+    every `backward()` and `gather(array)` for statistics over the whole batch."""
+
+    def sync_gradients(self) -> None:
+        """Average `self.model`'s gradients over the replicas (no-op for a single learner). Call
+        it between `loss.backward()` and gradient clipping / `optimizer.step()`."""
+        if self.replicas is not None:
+            self.replicas.average_gradients(self._model("sync_gradients()").parameters())
+
+    def gather(self, array: Any) -> Any:
+        """`array` from every replica, concatenated along axis 0 (itself for a single learner)."""
+        return array if self.replicas is None else self.replicas.gather(array)
+
+    def to_device(self, batch: Batch) -> dict[str, Any]:
+        """A batch dict of numpy arrays as torch tensors on `self.device`: zero-copy views on the
+        CPU (valid while `learn` runs), one pinned-memory staging copy and an asynchronous
+        transfer on a GPU (`surreal.device.to_device`)."""
+        from surreal.device import to_device
+
+        return to_device(batch, self.device)
 
     @classmethod
     def create(cls, run_config: Config, env_info: EnvInfo, **kwargs: Any) -> Learner:

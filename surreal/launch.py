@@ -66,6 +66,7 @@ def plan(
     info = env_info(config.env.id, config.env)
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
+    _check_replicas(config, algo_class)
     if not resume:
         base = Path(folder) / slug(
             name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
@@ -110,6 +111,34 @@ def _check(config: Config) -> None:
             raise ConfigError(f"{key} must be >= 1, got {value} ({flag} N)")
     if config.actor.max_ahead is not None and config.actor.max_ahead < 0:
         raise ConfigError("actor.max_ahead must be >= 0 or none (never wait)")
+    if config.run.torch_threads < 0:
+        raise ConfigError("run.torch_threads must be >= 0 (0: what the learner's CPUs allow)")
+    from surreal.device import check_device
+
+    check_device(config.run.device)  # a GPU asked for but not there: a usage error, here
+
+
+def _check_replicas(config: Config, algo_class: type) -> None:
+    """`run.learner_replicas`: >= 1; above 1 only with the runtime's learner loop and a batch
+    that splits evenly between the replicas."""
+    from surreal.topology import RUNTIME_COMPONENTS
+
+    n = config.run.learner_replicas
+    if n < 1:
+        raise ConfigError(f"run.learner_replicas must be >= 1, got {n}")
+    if n == 1:
+        return
+    if algo_class.components().get("learner") != RUNTIME_COMPONENTS["learner"]:
+        raise ConfigError(
+            f"run.learner_replicas={n}: {algo_class.__name__} has its own learner process; "
+            "replicas work with the runtime's learner loop (ppo, ppo-vision, your Learner)"
+        )
+    per_batch = algo_class.segments_per_batch(config)
+    if per_batch % n:
+        raise ConfigError(
+            f"run.learner_replicas={n} must divide the {per_batch} segments per batch "
+            "(--actors or algo.segments_per_batch)"
+        )
 
 
 def preflight(p: LaunchPlan) -> None:

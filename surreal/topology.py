@@ -93,18 +93,42 @@ def new_experiment(plan: LaunchPlan) -> Any:
     return exp
 
 
-def learner_process(plan: LaunchPlan, role: str = "learner") -> Any:
+def learner_process(
+    plan: LaunchPlan, role: str = "learner", index: int = 0, name: str = "learner"
+) -> Any:
     """The process named `learner` (running component ROLE): `run.torch_threads` OpenMP threads
-    and CPUs; never restarted (its end is the run's end; `surreal launch --resume` continues it)."""
+    and CPUs (0: `surreal.device.learner_threads`), one GPU when `run.device` asks for cuda; never
+    restarted (its end is the run's end; `surreal launch --resume` continues it)."""
+    from surreal.device import learner_threads, wants_gpu
     from symphony import Process, Resources
 
-    threads = plan.config.run.torch_threads
+    run = plan.config.run
+    threads = learner_threads(run.torch_threads, run.actors)
     return Process(
-        "learner",
-        command(plan.run_dir, role),
-        env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads)),
-        resources=Resources(cpu=max(1, threads)),
+        name,
+        command(plan.run_dir, role, index),
+        env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)),
+        resources=Resources(cpu=threads, gpu=1 if wants_gpu(run.device) else 0),
     )
+
+
+def add_learners(exp: Any, plan: LaunchPlan, binds: Iterable[str], connects: Iterable[str]) -> None:
+    """Add the learner (binding `binds`, connected to `connects`), or with `run.learner_replicas`
+    N > 1 the ProcessGroup `learners`: `learner` (rank 0, which also binds the rendezvous service
+    `learner-rdzv`) and `learner-1` ... `learner-{N-1}` (running `--index` = their rank)."""
+    from symphony import ProcessGroup
+
+    binds, connects = tuple(binds), tuple(connects)
+    n = plan.config.run.learner_replicas
+    if n == 1:
+        exp.add(learner_process(plan).binds(*binds).connects(*connects))
+        return
+    group = ProcessGroup("learners")
+    group.add(learner_process(plan).binds(*binds, "learner-rdzv").connects(*connects))
+    for rank in range(1, n):
+        replica = learner_process(plan, index=rank, name=f"learner-{rank}")
+        group.add(replica.connects(*connects, "learner-rdzv"))
+    exp.add(group)
 
 
 def add_evaluator(exp: Any, plan: LaunchPlan) -> None:
@@ -138,7 +162,7 @@ def standard_experiment(plan: LaunchPlan) -> Any:
     """The default topology: metrics, buffer, learner, parameter server, evaluator, actors."""
     exp = new_experiment(plan)
     exp.add(process(plan, "buffer").binds("experience", "batches").connects("metrics"))
-    exp.add(learner_process(plan).binds("params-pub").connects("batches", "metrics"))
+    add_learners(exp, plan, binds=("params-pub",), connects=("batches", "metrics"))
     exp.add(process(plan, "param-server").binds("params").connects("params-pub", "metrics"))
     add_evaluator(exp, plan)
     add_actor_groups(exp, plan, ("params", "experience", "metrics"))

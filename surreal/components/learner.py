@@ -11,19 +11,23 @@ from surreal import checkpoint
 from surreal.components.batch_protocol import BatchRequests
 from surreal.components.common import Component
 from surreal.components.replay import batch_arrays
+from surreal.components.replicas import join as join_replicas
 from surreal.core import Learner
 
 
 def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     """The run's learner and its counters, resumed from the run's checkpoint if there is one.
 
-    Sets torch's threads (`run.torch_threads`) and the torch and numpy seeds (`run.seed`) first,
-    so every learner process starts the same way. Counters: global_step, version, iterations.
+    Sets torch's threads (`run.torch_threads`, 0: `surreal.device.learner_threads`) and the
+    torch and numpy seeds (`run.seed`) first, so every learner process starts the same way.
+    Counters: global_step, version, iterations.
     """
     import torch
 
     cfg = comp.config
-    torch.set_num_threads(cfg.run.torch_threads)
+    from surreal.device import learner_threads
+
+    torch.set_num_threads(learner_threads(cfg.run.torch_threads, cfg.run.actors))
     torch.manual_seed(cfg.run.seed)
     np.random.seed(cfg.run.seed)
     learner = comp.algo.create(cfg, comp.env_info)
@@ -50,21 +54,33 @@ class LearnerLoop:
 
         self.comp, cfg = comp, comp.config
         self.learner, self.counters = build_learner(comp)
+        self.replicas = join_replicas(comp, self.learner)
+        self.rank = self.replicas.rank if self.replicas else 0
+        """Rank 0 publishes parameters, writes checkpoints and reports; every rank learns."""
         self.counters["version"] = max(self.counters["version"], 1)  # actors wait for >= 1
-        self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
-        self.per_batch = comp.algo.segments_per_batch(cfg)
+        self.publisher = None
+        if self.rank == 0:
+            self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
+        self._published: tuple[int, dict] | None = None
+        self.per_batch = comp.algo.segments_per_batch(cfg) // cfg.run.learner_replicas
         self.started = time.monotonic()
         self.start_step = self.counters["global_step"]
         self.requester = os.urandom(6).hex()  # batch request ids: see components.batch_protocol
 
     def publish(self) -> None:
-        """Send the current parameters as a new version to the parameter server(s)."""
+        """Send the current parameters to the parameter server(s); `Learner.params()` (a copy to
+        numpy, from the GPU with `run.device=cuda`) runs once per version, re-sends reuse it."""
+        if self.publisher is None:
+            return
+        version = self.counters["version"]
+        if self._published is None or self._published[0] != version:
+            self._published = (version, self.learner.params())
         self.publisher.publish(
             "params",
             {
-                "version": self.counters["version"],
+                "version": version,
                 "step": self.counters["global_step"],
-                "params": self.learner.params(),
+                "params": self._published[1],
             },
         )
 
@@ -74,7 +90,8 @@ class LearnerLoop:
         t0 = time.perf_counter()
         self.learner.progress = self.counters["global_step"] / cfg.run.steps
         metrics = self.learner.learn(batch)
-        self.counters["global_step"] += env_steps(batch)
+        steps = env_steps(batch)
+        self.counters["global_step"] += int(self.replicas.sum(steps)) if self.replicas else steps
         self.counters["iterations"] += 1
         lag = self.counters["version"] - float(np.mean(batch["version"]))
         self.counters["version"] += 1
@@ -92,8 +109,15 @@ class LearnerLoop:
             self.save()
         return metrics
 
+    def report(self, step: int, scalars: dict[str, float], **extra: object) -> None:
+        """Send metrics (rank 0 reports for all replicas)."""
+        if self.rank == 0:
+            self.comp.report(step, scalars, **extra)
+
     def save(self) -> None:
-        """Write the checkpoint."""
+        """Write the checkpoint (rank 0)."""
+        if self.rank:
+            return
         checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
 
     def done(self) -> bool:
@@ -131,7 +155,7 @@ def main(run_dir: str, index: int = 0) -> None:
     try:
         nbytes = _first_batch_bytes(loop, address)
         if nbytes:
-            comp.report(loop.counters["global_step"], loop.step(loop.pending))
+            loop.report(loop.counters["global_step"], loop.step(loop.pending))
             fetcher = caraml.DataFetcher(
                 address,
                 BatchRequests(loop.per_batch, requester=f"{loop.requester}-fetcher"),
@@ -157,7 +181,7 @@ def main(run_dir: str, index: int = 0) -> None:
             now = time.monotonic()
             metrics["charts/learner_its"] = 1.0 / max(now - last_report, 1e-6)
             last_report = now
-            comp.report(
+            loop.report(
                 loop.counters["global_step"],
                 metrics,
                 version=loop.counters["version"],
@@ -167,8 +191,11 @@ def main(run_dir: str, index: int = 0) -> None:
         loop.save()
         if fetcher is not None:
             fetcher.close()
-        loop.publisher.close()
-        comp.report(
+        if loop.publisher is not None:
+            loop.publisher.close()
+        if loop.replicas is not None:
+            loop.replicas.close()
+        loop.report(
             loop.counters["global_step"],
             {},
             version=loop.counters["version"],

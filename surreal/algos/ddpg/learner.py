@@ -59,7 +59,8 @@ class DDPGLearner(Learner):
     def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
         super().__init__(config, env_info)
         _bounds(env_info)
-        self.algo = DDPG(int(np.prod(env_info.obs_shape)), env_info.action_dim, config)
+        obs_dim = int(np.prod(env_info.obs_shape))
+        self.algo = DDPG(obs_dim, env_info.action_dim, config, device=self.device)
 
     @classmethod
     def make_policy(cls, config: DDPGConfig, env_info: EnvInfo) -> DDPGPolicy:

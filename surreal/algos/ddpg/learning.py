@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import numpy as np
 import torch
@@ -19,14 +20,19 @@ class DDPG:
     R_t^n), next_obs [B, O] (o_t+m) and discount [B] (gamma^m, 0 where the episode terminated).
     """
 
-    def __init__(self, obs_dim: int, act_dim: int, config: DDPGConfig, seed: int = 0) -> None:
+    def __init__(
+        self, obs_dim: int, act_dim: int, config: DDPGConfig, seed: int = 0, device: Any = "cpu"
+    ) -> None:
         torch.manual_seed(seed)
+        self.device = torch.device(device)
         self.config, self.obs_dim, self.act_dim = config, obs_dim, act_dim
         self.actor = Actor(obs_dim, act_dim, config.hidden)
         n_critics = 2 if config.twin_critics else 1
         self.critics = nn.ModuleList(
             Critic(obs_dim, act_dim, config.hidden) for _ in range(n_critics)
         )
+        self.actor.to(self.device)
+        self.critics.to(self.device)
         self.actor_target = copy.deepcopy(self.actor).requires_grad_(False)
         self.critics_target = copy.deepcopy(self.critics).requires_grad_(False)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=config.lr)
@@ -55,7 +61,7 @@ class DDPG:
         """One learner iteration: critic step, then (every actor_delay) actor step + target update."""
         c = self.config
         obs, act, rew, next_obs, discount = (
-            torch.as_tensor(batch[k], dtype=torch.float32)
+            torch.as_tensor(batch[k], dtype=torch.float32).to(self.device, non_blocking=True)
             for k in ("obs", "act", "rew", "next_obs", "discount")
         )
         y = self.target_q(rew, next_obs, discount)
@@ -96,11 +102,12 @@ class DDPG:
     @torch.no_grad()
     def act(self, obs: np.ndarray) -> np.ndarray:
         """The greedy action mu(o) in [-1, 1] for one observation or a batch."""
-        return self.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+        obs_t = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+        return self.actor(obs_t).cpu().numpy()
 
     def actor_params(self) -> dict[str, np.ndarray]:
         """The actor's weights as numpy arrays (what the parameter server hands to actors)."""
-        return {k: v.detach().numpy().copy() for k, v in self.actor.state_dict().items()}
+        return {k: v.detach().cpu().numpy().copy() for k, v in self.actor.state_dict().items()}
 
     def state_dict(self) -> dict:
         """Everything a checkpoint needs to resume learning exactly."""

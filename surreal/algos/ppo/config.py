@@ -25,6 +25,9 @@ class PPOConfig(LearnerConfig):
     """Passes over each batch (MuJoCo tasks: 10)."""
     num_minibatches: int = 4
     """Minibatches per pass (MuJoCo tasks: 32)."""
+    minibatch_size: int = 0
+    """Samples per minibatch (ppo: env steps; ppo-vision: sub-trajectories), overriding
+    num_minibatches; 0: batch / num_minibatches (the minibatch grows with the actors)."""
     loss: str = "clip"
     """'clip' (clipped surrogate) or 'kl' (adaptive KL penalty, the original PPO's variant)."""
     clip_coef: float = 0.2

@@ -26,10 +26,10 @@ def explained_variance(y_pred: np.ndarray, y_true: np.ndarray) -> float:
     return float("nan") if var_y == 0 else float(1 - np.var(y_true - y_pred) / var_y)
 
 
-def _time_major(x: np.ndarray) -> torch.Tensor:
-    """[segments, T, envs, ...] -> [T, segments * envs, ...]."""
+def _time_major(x: np.ndarray) -> np.ndarray:
+    """[segments, T, envs, ...] -> [T, segments * envs, ...] (one copy)."""
     s, t, n = x.shape[:3]
-    return torch.as_tensor(np.array(np.swapaxes(x, 0, 1)).reshape(t, s * n, *x.shape[3:]))
+    return np.ascontiguousarray(np.swapaxes(x, 0, 1)).reshape(t, s * n, *x.shape[3:])
 
 
 class PPOLearner(Learner):
@@ -49,6 +49,8 @@ class PPOLearner(Learner):
     def check_config(cls, config: PPOConfig, env_info: EnvInfo) -> None:
         """Raise ValueError on settings PPO cannot use (`surreal launch` asks before anything
         starts)."""
+        if config.minibatch_size < 0 or config.num_minibatches < 1:
+            raise ValueError("algo.minibatch_size must be >= 0 and algo.num_minibatches >= 1")
         if config.loss not in ("clip", "kl"):
             raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
         if config.network == "conv_lstm":
@@ -88,32 +90,35 @@ class PPOLearner(Learner):
         cfg = self.config
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = max(1.0 - self.progress, 0.0) * cfg.lr
-        raw_obs = _time_major(batch["obs"])
-        obs = raw_obs
+        keys = ("obs", "reward", "value", "terminated", "truncated", "final_value", "action")
+        arrays = {k: _time_major(batch[k]) for k in (*keys, "logprob")}
+        raw_obs = arrays["obs"]
         if self.normalizer is not None:
-            obs = torch.as_tensor(self.normalizer(raw_obs.numpy()))
+            arrays["obs"] = self.normalizer(raw_obs)
+        arrays["next_value"] = np.asarray(batch["next_value"]).reshape(-1)
+        t = self.to_device(arrays)  # one staging copy per array; zero-copy views on the CPU
         with torch.no_grad():
             advantages, returns = gae(
-                _time_major(batch["reward"]),
-                _time_major(batch["value"]),
-                torch.as_tensor(np.array(batch["next_value"])).reshape(-1),
-                _time_major(batch["terminated"]),
-                _time_major(batch["truncated"]),
-                _time_major(batch["final_value"]),
+                t["reward"],
+                t["value"],
+                t["next_value"],
+                t["terminated"],
+                t["truncated"],
+                t["final_value"],
                 cfg.gamma,
                 cfg.gae_lambda,
             )
         flat = {
-            "obs": obs.flatten(0, 1),
-            "actions": _time_major(batch["action"]).flatten(0, 1),
-            "logprobs": _time_major(batch["logprob"]).flatten(0, 1),
-            "values": _time_major(batch["value"]).flatten(0, 1),
+            "obs": t["obs"].flatten(0, 1),
+            "actions": t["action"].flatten(0, 1),
+            "logprobs": t["logprob"].flatten(0, 1),
+            "values": t["value"].flatten(0, 1),
             "advantages": advantages.flatten(),
             "returns": returns.flatten(),
         }
         metrics = self._update(flat)
         if self.normalizer is not None:
-            self.normalizer.update(raw_obs.numpy())
+            self.normalizer.update(self.gather(raw_obs))  # every replica's share
         self.iterations += 1
         return self._value_metrics(metrics, flat["values"], flat["returns"])
 
@@ -122,7 +127,7 @@ class PPOLearner(Learner):
     ) -> dict[str, float]:
         """Add the value head's explained variance and the current learning rate to `metrics`."""
         metrics["losses/explained_variance"] = explained_variance(
-            values.numpy().ravel(), returns.numpy().ravel()
+            values.cpu().numpy().ravel(), returns.cpu().numpy().ravel()
         )
         metrics["charts/learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
         return metrics
@@ -149,32 +154,32 @@ class PPOLearner(Learner):
         )
 
     def _epochs(self, size: int, minibatch_loss: MinibatchLoss) -> dict[str, float]:
-        """`update_epochs` passes over `size` shuffled samples in `num_minibatches` minibatches.
+        """`update_epochs` passes over `size` shuffled samples in minibatches of `minibatch_size`
+        (0: `num_minibatches` of them).
 
         Each minibatch (a tensor of indices) gets `minibatch_loss`, a clipped-gradient Adam step;
         with the clip loss, passes stop early once the last approx KL exceeds `target_kl`; with
         the KL loss, the penalty coefficient adapts after the passes.
         """
         cfg = self.config
-        minibatch_size = max(size // cfg.num_minibatches, 1)
+        minibatch_size = min(cfg.minibatch_size, size) or max(size // cfg.num_minibatches, 1)
         stats: dict[str, torch.Tensor] = {}
         epochs = 0
         for _ in range(cfg.update_epochs):
             epochs += 1
-            perm = torch.randperm(size)
+            perm = torch.randperm(size, device=self.device)
             for start in range(0, size, minibatch_size):
                 loss, stats = minibatch_loss(perm[start : start + minibatch_size])
                 self.optimizer.zero_grad()
                 loss.backward()
+                self.sync_gradients()  # mean over learner replicas (run.learner_replicas)
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
-            if (
-                cfg.target_kl is not None
-                and cfg.loss == "clip"
-                and stats["losses/approx_kl"] > cfg.target_kl
-            ):
-                break  # early stop on KL
+            if cfg.target_kl is not None and cfg.loss == "clip":
+                if self._replica_mean(stats["losses/approx_kl"]) > cfg.target_kl:
+                    break  # early stop on KL (every replica decides alike)
         metrics = {k: float(v) for k, v in stats.items()}
+        metrics["losses/approx_kl"] = self._replica_mean(metrics["losses/approx_kl"])
         if cfg.loss == "kl":
             self.kl_coef = adapt_kl_coef(
                 self.kl_coef, metrics["losses/approx_kl"], cfg.target_kl or 0.01
@@ -182,6 +187,12 @@ class PPOLearner(Learner):
             metrics["losses/kl_coef"] = self.kl_coef
         metrics["losses/epochs"] = float(epochs)
         return metrics
+
+    def _replica_mean(self, value: Any) -> float:
+        """`value` averaged over the learner replicas (itself for one learner)."""
+        if self.replicas is None:
+            return float(value)
+        return self.replicas.sum(float(value)) / self.replicas.world
 
     def params(self) -> Params:
         params = model_params(self.model)

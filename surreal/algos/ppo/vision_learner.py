@@ -86,34 +86,39 @@ class RecurrentPPOLearner(PPOLearner):
         length = cfg.bptt_length or steps
         if steps % length:
             raise ValueError(f"algo.bptt_length={length} must divide actor.rollout_length={steps}")
-        image, proprio = split_obs(_time_major(batch["obs"]).numpy(), cfg.image_size)
+        image, proprio = split_obs(_time_major(batch["obs"]), cfg.image_size)
         if self.normalizer is not None:
             proprio = self.normalizer(proprio)
-        terminated, truncated = _time_major(batch["terminated"]), _time_major(batch["truncated"])
+        keys = ("reward", "value", "terminated", "truncated", "final_value", "action", "logprob")
+        arrays = {k: _time_major(batch[k]) for k in (*keys, "lstm_h", "lstm_c")}
+        arrays.update(image=image, proprio=proprio)
+        arrays["next_value"] = np.asarray(batch["next_value"]).reshape(-1)
+        t = self.to_device(arrays)  # one staging copy per array; zero-copy views on the CPU
+        terminated, truncated = t["terminated"], t["truncated"]
         with torch.no_grad():
             advantages, returns = gae(
-                _time_major(batch["reward"]),
-                _time_major(batch["value"]),
-                torch.as_tensor(np.array(batch["next_value"])).reshape(-1),
+                t["reward"],
+                t["value"],
+                t["next_value"],
                 terminated,
                 truncated,
-                _time_major(batch["final_value"]),
+                t["final_value"],
                 cfg.gamma,
                 cfg.gae_lambda,
             )
         starts = torch.zeros_like(terminated)
         starts[1:] = terminated[:-1] | truncated[:-1]  # the actor reset its memory there
         seq = {
-            "image": torch.as_tensor(image),
-            "proprio": torch.as_tensor(proprio),
+            "image": t["image"],
+            "proprio": t["proprio"],
             "starts": starts,
-            "actions": _time_major(batch["action"]),
-            "logprobs": _time_major(batch["logprob"]),
-            "values": _time_major(batch["value"]),
+            "actions": t["action"],
+            "logprobs": t["logprob"],
+            "values": t["value"],
             "advantages": advantages,
             "returns": returns,
-            "lstm_h": _time_major(batch["lstm_h"]),
-            "lstm_c": _time_major(batch["lstm_c"]),
+            "lstm_h": t["lstm_h"],
+            "lstm_c": t["lstm_c"],
         }
         return {k: chunk(seq[k], length) for k in SEQUENCE_KEYS}
 
@@ -125,7 +130,7 @@ class RecurrentPPOLearner(PPOLearner):
         metrics = self._update(seq)
         if self.normalizer is not None:
             _, raw_proprio = split_obs(np.asarray(batch["obs"], np.float32), cfg.image_size)
-            self.normalizer.update(raw_proprio)
+            self.normalizer.update(self.gather(raw_proprio))
         self.iterations += 1
         return self._value_metrics(metrics, seq["values"], seq["returns"])
 
