@@ -98,6 +98,12 @@ def _backend(name: str, records: Records) -> Backend:
 )
 @click.option("--dry-run", is_flag=True, help="Validate and print what would start; start nothing.")
 @click.option(
+    "--no-logs",
+    is_flag=True,
+    help="Attached: do not print the processes' output (by default each line is printed "
+    "prefixed by its process, e.g. `actor-0 | ...`).",
+)
+@click.option(
     "--option",
     "-o",
     "options",
@@ -113,12 +119,14 @@ def launch(
     name: str | None,
     detach: bool,
     dry_run: bool,
+    no_logs: bool,
     options: tuple[str, ...],
 ) -> None:
     """Launch the experiment built by FILE.
 
     FILE is a Python file with a `make_experiment()` function (or FILE.py:FUNC), or a YAML spec.
-    Attached (the default), Ctrl-C stops every process; `--detach` returns at once.
+    Attached (the default), every process's output is printed prefixed by its name and Ctrl-C
+    stops every process; `--detach` returns at once.
     """
     from symphony.launcher import launch as do_launch
     from symphony.loader import load_experiment
@@ -138,7 +146,12 @@ def launch(
     where = "in the background" if detach else "attached; Ctrl-C stops it"
     click.echo(f"launching {experiment.name} on {backend} ({where})", err=True)
     handle = do_launch(
-        experiment, backend, detach=detach, launch_command=sys.argv, **backend_options
+        experiment,
+        backend,
+        detach=detach,
+        launch_command=sys.argv,
+        output=None if detach or no_logs else sys.stdout,
+        **backend_options,
     )
     if detach:
         click.echo(

@@ -263,3 +263,36 @@ def test_option_values_keep_colons_as_strings_and_parse_numbers_and_yaml(tmp_pat
     )
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --time=2:00:00" in result.stdout
+
+
+PRINTER = """
+    from symphony import Experiment, Process
+
+    def make_experiment():
+        return Experiment("printer").add(
+            Process("actor-0", ["sh", "-c", "echo hello; echo bye"]),
+            Process("learner", ["sh", "-c", "printf 'no newline at the end'"]),
+        )
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", "test", "tmux"])
+def test_attached_launch_streams_output_prefixed_by_process(
+    backend, tmp_path, symphony_home, request
+):
+    if backend == "tmux":
+        request.getfixturevalue("tmux_socket")
+    path, _ = _write(tmp_path, PRINTER)
+    result = cli("launch", str(path), "-b", backend)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("actor-0 |")] == [
+        "actor-0 | hello",
+        "actor-0 | bye",
+    ]
+    assert "learner | no newline at the end" in lines  # the last, unterminated line too
+    quiet = cli("launch", str(path), "-b", backend, "--name", "quiet", "--no-logs")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "hello" not in quiet.stdout and "|" not in quiet.stdout
+    if backend != "test":  # (the test backend keeps output in memory, gone with the command)
+        assert cli("logs", "quiet", "actor-0").stdout == "hello\nbye\n"  # still in the log
