@@ -81,8 +81,11 @@ def main() -> None:
 def launch(
     algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run, quiet
 ) -> None:
-    """Train ALGO (ppo, ddpg, es, or path/to/file.py:MyLearner) with actors, a buffer, a learner,
-    a parameter server, an evaluator and a metrics sink, each its own process.
+    """Train ALGO (ppo, ppo-vision, ddpg, es, or path/to/file.py:MyLearner) with actors, a
+    buffer, a learner, a parameter server, an evaluator and a metrics sink, each its own process.
+
+    Before anything starts, the algorithm runs once on synthetic data in this process (the
+    launch check); a failure is reported with its file:line and nothing is written.
 
     Writes FOLDER/EXPERIMENT/TRIAL (config.json, metrics.jsonl, TensorBoard events, checkpoints)
     and prints progress until the step budget is used; Ctrl-C stops every process (a checkpoint
@@ -103,6 +106,7 @@ def launch(
             trial=trial,
             resume=resume,
         )
+        launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
     except ModuleNotFoundError as err:

@@ -255,3 +255,35 @@ def _type_name(hint: Any) -> str:
     inner, optional = _optional_inner(hint)
     name = getattr(inner, "__name__", str(inner))
     return f"{name} or None" if optional else name
+
+
+class ReadOnly:
+    """A read-only view of a config dataclass: attributes read through (nested dataclasses as
+    views, lists as tuples); setting one raises AttributeError."""
+
+    __slots__ = ("_target",)
+
+    def __init__(self, target: Any) -> None:
+        object.__setattr__(self, "_target", target)
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(object.__getattribute__(self, "_target"), name)
+        if dataclasses.is_dataclass(value):
+            return ReadOnly(value)
+        return tuple(value) if isinstance(value, list) else value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(
+            f"the run config is read-only here (tried to set {name!r}); "
+            "change it at launch with --set KEY=VALUE"
+        )
+
+    def __repr__(self) -> str:
+        return f"ReadOnly({object.__getattribute__(self, '_target')!r})"
+
+
+def read_only(config: Any) -> ReadOnly:
+    """A read-only view of a (copied) config: later changes to `config` do not show through."""
+    import copy
+
+    return ReadOnly(copy.deepcopy(config))

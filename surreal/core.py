@@ -9,6 +9,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from surreal.config import Config
+from surreal.replay import Replay
 from surreal.spaces import EnvInfo
 
 Batch = dict[str, np.ndarray]
@@ -30,7 +32,12 @@ class Policy(abc.ABC):
 
     A policy is built by `Learner.make_policy` and gets its weights only through
     `load_params`, with the flat dict of numpy arrays the learner's `params()` returned.
+    Actors call `act(obs)`, the evaluator and `surreal eval` call `act(obs, deterministic=True)`:
+    keep the default of `deterministic`.
     """
+
+    model: Any = None
+    """The torch module `load_params` fills by default (`Learner.make_model(config, env_info)`)."""
 
     @abc.abstractmethod
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, Batch]:
@@ -49,9 +56,18 @@ class Policy(abc.ABC):
         """Value estimates used to bootstrap a segment's last step; None if not needed."""
         return None
 
-    @abc.abstractmethod
     def load_params(self, params: Params) -> None:
-        """Load the weights (and normalizer) that the learner published."""
+        """Load the weights (and normalizer) that the learner published.
+
+        Default: the `model/*` entries into `self.model` (what `Learner.params` publishes).
+        """
+        if self.model is None:
+            raise NotImplementedError(
+                f"{type(self).__name__}: define load_params(params) or set self.model"
+            )
+        from surreal.modules import load_model_params
+
+        load_model_params(self.model, params)
 
     def reset(self, done: np.ndarray) -> None:
         """Forget per-environment state (a recurrent policy's memory) where `done` [num_envs] is
@@ -66,18 +82,103 @@ class Learner(abc.ABC):
     `params()` (published to the actors), `state_dict()` at checkpoints and `load_state_dict()` on
     `--resume`. A batch holds the segments several actors sent, stacked: every key has shape
     [segments, rollout_length, num_envs, ...]; see `Actor` for the keys.
+
+    Everything else the runtime asks of an algorithm is a classmethod below with a default that
+    suits an on-policy learner on the standard topology (actors -> FIFO buffer -> learner ->
+    parameter server): `check_config`, `segments_per_batch`, `make_replay`, `build_experiment` and
+    `components`. Override the ones your algorithm needs to change.
     """
 
     config_class: ClassVar[type] = LearnerConfig
     """The dataclass that holds this algorithm's settings (`--set algo.<field>=...`)."""
-    on_policy: ClassVar[bool] = True
-    """On-policy learners get each segment once (FIFO); off-policy ones sample a replay."""
+    episode_aligned: ClassVar[bool] = False
+    """True: every segment starts fresh episodes and holds whole episodes only, padded with
+    `mask` = 0 after each env's episode ended (for Monte Carlo returns); see `Actor`."""
+    run_config: Any = None
+    """A read-only view of the whole run config (`run`, `env`, `actor`, `eval`, `algo`), set
+    before `__init__` when the runtime builds the learner (`create`); None in bare unit tests."""
 
     def __init__(self, config: Any, env_info: EnvInfo) -> None:
         self.config = config
         self.env_info = env_info
         self.progress = 0.0
         """Fraction of `run.steps` consumed so far; the runtime sets it before each `learn`."""
+        self.optimizer: Any = None
+        """The torch optimizer the default `state_dict` saves, if you set one."""
+        self.model: Any = self.make_model(config, env_info)
+        """`make_model(config, env_info)`: the network the default params/state_dict use."""
+
+    @classmethod
+    def create(cls, run_config: Config, env_info: EnvInfo, **kwargs: Any) -> Learner:
+        """How the runtime builds a learner: `run_config` (read-only) is visible from `__init__`
+        on as `self.run_config`, then `__init__(run_config.algo, env_info, **kwargs)` runs."""
+        from surreal.config import read_only
+
+        learner = cls.__new__(cls)
+        learner.run_config = read_only(run_config)
+        learner.__init__(run_config.algo, env_info, **kwargs)
+        return learner
+
+    @classmethod
+    def make_model(cls, config: Any, env_info: EnvInfo) -> Any:
+        """The network shared by learner and policy (a torch `nn.Module`), or None (default).
+
+        `__init__` stores it as `self.model`; build the policy's copy with the same call in
+        `make_policy`. With a model, `params`, `state_dict` and `load_state_dict` (and
+        `Policy.load_params`) work without being written.
+        """
+        return None
+
+    @classmethod
+    def check_config(cls, config: Any, env_info: EnvInfo) -> None:
+        """Raise ValueError (saying what to set) if the algorithm settings `config` cannot work
+        with this environment. `surreal launch` calls it before anything starts; default: accept."""
+        return None
+
+    @classmethod
+    def segments_per_batch(cls, run_config: Config) -> int:
+        """Segments (one actor rollout each) in one `learn` batch, from the whole run config.
+
+        The actors (to pace themselves, `actor.max_ahead`), the buffer (to size its FIFO) and the
+        learner (to ask for batches) all read this one number. Default: one per actor.
+        """
+        return run_config.run.actors
+
+    @classmethod
+    def make_replay(cls, run_config: Config) -> Replay:
+        """The buffer process's replay: a `surreal.replay.Replay(storage, sampler)`.
+
+        Default: FIFO, each segment learned from once (on-policy), holding up to 4 batches plus 2
+        segments per actor; the oldest segment is dropped when full.
+        """
+        from surreal.replay import FifoSampler, FifoStorage
+
+        per_batch = cls.segments_per_batch(run_config)
+        capacity = 4 * per_batch + 2 * run_config.run.actors
+        return Replay(FifoStorage(capacity=capacity), FifoSampler())
+
+    @classmethod
+    def build_experiment(cls, plan: Any) -> Any:
+        """The symphony Experiment of a launch plan (`surreal.topology.LaunchPlan`).
+
+        Default: `surreal.topology.standard_experiment`: metrics sink, buffer, learner, parameter
+        server, evaluator and `run.actors` actors in groups. Build others from the blocks in
+        `surreal.topology` (see `surreal/algos/ddpg/topology.py`).
+        """
+        from surreal.topology import standard_experiment
+
+        return standard_experiment(plan)
+
+    @classmethod
+    def components(cls) -> dict[str, str]:
+        """role -> "module:function(run_dir, index)" of every process `build_experiment` starts.
+
+        `python -m surreal component ROLE RUN_DIR` runs the function. Default: the runtime's
+        roles (`surreal.topology.RUNTIME_COMPONENTS`); add or replace roles for your topology.
+        """
+        from surreal.topology import RUNTIME_COMPONENTS
+
+        return dict(RUNTIME_COMPONENTS)
 
     @classmethod
     @abc.abstractmethod
@@ -89,17 +190,47 @@ class Learner(abc.ABC):
         """Do one learner iteration on a batch; return metrics named from the fixed vocabulary
         (`losses/policy_loss`, `losses/value_loss`, `losses/approx_kl`, ...)."""
 
-    @abc.abstractmethod
     def params(self) -> Params:
-        """The weights actors need, as a flat dict of numpy arrays (no torch tensors)."""
+        """The weights actors need, as a flat dict of numpy arrays (no torch tensors).
 
-    @abc.abstractmethod
+        Default: `self.model`'s weights under `model/` (what `Policy.load_params` loads).
+        """
+        from surreal.modules import model_params
+
+        return model_params(self._model("params()"))
+
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume: model, optimizer, normalizers, counters."""
+        """Everything needed to resume: model, optimizer, normalizers, counters.
 
-    @abc.abstractmethod
+        Default: `self.model` and `self.optimizer` (if set).
+        """
+        optimizer = self.optimizer.state_dict() if self.optimizer is not None else None
+        return {"model": self._model("state_dict()").state_dict(), "optimizer": optimizer}
+
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `state_dict` returned."""
+        self._model("load_state_dict()").load_state_dict(state["model"])
+        if self.optimizer is not None and state.get("optimizer") is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+
+    def _model(self, method: str) -> Any:
+        if self.model is None:
+            raise NotImplementedError(
+                f"{type(self).__name__}: define {method} or make_model(config, env_info)"
+            )
+        return self.model
+
+    @classmethod
+    def example_batch(cls, run_config: Config, env_info: EnvInfo, policy: Policy) -> Batch | None:
+        """A small synthetic batch shaped like the ones `learn` gets, for the check `surreal
+        launch` runs before anything starts; None skips `learn` there.
+
+        Default: 2 segments of `actor.rollout_length` steps from 2 synthetic environments,
+        collected by `Actor` with `policy` (so with your policy's extras).
+        """
+        from surreal.preflight import segment_batch
+
+        return segment_batch(cls, run_config, env_info, policy)
 
 
 @dataclass
@@ -111,7 +242,7 @@ class Actor:
     the policy's extras (e.g. `logprob`, `value`), and `next_value` [num_envs] (the value of the
     observation after the last step, when the policy has one) and `final_value`
     [rollout_length, num_envs] (the value of the true last observation of a truncated episode, so
-    time limits are bootstrapped, not treated as failures).
+    time limits are bootstrapped, not treated as failures). `rollout_episodes` adds `mask`.
     """
 
     env: Any
@@ -122,39 +253,89 @@ class Actor:
     episode_returns: list[float] = field(default_factory=list)
     episode_lengths: list[int] = field(default_factory=list)
 
+    def _step(self, obs: np.ndarray) -> tuple[Batch, dict[str, Any], np.ndarray]:
+        """Act on `obs` and step every env: (the step's arrays, the env's info, next obs)."""
+        action, extras = self.policy.act(obs)
+        next_obs, reward, terminated, truncated, info = self.env.step(action)
+        final_value = np.zeros(len(reward), np.float32)
+        if truncated.any() and info.get("final_obs") is not None:
+            value = self.policy.value(info["final_obs"])
+            if value is not None:
+                final_value = np.where(truncated & ~terminated, value, 0.0).astype(np.float32)
+        step = {
+            "obs": obs,
+            "action": action,
+            "reward": reward,
+            "terminated": terminated,
+            "truncated": truncated,
+            "final_value": final_value,
+            **extras,
+        }
+        self.policy.reset(terminated | truncated)
+        return {k: np.asarray(v) for k, v in step.items()}, info, next_obs
+
     def rollout(self) -> Batch:
         """Collect one segment of `rollout_length` steps from every environment."""
         if self.obs is None:
             self.obs = self.env.reset()
         steps: dict[str, list[np.ndarray]] = {}
         for _ in range(self.rollout_length):
-            obs = self.obs
-            action, extras = self.policy.act(obs)
-            next_obs, reward, terminated, truncated, info = self.env.step(action)
-            final_value = np.zeros(len(reward), np.float32)
-            if truncated.any() and info.get("final_obs") is not None:
-                value = self.policy.value(info["final_obs"])
-                if value is not None:
-                    final_value = np.where(truncated & ~terminated, value, 0.0).astype(np.float32)
-            step = {
-                "obs": obs,
-                "action": action,
-                "reward": reward,
-                "terminated": terminated,
-                "truncated": truncated,
-                "final_value": final_value,
-                **extras,
-            }
+            step, info, self.obs = self._step(self.obs)
             for key, value in step.items():
-                steps.setdefault(key, []).append(np.asarray(value))
-            self.policy.reset(terminated | truncated)
+                steps.setdefault(key, []).append(value)
             self.episode_returns.extend(info.get("episode_returns", []))
             self.episode_lengths.extend(info.get("episode_lengths", []))
-            self.obs = next_obs
         segment = {key: np.stack(values) for key, values in steps.items()}
         next_value = self.policy.value(self.obs)
         if next_value is not None:
             segment["next_value"] = np.asarray(next_value, np.float32)
+        return segment
+
+    def rollout_episodes(self) -> Batch:
+        """One segment of whole episodes (for a `Learner.episode_aligned` learner).
+
+        Every environment starts a new episode and runs until it ends; the steps after its end
+        are padding: zeros, with `mask` [rollout_length, num_envs] 0 there and 1 on real steps.
+        An episode still running after `rollout_length` steps is cut there (`truncated`, with its
+        `final_value`), so set `actor.rollout_length` to the environment's episode limit.
+        `next_value` is 0: nothing follows the segment.
+        """
+        obs = self.env.reset()
+        alive = np.ones(len(obs), bool)
+        self.policy.reset(alive.copy())
+        steps: dict[str, list[np.ndarray]] = {}
+        for t in range(self.rollout_length):
+            step, info, next_obs = self._step(obs)
+            ended = step["terminated"] | step["truncated"]
+            cut = alive & ~ended if t == self.rollout_length - 1 else np.zeros_like(alive)
+            if cut.any():
+                step["truncated"] = step["truncated"] | cut
+                value = self.policy.value(next_obs)
+                if value is not None:
+                    step["final_value"] = np.where(cut, value, step["final_value"])
+            for key, value in step.items():
+                kept = np.zeros_like(value)
+                kept[alive] = value[alive]
+                steps.setdefault(key, []).append(kept)
+            steps.setdefault("mask", []).append(alive.astype(np.float32))
+            for i, ret, length in zip(
+                np.flatnonzero(ended),
+                info.get("episode_returns", []),
+                info.get("episode_lengths", []),
+                strict=False,
+            ):
+                if alive[i]:
+                    self.episode_returns.append(ret)
+                    self.episode_lengths.append(length)
+            alive &= ~ended
+            obs = next_obs
+            if not alive.any():
+                break
+        for values in steps.values():  # pad every env's finished episode to rollout_length
+            values.extend([np.zeros_like(values[0])] * (self.rollout_length - len(values)))
+        segment = {key: np.stack(values) for key, values in steps.items()}
+        segment["next_value"] = np.zeros(len(obs), np.float32)
+        self.obs = None
         return segment
 
     def pop_episodes(self) -> tuple[list[float], list[int]]:

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from surreal import config as config_io
 from surreal.config import Config, ConfigError
-from surreal.rundir import RunDir, slug
-from surreal.spaces import EnvInfo
+from surreal.rundir import RunDir, slug, write_json
+from surreal.topology import LaunchPlan
 
-
-@dataclass
-class LaunchPlan:
-    """Everything decided before anything starts (built by `plan`, no side effects)."""
-
-    config: Config
-    algo_ref: str
-    algo_class: type
-    env_info: EnvInfo
-    run_dir: RunDir
-    experiment_name: str
-    resume: bool = False
+__all__ = ["LaunchPlan", "build_experiment", "create_run", "plan", "preflight"]
 
 
 def plan(
@@ -44,8 +31,8 @@ def plan(
         UnknownAlgorithm, UnknownEnvironment, ConfigError, FileExistsError, FileNotFoundError:
             with a message that says what to do; nothing has started.
     """
-    from surreal.algos import resolve
     from surreal.envs import check_env, env_info
+    from surreal.registry import resolve
 
     if resume:
         run_dir = RunDir(Path(resume))
@@ -54,9 +41,9 @@ def plan(
                 f"--resume {resume}: not a run folder (no config.json/run.json)"
             )
         algo_ref = run_dir.info()["algo"]
-        if algo and algo != algo_ref and resolve(algo) is not resolve(algo_ref):
+        if algo and _absolute_ref(algo) != algo_ref and resolve(algo) is not resolve(algo_ref):
             raise ConfigError(f"--resume {resume} trains {algo_ref!r}, not {algo!r}; drop ALGO")
-        algo_class = resolve(algo_ref)
+        algo_class = run_dir.algo_class()  # a file learner: the run's own copy
         config = run_dir.load_config()
     else:
         if not algo:
@@ -64,7 +51,7 @@ def plan(
                 "name an algorithm (e.g. `surreal launch ppo`) or pass --resume RUN_DIR"
             )
         algo_class = resolve(algo)
-        algo_ref = algo if ":" not in algo else _absolute_ref(algo)
+        algo_ref = _absolute_ref(algo)
         config = Config(algo=algo_class.config_class())
     if env is not None:
         config.env.id = env
@@ -76,8 +63,7 @@ def plan(
     _check(config)
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
-    if hasattr(algo_class, "check_config"):
-        algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
+    algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     if not resume:
         base = Path(folder) / slug(
             name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
@@ -93,6 +79,8 @@ def plan(
 
 
 def _absolute_ref(ref: str) -> str:
+    if ".py:" not in ref and not ref.endswith(".py"):
+        return ref
     path, _, cls = ref.partition(":")
     return f"{Path(path).resolve()}:{cls}"
 
@@ -122,122 +110,17 @@ def _check(config: Config) -> None:
         raise ConfigError("actor.max_ahead must be >= 0 or none (never wait)")
 
 
-PROCESS_ENV = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+def preflight(p: LaunchPlan) -> None:
+    """Run the algorithm once on synthetic data here, before anything starts
+    (`surreal.preflight.check_algorithm`); raises PreflightError (a ValueError) saying where."""
+    from surreal.preflight import check_algorithm
 
-
-def _command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "surreal",
-        "component",
-        role,
-        str(run_dir.path.resolve()),
-        "--index",
-        str(index),
-    ]
-
-
-def module_command(module: str, run_dir: RunDir, role: str, index: int = 0) -> list[str]:
-    """`python -m MODULE ROLE RUN_DIR --index I`: the command line of an algorithm's own process."""
-    return [sys.executable, "-m", module, role, str(run_dir.path.resolve()), "--index", str(index)]
-
-
-def restart_policy() -> Any:
-    """How every process but the learner restarts: on failure, up to 20 times, 0.5-5 s apart."""
-    from symphony import RestartPolicy
-
-    return RestartPolicy(mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0)
-
-
-def new_experiment(p: LaunchPlan) -> Any:
-    """The symphony Experiment of a plan, labelled with its algo, env and run folder, holding the
-    runtime's metrics sink (every topology starts from this)."""
-    from symphony import Experiment, Process
-
-    exp = Experiment(
-        p.experiment_name,
-        metadata={
-            "algo": p.algo_ref,
-            "env": p.config.env.id,
-            "run_dir": str(p.run_dir.path.resolve()),
-        },
-    )
-    exp.add(
-        Process(
-            "metrics",
-            _command(p.run_dir, "metrics"),
-            env=dict(PROCESS_ENV),
-            restart=restart_policy(),
-        ).binds("metrics")
-    )
-    return exp
-
-
-def learner_process(p: LaunchPlan, command: list[str]) -> Any:
-    """The learner Process: `run.torch_threads` OpenMP threads and CPUs; never restarted (its end
-    is the run's end, and `surreal launch --resume` continues it)."""
-    from symphony import Process, Resources
-
-    threads = p.config.run.torch_threads
-    return Process(
-        "learner",
-        command,
-        env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads)),
-        resources=Resources(cpu=max(1, threads)),
-    )
-
-
-def add_evaluator(exp: Any, p: LaunchPlan) -> None:
-    """Add the runtime's evaluator (reads params, reports eval returns) unless `eval.every_s` is 0."""
-    from symphony import Process
-
-    if p.config.eval.every_s > 0:
-        exp.add(
-            Process(
-                "evaluator",
-                _command(p.run_dir, "evaluator"),
-                env=dict(PROCESS_ENV),
-                restart=restart_policy(),
-            ).connects("params", "metrics")
-        )
+    check_algorithm(p.algo_class, p.config, p.env_info)
 
 
 def build_experiment(p: LaunchPlan) -> Any:
-    """The symphony Experiment: metrics, buffer, learner, parameter server, evaluator, actors.
-
-    A learner class may define `build_experiment(plan)` to wire a different topology (ES).
-    """
-    from symphony import Process, ProcessGroup
-
-    custom = getattr(p.algo_class, "build_experiment", None)
-    if custom is not None:
-        return custom(p)
-    again = restart_policy()
-
-    def proc(role: str, index: int = 0, name: str | None = None, **kw: Any) -> Process:
-        return Process(name or role, _command(p.run_dir, role, index), env=dict(PROCESS_ENV), **kw)
-
-    exp = new_experiment(p)
-    exp.add(proc("buffer", restart=again).binds("experience", "batches").connects("metrics"))
-    exp.add(
-        learner_process(p, _command(p.run_dir, "learner"))
-        .binds("params-pub")
-        .connects("batches", "metrics")
-    )
-    exp.add(proc("param-server", restart=again).binds("params").connects("params-pub", "metrics"))
-    add_evaluator(exp, p)
-    size = p.config.actor.group_size
-    for g, start in enumerate(range(0, p.config.run.actors, size)):
-        group = ProcessGroup(f"actors-{g}")
-        for i in range(start, min(start + size, p.config.run.actors)):
-            group.add(
-                proc("actor", i, name=f"actor-{i}", restart=again).connects(
-                    "params", "experience", "metrics"
-                )
-            )
-        exp.add(group)
-    return exp.validate()
+    """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`."""
+    return p.algo_class.build_experiment(p)
 
 
 def create_run(p: LaunchPlan) -> None:
@@ -245,8 +128,31 @@ def create_run(p: LaunchPlan) -> None:
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
     else:
-        p.run_dir.create(
-            p.config,
-            {"algo": p.algo_ref, "env_info": p.env_info.to_dict(), "experiment": p.experiment_name},
-        )
+        info = {
+            "algo": p.algo_ref,
+            "env_info": p.env_info.to_dict(),
+            "experiment": p.experiment_name,
+        }
+        _copy_algo_files(p)
+        p.run_dir.create(p.config, info)
+        copy = p.run_dir.copy_algo_file(p.algo_ref)
+        if copy:  # every process, `surreal eval` and `--resume` load the learner from the copy
+            write_json(p.run_dir.run_file, {**p.run_dir.info(), "algo_copy": copy})
     (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())
+
+
+def _copy_algo_files(p: LaunchPlan) -> None:
+    """Copy the files that `algo.*` settings name (`path/file.py:Class`, e.g. PPO's `algo.model`)
+    into the run's `code/` and point the saved config at the copies, so the run keeps working
+    after the originals change."""
+    import dataclasses
+    import shutil
+
+    for f in dataclasses.fields(p.config.algo):
+        value = getattr(p.config.algo, f.name)
+        path, sep, cls = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+        if sep and path.endswith(".py") and Path(path).is_file():
+            target = p.run_dir.path.resolve() / "code" / Path(path).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            setattr(p.config.algo, f.name, f"{target}:{cls}")

@@ -72,11 +72,30 @@ class RunDir:
         """The run record (algorithm, env info, symphony experiment name, ...)."""
         return read_json(self.run_file, {})
 
-    def algo_class(self) -> type:
-        """The Learner class this run trains."""
-        from surreal.algos import resolve
+    def algo_ref(self) -> str:
+        """What `resolve` loads for this run: a registered name, or the run's own copy of a
+        `file.py:Class` learner (`code/`), so later edits of the original never change it."""
+        info = self.info()
+        copy = info.get("algo_copy")
+        return f"{self.path.resolve() / copy}" if copy else info["algo"]
 
-        return resolve(self.info()["algo"])
+    def algo_class(self) -> type:
+        """The Learner class this run trains (from the run's copy of its file, if it has one)."""
+        from surreal.registry import resolve
+
+        return resolve(self.algo_ref())
+
+    def copy_algo_file(self, ref: str) -> str | None:
+        """Copy the file of a `path/file.py:Class` ref into `code/`; returns the copy's ref
+        relative to the run folder (None for a registered name)."""
+        import shutil
+
+        path, sep, cls = ref.rpartition(":")
+        if not (sep and path.endswith(".py")):
+            return None
+        (self.path / "code").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, self.path / "code" / Path(path).name)
+        return f"code/{Path(path).name}:{cls}"
 
     def load_config(self) -> config_io.Config:
         """The saved, resolved config."""

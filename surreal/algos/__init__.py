@@ -1,88 +1,9 @@
-"""The algorithm registry: a name (`ppo`) or `path/to/file.py:ClassName` -> a Learner class."""
+"""The built-in algorithms (`ppo`, `ppo-vision`, `ddpg`, `es`), one folder each.
 
-from __future__ import annotations
+The registry that maps names to Learner classes is `surreal.registry`; its functions are
+re-exported here for `surreal.algos.register("a2c", "mypkg.a2c:A2C")`.
+"""
 
-import difflib
-import importlib
-import importlib.util
-import sys
-from pathlib import Path
+from surreal.registry import UnknownAlgorithm, names, register, resolve
 
-# name -> "module:Class"; imported lazily so that listing names never imports torch.
-_REGISTRY: dict[str, str] = {
-    "ppo": "surreal.algos.ppo:PPOLearner",
-    "ddpg": "surreal.algos.ddpg:DDPGLearner",
-    "es": "surreal.algos.es:ESLearner",
-}
-
-
-class UnknownAlgorithm(LookupError):
-    """The algorithm name or `file.py:Class` reference cannot be resolved."""
-
-
-def register(name: str, target: str) -> None:
-    """Register an algorithm: `register("a2c", "mypkg.a2c:A2CLearner")`."""
-    if ":" not in target:
-        raise ValueError(f"target must be 'module:Class', got {target!r}")
-    _REGISTRY[name] = target
-
-
-def names() -> list[str]:
-    """Registered algorithm names."""
-    return sorted(_REGISTRY)
-
-
-def resolve(ref: str) -> type:
-    """Return the Learner class for a registered name or a `path/to/file.py:ClassName` reference.
-
-    Raises:
-        UnknownAlgorithm: with the nearest registered name, or what is wrong with the file.
-    """
-    from surreal.core import Learner
-
-    if ref.endswith(".py") or ".py:" in ref:
-        cls = _load_from_file(ref)
-    elif ref in _REGISTRY:
-        module_name, class_name = _REGISTRY[ref].split(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if err.name and module_name.startswith(err.name):
-                raise UnknownAlgorithm(
-                    f"algorithm {ref!r} is registered as {_REGISTRY[ref]} but that module is not "
-                    "installed in this checkout"
-                ) from err
-            raise
-        cls = getattr(module, class_name)
-    else:
-        close = difflib.get_close_matches(ref, _REGISTRY, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownAlgorithm(
-            f"unknown algorithm {ref!r}{hint} Known: {', '.join(names())}, "
-            "or a custom learner as path/to/file.py:ClassName"
-        )
-    if not (isinstance(cls, type) and issubclass(cls, Learner)):
-        raise UnknownAlgorithm(f"{ref} is not a subclass of surreal.core.Learner")
-    return cls
-
-
-def _load_from_file(ref: str) -> type:
-    path_text, _, class_name = ref.partition(":")
-    path = Path(path_text).resolve()
-    if not path.is_file():
-        raise UnknownAlgorithm(f"no such file {path_text!r} (expected path/to/file.py:ClassName)")
-    if not class_name:
-        raise UnknownAlgorithm(f"name the learner class: {path_text}:ClassName")
-    module_name = f"surreal_user_{path.stem}_{abs(hash(str(path))) % 10**8}"
-    module = sys.modules.get(module_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    if not hasattr(module, class_name):
-        found = [n for n, v in vars(module).items() if isinstance(v, type)]
-        close = difflib.get_close_matches(class_name, found, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise UnknownAlgorithm(f"{path_text} has no class {class_name!r}{hint}")
-    return getattr(module, class_name)
+__all__ = ["UnknownAlgorithm", "names", "register", "resolve"]

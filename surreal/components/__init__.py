@@ -10,22 +10,22 @@ peers with `symphony.address(service)`. Services (bound by -> connected by):
     metrics     metrics sink  <- every component pushes         (caraml push-pull)
 """
 
-ROLES = ("actor", "buffer", "learner", "param-server", "evaluator", "metrics")
-
 
 def run_component(role: str, run_dir: str, index: int = 0) -> None:
-    """Run one component in this process until it finishes or is told to stop."""
-    import importlib
+    """Run one process of a run until it finishes or is told to stop.
 
-    modules = {
-        "actor": "actor",
-        "buffer": "replay",
-        "learner": "learner",
-        "param-server": "param_server",
-        "evaluator": "evaluator",
-        "metrics": "metrics",
-    }
-    if role not in modules:
-        raise ValueError(f"unknown component {role!r}; one of {', '.join(ROLES)}")
-    module = importlib.import_module(f"surreal.components.{modules[role]}")
-    module.main(run_dir, index)
+    ROLE is looked up in the run's `Learner.components()` (the runtime's roles above, plus those
+    of an algorithm with its own topology), so this is the one entry point of every process.
+    """
+    import importlib
+    from pathlib import Path
+
+    from surreal.rundir import RunDir
+
+    roles = RunDir(Path(run_dir)).algo_class().components()
+    if role not in roles:
+        raise ValueError(
+            f"unknown component {role!r}; this run's roles: {', '.join(sorted(roles))}"
+        )
+    module_name, function = roles[role].split(":")
+    getattr(importlib.import_module(module_name), function)(run_dir, index)

@@ -28,7 +28,8 @@ def main(run_dir: str, index: int = 0) -> None:
     policy = comp.algo.make_policy(cfg.algo, comp.env_info)
     env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
     actor = Actor(env, policy, cfg.actor.rollout_length)
-    per_batch = getattr(cfg.algo, "segments_per_batch", 0) or cfg.run.actors
+    rollout = actor.rollout_episodes if comp.algo.episode_aligned else actor.rollout
+    per_batch = comp.algo.segments_per_batch(cfg)
     sent, env_steps, last_report, steps_at_report = 0, 0, time.monotonic(), 0
     try:
         fresh = _wait_for(params, 1, comp)
@@ -36,7 +37,7 @@ def main(run_dir: str, index: int = 0) -> None:
         while fresh is not None and not comp.stopping.is_set():
             if fresh:
                 policy.load_params(fresh)
-            segment = actor.rollout()
+            segment = rollout()
             segment["version"] = np.full(env.num_envs, params.version, np.int64)
             pusher.push(segment)
             sent += 1

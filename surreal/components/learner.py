@@ -25,7 +25,7 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     torch.set_num_threads(cfg.run.torch_threads)
     torch.manual_seed(cfg.run.seed)
     np.random.seed(cfg.run.seed)
-    learner = comp.algo(cfg.algo, comp.env_info)
+    learner = comp.algo.create(cfg, comp.env_info)
     counters = {"global_step": 0, "version": 0, "iterations": 0}
     if comp.run.checkpoint.is_file():
         state = checkpoint.load(comp.run.checkpoint)
@@ -33,6 +33,12 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
         counters.update(state["counters"])
         print(f"resumed from {comp.run.checkpoint} at step {counters['global_step']}", flush=True)
     return learner, counters
+
+
+def env_steps(batch: dict[str, np.ndarray]) -> int:
+    """Environment steps in a batch: its real steps (`mask`, episode-aligned) or every entry."""
+    mask = batch.get("mask")
+    return int(np.prod(batch["reward"].shape)) if mask is None else int(np.sum(mask))
 
 
 class LearnerLoop:
@@ -45,7 +51,7 @@ class LearnerLoop:
         self.learner, self.counters = build_learner(comp)
         self.counters["version"] = max(self.counters["version"], 1)  # actors wait for >= 1
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
-        self.per_batch = getattr(cfg.algo, "segments_per_batch", 0) or cfg.run.actors
+        self.per_batch = comp.algo.segments_per_batch(cfg)
         self.started = time.monotonic()
         self.start_step = self.counters["global_step"]
 
@@ -66,7 +72,7 @@ class LearnerLoop:
         t0 = time.perf_counter()
         self.learner.progress = self.counters["global_step"] / cfg.run.steps
         metrics = self.learner.learn(batch)
-        self.counters["global_step"] += int(np.prod(batch["reward"].shape))
+        self.counters["global_step"] += env_steps(batch)
         self.counters["iterations"] += 1
         lag = self.counters["version"] - float(np.mean(batch["version"]))
         self.counters["version"] += 1

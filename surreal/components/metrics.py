@@ -59,7 +59,7 @@ class MetricsSink:
             status["finished"] = bool(msg.get("finished"))
         step = status["global_step"] if source in ("actor", "buffer") else int(msg["step"])
         for name, value in msg.get("scalars", {}).items():
-            if not name.startswith(("actor/", "buffer/")):
+            if source not in ("actor", "buffer"):  # their per-process numbers: status only
                 self.scalar(name, value, step)
             status[name] = value
         if source == "actor":

@@ -7,17 +7,12 @@ import time
 import numpy as np
 
 from surreal.components.common import Component
-from surreal.replay import FifoSampler, FifoStorage, Replay
+from surreal.replay import Replay
 
 
 def make_replay(comp: Component) -> Replay:
-    """The replay the algorithm wants: FIFO for on-policy learners (`Learner.make_replay` may
-    override it with another storage/sampler pair)."""
-    factory = getattr(comp.algo, "make_replay", None)
-    if factory is not None:
-        return factory(comp.config)
-    per_batch = getattr(comp.config.algo, "segments_per_batch", 0) or comp.config.run.actors
-    return Replay(FifoStorage(capacity=4 * per_batch + 2 * comp.config.run.actors), FifoSampler())
+    """The replay the run's algorithm wants (`Learner.make_replay`; FIFO by default)."""
+    return comp.algo.make_replay(comp.config)
 
 
 def main(run_dir: str, index: int = 0) -> None:

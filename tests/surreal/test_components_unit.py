@@ -67,7 +67,7 @@ def test_metrics_sink_writes_steps_and_status(tmp_path):
             "index": 0,
             "step": 512,
             "version": 2,
-            "scalars": {"losses/policy_loss": 0.1, "charts/sps": 99.0},
+            "scalars": {"losses/policy_loss": 0.1, "charts/sps": 99.0, "actor/my_stat": 3.0},
         }
     )
     sink.handle(
@@ -99,6 +99,7 @@ def test_metrics_sink_writes_steps_and_status(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     by_name = {r["name"]: r for r in records}
     assert by_name["losses/policy_loss"]["step"] == 512
+    assert by_name["actor/my_stat"]["value"] == 3.0  # a learner's metric is logged, any name
     assert by_name["charts/episodic_return"]["step"] == 512  # actors log at the learner's step
     assert by_name["charts/eval_return"]["value"] == 42.0
     status = json.loads((tmp_path / "status.json").read_text())

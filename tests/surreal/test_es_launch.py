@@ -34,7 +34,7 @@ def test_dry_run_shows_a_master_and_grouped_workers(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
-    assert "- surreal.algos.es.processes\n  - master\n" in out  # the master runs as "learner"
+    assert "- component\n  - es-master\n" in out  # the master runs as "learner"
     assert all(f"name: es-worker-{i}\n" in out for i in range(5))
     assert "group: workers-2\n" in out and "group: workers-3\n" not in out  # 5 workers, 2 per group
     assert "name: buffer\n" not in out  # no replay in ES

@@ -100,7 +100,10 @@ def test_resume_continues_the_global_step_and_optimizer(finished_run):
 
 
 def test_custom_learner_from_a_file(tmp_path):
-    example = Path(__file__).resolve().parents[2] / "examples" / "02_custom_learner" / "a2c.py"
+    source = Path(__file__).resolve().parents[2] / "examples" / "02_custom_learner" / "a2c.py"
+    example = tmp_path / "mine" / "a2c.py"
+    example.parent.mkdir()
+    example.write_text(source.read_text())
     result = surreal_cli(
         [
             "launch",
@@ -125,6 +128,16 @@ def test_custom_learner_from_a_file(tmp_path):
     (run,) = (tmp_path / "runs").glob("*/t1")
     names = {r["name"] for r in metric_records(run)}
     assert "losses/policy_loss" in names and "charts/episodic_return" in names
+    # The run keeps its own copy of the learner: editing (here: breaking) the original later
+    # changes neither `surreal eval` nor `--resume` of this run.
+    assert (run / "code" / "a2c.py").read_text() == source.read_text()
+    example.write_text("raise RuntimeError('the file changed since the run')\n")
+    home = tmp_path / "home"
+    evaluated = surreal_cli(["eval", str(run), "--episodes", "2"], tmp_path, home)
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert "2 episodes at step" in evaluated.stdout
+    resumed = surreal_cli(["launch", "--resume", str(run), "--dry-run"], tmp_path, home)
+    assert resumed.returncode == 0, resumed.stderr
 
 
 @pytest.mark.tmux

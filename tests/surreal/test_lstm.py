@@ -6,7 +6,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
-from surreal.algos.ppo import PPOConfig, PPOLearner
+from surreal.algos.ppo import PPOConfig, PPOLearner, VisionPPOConfig
 from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
 from surreal.config import EnvConfig
 from surreal.core import Actor
@@ -50,9 +50,9 @@ register_env_family("lstmtest", __name__)
 
 
 def collect(bptt_length: int, segments: int = 2, steps: int = 12):
-    config = PPOConfig(network="conv_lstm", image_size=SIZE, bptt_length=bptt_length)
+    config = VisionPPOConfig(image_size=SIZE, bptt_length=bptt_length)
     venv = VectorEnv("lstmtest:x", EnvConfig(id="lstmtest:x", num_envs=3), seed=0)
-    learner = PPOLearner(config, venv.info)
+    learner = RecurrentPPOLearner(config, venv.info)
     # a normalizer that is not the identity, as after some learning
     learner.normalizer.update(np.random.default_rng(0).normal(2.0, 3.0, (50, PROPRIO)))
     policy = learner.make_policy(config, venv.info)
@@ -124,6 +124,16 @@ def test_policy_reset_clears_only_the_finished_envs():
 def test_conv_lstm_on_state_observations_is_a_clear_error():
     info = EnvInfo(obs_shape=(60,), discrete=False, action_shape=(7,))
     with pytest.raises(ValueError, match="put a camera key first in env.obs_keys"):
-        PPOLearner(PPOConfig(network="conv_lstm"), info)
+        RecurrentPPOLearner(VisionPPOConfig(), info)
     with pytest.raises(ValueError, match="algo.network must be"):
         PPOLearner(PPOConfig(network="transformer"), info)
+
+
+def test_the_vision_model_is_its_own_algorithm_and_the_old_flag_names_it():
+    from surreal.algos import resolve
+
+    assert resolve("ppo-vision") is RecurrentPPOLearner
+    assert resolve("ppo-vision").config_class is VisionPPOConfig
+    info = EnvInfo(obs_shape=(60,), discrete=False, action_shape=(7,))
+    with pytest.raises(ValueError, match="surreal launch ppo-vision"):
+        PPOLearner.check_config(PPOConfig(network="conv_lstm"), info)

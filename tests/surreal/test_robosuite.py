@@ -76,7 +76,7 @@ def test_a_key_that_does_not_exist_is_a_clear_error():
 
 def test_launching_the_vision_model_on_state_observations_fails_before_anything_starts(tmp_path):
     result = surreal_cli(
-        ["launch", "ppo", "--env", "robosuite:Lift", "--set", "algo.network=conv_lstm"],
+        ["launch", "ppo-vision", "--env", "robosuite:Lift"],
         tmp_path,
         tmp_path / "home",
         timeout=120,
@@ -86,11 +86,11 @@ def test_launching_the_vision_model_on_state_observations_fails_before_anything_
     assert not (tmp_path / "runs").exists()
 
 
-def launch(tmp_path, name: str, steps: int, *args: str):
+def launch(tmp_path, name: str, steps: int, *args: str, algo: str = "ppo"):
     result = surreal_cli(
         [
             "launch",
-            "ppo",
+            algo,
             "--env",
             "robosuite:Lift",
             "--steps",
@@ -135,11 +135,10 @@ def test_ppo_on_lift_from_camera_with_conv_lstm_and_a_video(tmp_path):
         "--set",
         CAMERA_KEYS,
         "--set",
-        "algo.network=conv_lstm",
-        "--set",
         "actor.rollout_length=32",
         "--set",
         "algo.bptt_length=16",
+        algo="ppo-vision",
     )
     assert_learned_from_actors(run, state, 160, 5)
     params = state["params"]

@@ -55,7 +55,6 @@ class DDPGLearner(Learner):
     """DDPG (TD3 with `--set algo.twin_critics=true ...`) on batches sampled from uniform replay."""
 
     config_class: ClassVar[type] = DDPGConfig
-    on_policy: ClassVar[bool] = False
 
     def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
         super().__init__(config, env_info)
@@ -80,8 +79,28 @@ class DDPGLearner(Learner):
         self.algo.load_state_dict(state)
 
     @classmethod
+    def example_batch(cls, run_config: Any, env_info: EnvInfo, policy: Policy) -> Batch:
+        """8 random transitions shaped like a replay shard's sample (obs, act, rew, ...)."""
+        rng = np.random.default_rng(0)
+        obs = rng.normal(size=(8, *env_info.obs_shape)).astype(np.float32)
+        act = policy.act(obs)[1]["unit_action"]
+        return {
+            "obs": obs.reshape(8, -1),
+            "act": act,
+            "rew": rng.normal(size=8).astype(np.float32),
+            "next_obs": rng.normal(size=obs.shape).astype(np.float32).reshape(8, -1),
+            "discount": np.full(8, run_config.algo.gamma, np.float32),
+        }
+
+    @classmethod
     def build_experiment(cls, plan: Any) -> Any:
         """Actors, sharded replay and parameter servers, learner, evaluator, metrics."""
         from surreal.algos.ddpg.topology import build_experiment
 
         return build_experiment(plan)
+
+    @classmethod
+    def components(cls) -> dict[str, str]:
+        from surreal.algos.ddpg.topology import COMPONENTS
+
+        return {**super().components(), **COMPONENTS}

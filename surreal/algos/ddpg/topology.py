@@ -4,76 +4,57 @@
     learner --pub--> param-server-k <--req-- param-proxy <--req-- actors, evaluator
     everyone --push--> metrics
 
-Processes run `python -m surreal.algos.ddpg.processes ROLE RUN_DIR --index I`; metrics and the
-evaluator are the runtime's own components.
+Every process runs `python -m surreal component ROLE RUN_DIR --index I`; the DDPG roles are in
+`DDPGLearner.components()`; metrics and the evaluator are the runtime's own components.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-ROLES = ("actor", "learner", "replay-proxy", "replay-shard", "param-proxy", "param-shard")
+from surreal.topology import (
+    LaunchPlan,
+    add_actor_groups,
+    add_evaluator,
+    learner_process,
+    new_experiment,
+    process,
+)
+
+COMPONENTS = {
+    "actor": "surreal.algos.ddpg.actor:main",
+    "learner": "surreal.algos.ddpg.learner_loop:main",
+    "replay-proxy": "surreal.components.sharding:replay_proxy_main",
+    "replay-shard": "surreal.components.replay_shard:main",
+    "param-proxy": "surreal.components.sharding:param_proxy_main",
+    "param-shard": "surreal.components.sharding:param_shard_main",
+}
+"""role -> "module:function(run_dir, index)" of the DDPG processes (beside the runtime's)."""
 
 
-def command(run_dir: Any, role: str, index: int = 0) -> list[str]:
-    """The command line of one DDPG process."""
-    from surreal.launch import module_command
-
-    return module_command("surreal.algos.ddpg.processes", run_dir, role, index)
-
-
-def build_experiment(plan: Any) -> Any:
-    """A validated symphony Experiment for a DDPG launch plan (`surreal.launch.LaunchPlan`)."""
-    from surreal.launch import (
-        PROCESS_ENV,
-        add_evaluator,
-        learner_process,
-        new_experiment,
-        restart_policy,
-    )
-    from symphony import Process, ProcessGroup
-
+def build_experiment(plan: LaunchPlan) -> Any:
+    """A validated symphony Experiment for a DDPG launch plan."""
     cfg = plan.config
-    again = restart_policy()
-
-    def proc(role: str, index: int = 0, name: str | None = None, **kw: Any) -> Process:
-        return Process(
-            name or role, command(plan.run_dir, role, index), env=dict(PROCESS_ENV), **kw
-        )
-
     exp = new_experiment(plan)
     exp.add(
-        proc("replay-proxy", restart=again)
+        process(plan, "replay-proxy")
         .binds("replay", "replay-shards", "replay-sample", "replay-sample-shards")
         .connects("metrics")
     )
     for k in range(cfg.algo.replay_shards):
         exp.add(
-            proc("replay-shard", k, name=f"replay-{k}", restart=again).connects(
+            process(plan, "replay-shard", k, name=f"replay-{k}").connects(
                 "replay-shards", "replay-sample-shards", "metrics"
             )
         )
-    exp.add(
-        learner_process(plan, command(plan.run_dir, "learner"))
-        .binds("params-pub")
-        .connects("replay-sample", "metrics")
-    )
-    exp.add(proc("param-proxy", restart=again).binds("params", "params-shards").connects("metrics"))
+    exp.add(learner_process(plan).binds("params-pub").connects("replay-sample", "metrics"))
+    exp.add(process(plan, "param-proxy").binds("params", "params-shards").connects("metrics"))
     for k in range(cfg.algo.param_shards):
         exp.add(
-            proc("param-shard", k, name=f"param-server-{k}", restart=again).connects(
+            process(plan, "param-shard", k, name=f"param-server-{k}").connects(
                 "params-pub", "params-shards", "metrics"
             )
         )
     add_evaluator(exp, plan)
-    size = cfg.actor.group_size
-    for g, start in enumerate(range(0, cfg.run.actors, size)):
-        group = ProcessGroup(f"actors-{g}")
-        for i in range(start, min(start + size, cfg.run.actors)):
-            group.add(
-                proc("actor", i, name=f"actor-{i}", restart=again).connects(
-                    "params", "replay", "metrics"
-                )
-            )
-        exp.add(group)
+    add_actor_groups(exp, plan, ("params", "replay", "metrics"))
     return exp.validate()

@@ -70,7 +70,6 @@ class ESLearner(Learner):
     """The ES master's learning state; one `learn` per generation record."""
 
     config_class: ClassVar[type] = ESConfig
-    on_policy: ClassVar[bool] = True
 
     def __init__(self, config: ESConfig, env_info: EnvInfo, seed: int = 0) -> None:
         super().__init__(config, env_info)
@@ -114,8 +113,20 @@ class ESLearner(Learner):
         self.state.load_wire(state)
 
     @classmethod
+    def example_batch(cls, run_config: Any, env_info: EnvInfo, policy: Policy) -> None:
+        """None: ES learns from generation records that need the shared noise table, so the
+        launch check stops after `load_params(params())`."""
+        return None
+
+    @classmethod
     def build_experiment(cls, plan: Any) -> Any:
         """One master, `run.actors` workers (grouped per machine), parameter server, evaluator."""
         from surreal.algos.es.topology import build_experiment
 
         return build_experiment(plan)
+
+    @classmethod
+    def components(cls) -> dict[str, str]:
+        from surreal.algos.es.topology import COMPONENTS
+
+        return {**super().components(), **COMPONENTS}

@@ -1,8 +1,7 @@
-"""Entry point of the ES processes: `python -m surreal.algos.es.processes master|worker RUN_DIR`."""
+"""The ES processes: the master and a worker (roles `es-master`, `es-worker` of `surreal component`)."""
 
 from __future__ import annotations
 
-import argparse
 import threading
 
 
@@ -17,7 +16,7 @@ def master_main(run_dir: str, index: int = 0) -> None:
 
     comp = Component(run_dir, "learner", index)
     cfg = comp.config
-    learner = comp.algo(cfg.algo, comp.env_info, seed=cfg.run.seed)
+    learner = comp.algo.create(cfg, comp.env_info, seed=cfg.run.seed)
     counters = {"global_step": 0, "version": 0, "iterations": 0}
     if comp.run.checkpoint.is_file():
         state = checkpoint.load(comp.run.checkpoint)
@@ -98,7 +97,7 @@ def worker_main(run_dir: str, index: int = 0) -> None:
 
     comp = Component(run_dir, "es-worker", index)
     cfg = comp.config
-    learner = comp.algo(cfg.algo, comp.env_info, seed=cfg.run.seed)
+    learner = comp.algo.create(cfg, comp.env_info, seed=cfg.run.seed)
     env = make_env(cfg.env.id, cfg.env, seed=cfg.run.seed + 1000 * (index + 1))
     try:
         run_worker(
@@ -114,20 +113,3 @@ def worker_main(run_dir: str, index: int = 0) -> None:
     finally:
         env.close()
         comp.close()
-
-
-_MAINS = {"master": master_main, "worker": worker_main}
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Run one ES process until it is stopped or done."""
-    parser = argparse.ArgumentParser(prog="python -m surreal.algos.es.processes")
-    parser.add_argument("role", choices=sorted(_MAINS))
-    parser.add_argument("run_dir")
-    parser.add_argument("--index", type=int, default=0)
-    args = parser.parse_args(argv)
-    _MAINS[args.role](args.run_dir, args.index)
-
-
-if __name__ == "__main__":
-    main()

@@ -3,54 +3,38 @@
     es-worker-i --(seeds and returns)--> es-master --pub--> param-server <-- evaluator
     everyone --push--> metrics
 
-Workers of one process group share a machine and so one noise table in /dev/shm.
+Workers of one process group share a machine and so one noise table in /dev/shm. Every process
+runs `python -m surreal component ROLE RUN_DIR --index I` (roles in `ESLearner.components()`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from surreal.topology import (
+    LaunchPlan,
+    add_actor_groups,
+    add_evaluator,
+    learner_process,
+    new_experiment,
+    process,
+)
 
-def command(run_dir: Any, role: str, index: int = 0) -> list[str]:
-    """The command line of one ES process."""
-    from surreal.launch import module_command
+COMPONENTS = {
+    "es-master": "surreal.algos.es.processes:master_main",
+    "es-worker": "surreal.algos.es.processes:worker_main",
+}
+"""role -> "module:function(run_dir, index)" of the ES processes (beside the runtime's)."""
 
-    return module_command("surreal.algos.es.processes", run_dir, role, index)
 
-
-def build_experiment(plan: Any) -> Any:
-    """A validated symphony Experiment for an ES launch plan (`surreal.launch.LaunchPlan`)."""
-    from surreal.launch import PROCESS_ENV, _command, add_evaluator, new_experiment, restart_policy
-    from symphony import Process, ProcessGroup
-
-    cfg = plan.config
-    env, again = PROCESS_ENV, restart_policy()
+def build_experiment(plan: LaunchPlan) -> Any:
+    """A validated symphony Experiment for an ES launch plan."""
     exp = new_experiment(plan)
     # Named "learner": the master is what `surreal launch` watches to know the run ended.
-    exp.add(
-        Process("learner", command(plan.run_dir, "master"), env=dict(env))
-        .binds("es-master", "params-pub")
-        .connects("metrics")
-    )
-    exp.add(
-        Process(
-            "param-server", _command(plan.run_dir, "param-server"), env=dict(env), restart=again
-        )
-        .binds("params")
-        .connects("params-pub", "metrics")
-    )
+    exp.add(learner_process(plan, "es-master").binds("es-master", "params-pub").connects("metrics"))
+    exp.add(process(plan, "param-server").binds("params").connects("params-pub", "metrics"))
     add_evaluator(exp, plan)
-    size = cfg.actor.group_size
-    for g, start in enumerate(range(0, cfg.run.actors, size)):
-        group = ProcessGroup(f"workers-{g}")
-        for i in range(start, min(start + size, cfg.run.actors)):
-            group.add(
-                Process(
-                    f"es-worker-{i}",
-                    command(plan.run_dir, "worker", i),
-                    env=dict(env),
-                    restart=again,
-                ).connects("es-master", "metrics")
-            )
-        exp.add(group)
+    add_actor_groups(
+        exp, plan, ("es-master", "metrics"), "es-worker", "es-worker", group_prefix="workers"
+    )
     return exp.validate()

@@ -49,13 +49,24 @@ class PPOConfig(LearnerConfig):
     """Hidden layer sizes of the policy and value MLPs."""
     activation: str = "tanh"
     """'tanh' or 'relu'."""
+    model: str = ""
+    """A network of your own, `path/to/file.py:Class` built as `Class(env_info, config)` (see
+    `surreal.algos.ppo.networks.make_model`); empty: the MLP actor-critic below."""
     network: str = "mlp"
-    """'mlp', or 'conv_lstm': the paper's vision model (conv encoder on the camera image + proprio
-    -> LSTM -> actor/critic heads, trained with truncated BPTT; needs a `<camera>_image` key first
-    in env.obs_keys)."""
+    """'mlp' (the vision model, 'conv_lstm', is the algorithm `ppo-vision`)."""
     lstm_size: int = 100
-    """LSTM hidden units of the conv_lstm network."""
+    """ppo-vision: LSTM hidden units of the conv_lstm network."""
     image_size: int = 84
-    """Height and width of the camera image the conv_lstm network reads (env.robosuite.camera_size)."""
+    """ppo-vision: height and width of the camera image (env.robosuite.camera_size)."""
     bptt_length: int = 0
-    """conv_lstm: backpropagate through sub-trajectories of this many steps (0: the whole segment)."""
+    """ppo-vision: backpropagate through sub-trajectories of this many steps (0: whole segment)."""
+
+
+@dataclass
+class VisionPPOConfig(PPOConfig):
+    """PPO on the paper's vision model (`surreal launch ppo-vision`): conv encoder on the camera
+    image + proprio -> LSTM -> actor/critic heads, trained with truncated BPTT; needs a
+    `<camera>_image` key first in env.obs_keys."""
+
+    network: str = "conv_lstm"
+    """'conv_lstm', the only model of ppo-vision."""

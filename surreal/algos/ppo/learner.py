@@ -10,8 +10,9 @@ import torch
 
 from surreal.algos.ppo.config import PPOConfig
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
-from surreal.algos.ppo.networks import ActorCritic
+from surreal.algos.ppo.networks import entropy, log_prob, make_model
 from surreal.algos.ppo.policy import PPOPolicy, model_params
+from surreal.config import Config
 from surreal.core import Batch, Learner, Params
 from surreal.normalizer import RunningNormalizer
 from surreal.spaces import EnvInfo
@@ -36,20 +37,9 @@ class PPOLearner(Learner):
 
     config_class = PPOConfig
 
-    def __new__(cls, config: PPOConfig, env_info: EnvInfo) -> PPOLearner:
-        # algo.network=conv_lstm picks the recurrent vision learner (same config, same registry name)
-        if cls is PPOLearner and config.network == "conv_lstm":
-            from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
-
-            cls = RecurrentPPOLearner
-        return super().__new__(cls)
-
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
-        super().__init__(config, env_info)
-        if config.loss not in ("clip", "kl"):
-            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
         self.check_config(config, env_info)
-        self.model = ActorCritic(env_info, config.hidden_sizes, config.activation)
+        super().__init__(config, env_info)  # builds self.model with make_model
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
         self.normalizer = RunningNormalizer(env_info.obs_shape) if config.norm_obs else None
         self.kl_coef = config.kl_coef
@@ -57,22 +47,42 @@ class PPOLearner(Learner):
 
     @classmethod
     def check_config(cls, config: PPOConfig, env_info: EnvInfo) -> None:
-        """Raise ValueError if the network cannot read these observations (`surreal launch` asks
-        before anything starts)."""
-        if config.network not in ("mlp", "conv_lstm"):
-            raise ValueError(f"algo.network must be 'mlp' or 'conv_lstm', got {config.network!r}")
+        """Raise ValueError on settings PPO cannot use (`surreal launch` asks before anything
+        starts)."""
+        if config.loss not in ("clip", "kl"):
+            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
         if config.network == "conv_lstm":
-            from surreal.algos.ppo.vision_layout import proprio_dim
+            raise ValueError(
+                "algo.network=conv_lstm is its own algorithm now: `surreal launch ppo-vision ...` "
+                "(same settings, without algo.network)"
+            )
+        if config.network != "mlp":
+            raise ValueError(f"algo.network must be 'mlp', got {config.network!r}")
+        if config.model:
+            from surreal.registry import load_class
 
-            proprio_dim(env_info, config.image_size)
+            load_class(config.model, "algo.model")  # raises LookupError saying what is wrong
+
+    @classmethod
+    def make_model(cls, config: PPOConfig, env_info: EnvInfo) -> torch.nn.Module:
+        """`algo.model` or the MLP actor-critic (`surreal.algos.ppo.networks.make_model`)."""
+        return make_model(config, env_info)
+
+    @classmethod
+    def segments_per_batch(cls, run_config: Config) -> int:
+        """`algo.segments_per_batch` segments per update; 0: one per actor."""
+        return run_config.algo.segments_per_batch or run_config.run.actors
 
     @classmethod
     def make_policy(cls, config: PPOConfig, env_info: EnvInfo) -> PPOPolicy:
-        if config.network == "conv_lstm":
-            from surreal.algos.ppo.vision_policy import VisionPolicy
-
-            return VisionPolicy(config, env_info)
         return PPOPolicy(config, env_info)
+
+    @classmethod
+    def build_experiment(cls, plan: Any) -> Any:
+        """The standard topology (`surreal/algos/ppo/topology.py`)."""
+        from surreal.algos.ppo.topology import build_experiment
+
+        return build_experiment(plan)
 
     def learn(self, batch: Batch) -> dict[str, float]:
         cfg = self.config
@@ -125,7 +135,7 @@ class PPOLearner(Learner):
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The PPO loss and its stats on the flat samples `mb` of `b`."""
         dist = self.model.distribution(b["obs"][mb])
-        newlogprob = self.model.log_prob(dist, b["actions"][mb])
+        newlogprob = log_prob(dist, b["actions"][mb])
         return ppo_loss(
             newlogprob,
             b["logprobs"][mb],
@@ -133,7 +143,7 @@ class PPOLearner(Learner):
             self.model.value(b["obs"][mb]),
             b["values"][mb],
             b["returns"][mb],
-            self.model.entropy(dist),
+            entropy(dist),
             self.config,
             self.kl_coef,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from torch import nn
@@ -36,6 +38,39 @@ def mlp(sizes: list[int], activation: str, out_std: float) -> nn.Sequential:
     return nn.Sequential(*layers)
 
 
+def log_prob(dist: torch.distributions.Distribution, action: torch.Tensor) -> torch.Tensor:
+    """log pi(a|s) per sample: summed over action components unless the policy is categorical."""
+    if isinstance(dist, Categorical):
+        return dist.log_prob(action.long())
+    return dist.log_prob(action).sum(-1)
+
+
+def entropy(dist: torch.distributions.Distribution) -> torch.Tensor:
+    """Entropy per sample (summed over action components unless categorical)."""
+    ent = dist.entropy()
+    return ent if isinstance(dist, Categorical) else ent.sum(-1)
+
+
+def greedy(dist: torch.distributions.Distribution) -> torch.Tensor:
+    """The most likely action (the mean of a Gaussian)."""
+    return dist.probs.argmax(-1) if isinstance(dist, Categorical) else dist.mean
+
+
+def make_model(config: Any, env_info: EnvInfo) -> nn.Module:
+    """The network PPO's learner trains and its policy runs.
+
+    `algo.model` empty: `ActorCritic(env_info, algo.hidden_sizes, algo.activation)`. Otherwise a
+    class `path/file.py:Class` (or `package.module:Class`), built as `Class(env_info, config)`: an
+    `nn.Module` with `distribution(obs) -> torch Distribution` (Categorical for discrete actions)
+    and `value(obs) -> [batch]` over batches of (normalized) observations [batch, *obs_shape].
+    """
+    if not config.model:
+        return ActorCritic(env_info, config.hidden_sizes, config.activation)
+    from surreal.registry import load_class
+
+    return load_class(config.model, "algo.model")(env_info, config)
+
+
 class ActorCritic(nn.Module):
     """Separate policy and value MLPs over a flat observation."""
 
@@ -66,15 +101,12 @@ class ActorCritic(nn.Module):
         self, dist: torch.distributions.Distribution, action: torch.Tensor
     ) -> torch.Tensor:
         """log pi(a|s), summed over action components for Gaussians."""
-        if self.discrete:
-            return dist.log_prob(action.long())
-        return dist.log_prob(action).sum(-1)
+        return log_prob(dist, action)
 
     def entropy(self, dist: torch.distributions.Distribution) -> torch.Tensor:
         """Entropy per sample."""
-        ent = dist.entropy()
-        return ent if self.discrete else ent.sum(-1)
+        return entropy(dist)
 
     def greedy(self, dist: torch.distributions.Distribution) -> torch.Tensor:
         """The most likely action."""
-        return dist.probs.argmax(-1) if self.discrete else dist.mean
+        return greedy(dist)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from surreal.algos.ppo.config import PPOConfig
+from surreal.algos.ppo.config import VisionPPOConfig
 from surreal.algos.ppo.learner import PPOLearner, _time_major
 from surreal.algos.ppo.loss import gae, ppo_loss
 from surreal.algos.ppo.vision_layout import proprio_dim, split_obs
 from surreal.algos.ppo.vision_model import ConvLSTMActorCritic
+from surreal.algos.ppo.vision_policy import VisionPolicy
 from surreal.core import Batch, Learner
 from surreal.normalizer import RunningNormalizer
 from surreal.spaces import EnvInfo
@@ -36,7 +37,7 @@ def chunk(x: torch.Tensor, length: int) -> torch.Tensor:
 
 
 class RecurrentPPOLearner(PPOLearner):
-    """PPO for `algo.network=conv_lstm` (built by `PPOLearner` when the config asks for it).
+    """PPO on the paper's conv+LSTM vision model: the algorithm `ppo-vision`.
 
     Each segment an actor sends is cut into sub-trajectories of `algo.bptt_length` steps; the LSTM
     restarts from the state the actor stored at the first step of each (the state travels with the
@@ -44,18 +45,39 @@ class RecurrentPPOLearner(PPOLearner):
     backpropagates through the whole sub-trajectory. Minibatches are sets of sub-trajectories.
     """
 
-    def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
-        Learner.__init__(self, config, env_info)
-        if config.loss not in ("clip", "kl"):
-            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
-        self.model = ConvLSTMActorCritic(
-            env_info, config.image_size, config.lstm_size, config.hidden_sizes, config.activation
-        )
+    config_class = VisionPPOConfig
+
+    def __init__(self, config: VisionPPOConfig, env_info: EnvInfo) -> None:
+        self.check_config(config, env_info)
+        Learner.__init__(self, config, env_info)  # builds self.model with make_model
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
         size = proprio_dim(env_info, config.image_size)
         self.normalizer = RunningNormalizer((size,)) if config.norm_obs else None
         self.kl_coef = config.kl_coef
         self.iterations = 0
+
+    @classmethod
+    def check_config(cls, config: VisionPPOConfig, env_info: EnvInfo) -> None:
+        """Raise ValueError if the observations hold no camera image of `algo.image_size`."""
+        if config.loss not in ("clip", "kl"):
+            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
+        if config.network != "conv_lstm":
+            raise ValueError(
+                f"ppo-vision runs the conv_lstm model only (algo.network={config.network!r}); "
+                "for an MLP use `surreal launch ppo`"
+            )
+        proprio_dim(env_info, config.image_size)
+
+    @classmethod
+    def make_model(cls, config: VisionPPOConfig, env_info: EnvInfo) -> ConvLSTMActorCritic:
+        """The conv+LSTM actor-critic (the same one `VisionPolicy` builds)."""
+        return ConvLSTMActorCritic(
+            env_info, config.image_size, config.lstm_size, config.hidden_sizes, config.activation
+        )
+
+    @classmethod
+    def make_policy(cls, config: VisionPPOConfig, env_info: EnvInfo) -> VisionPolicy:
+        return VisionPolicy(config, env_info)
 
     def sub_trajectories(self, batch: Batch) -> dict[str, torch.Tensor]:
         """The batch as sub-trajectories [bptt_length, n, ...] with GAE advantages and returns."""

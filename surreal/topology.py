@@ -1,0 +1,140 @@
+"""From a launch plan to a symphony Experiment: the blocks every algorithm's topology is made of.
+
+Every process of every algorithm runs the one entry point `python -m surreal component ROLE
+RUN_DIR --index I`; `surreal.components.run_component` looks ROLE up in the run's
+`Learner.components()`. `standard_experiment` is the default topology (`Learner.build_experiment`):
+
+    actor-i --push--> buffer <--req-- learner --pub--> param-server <--req-- actors, evaluator
+    everyone --push--> metrics
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from surreal.config import Config
+from surreal.rundir import RunDir
+from surreal.spaces import EnvInfo
+
+PROCESS_ENV = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+"""Environment of every process: unbuffered output, one OpenMP thread (the learner sets its own)."""
+
+RUNTIME_COMPONENTS = {
+    "actor": "surreal.components.actor:main",
+    "buffer": "surreal.components.replay:main",
+    "learner": "surreal.components.learner:main",
+    "param-server": "surreal.components.param_server:main",
+    "evaluator": "surreal.components.evaluator:main",
+    "metrics": "surreal.components.metrics:main",
+}
+"""role -> "module:function(run_dir, index)" of the runtime's own processes."""
+
+
+@dataclass
+class LaunchPlan:
+    """Everything decided before anything starts (built by `surreal.launch.plan`)."""
+
+    config: Config
+    algo_ref: str
+    algo_class: type
+    env_info: EnvInfo
+    run_dir: RunDir
+    experiment_name: str
+    resume: bool = False
+
+
+def command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:
+    """`python -m surreal component ROLE RUN_DIR --index I`: the command line of every process."""
+    path = str(run_dir.path.resolve())
+    return [sys.executable, "-m", "surreal", "component", role, path, "--index", str(index)]
+
+
+def restart_policy() -> Any:
+    """How every process but the learner restarts: on failure, up to 20 times, 0.5-5 s apart."""
+    from symphony import RestartPolicy
+
+    return RestartPolicy(mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0)
+
+
+def process(plan: LaunchPlan, role: str, index: int = 0, name: str | None = None) -> Any:
+    """A restarted-on-failure Process running component ROLE (named `name`, default ROLE)."""
+    from symphony import Process
+
+    return Process(
+        name or role,
+        command(plan.run_dir, role, index),
+        env=dict(PROCESS_ENV),
+        restart=restart_policy(),
+    )
+
+
+def new_experiment(plan: LaunchPlan) -> Any:
+    """The symphony Experiment of a plan, labelled with its algo, env and run folder, holding the
+    runtime's metrics sink (every topology starts from this)."""
+    from symphony import Experiment
+
+    exp = Experiment(
+        plan.experiment_name,
+        metadata={
+            "algo": plan.algo_ref,
+            "env": plan.config.env.id,
+            "run_dir": str(plan.run_dir.path.resolve()),
+        },
+    )
+    exp.add(process(plan, "metrics").binds("metrics"))
+    return exp
+
+
+def learner_process(plan: LaunchPlan, role: str = "learner") -> Any:
+    """The process named `learner` (running component ROLE): `run.torch_threads` OpenMP threads
+    and CPUs; never restarted (its end is the run's end; `surreal launch --resume` continues it)."""
+    from symphony import Process, Resources
+
+    threads = plan.config.run.torch_threads
+    return Process(
+        "learner",
+        command(plan.run_dir, role),
+        env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads)),
+        resources=Resources(cpu=max(1, threads)),
+    )
+
+
+def add_evaluator(exp: Any, plan: LaunchPlan) -> None:
+    """Add the runtime's evaluator (reads params, reports eval returns) unless `eval.every_s` is 0."""
+    if plan.config.eval.every_s > 0:
+        exp.add(process(plan, "evaluator").connects("params", "metrics"))
+
+
+def add_actor_groups(
+    exp: Any,
+    plan: LaunchPlan,
+    connects: Iterable[str],
+    role: str = "actor",
+    prefix: str = "actor",
+    group_prefix: str = "actors",
+) -> None:
+    """Add `run.actors` processes `PREFIX-i` running component ROLE --index i, connected to
+    `connects`, in groups `GROUP_PREFIX-g` of `actor.group_size` (one machine / Pod each)."""
+    from symphony import ProcessGroup
+
+    cfg, services = plan.config, tuple(connects)
+    size = cfg.actor.group_size
+    for g, start in enumerate(range(0, cfg.run.actors, size)):
+        group = ProcessGroup(f"{group_prefix}-{g}")
+        for i in range(start, min(start + size, cfg.run.actors)):
+            group.add(process(plan, role, i, name=f"{prefix}-{i}").connects(*services))
+        exp.add(group)
+
+
+def standard_experiment(plan: LaunchPlan) -> Any:
+    """The default topology: metrics, buffer, learner, parameter server, evaluator, actors."""
+    exp = new_experiment(plan)
+    exp.add(process(plan, "buffer").binds("experience", "batches").connects("metrics"))
+    exp.add(learner_process(plan).binds("params-pub").connects("batches", "metrics"))
+    exp.add(process(plan, "param-server").binds("params").connects("params-pub", "metrics"))
+    add_evaluator(exp, plan)
+    add_actor_groups(exp, plan, ("params", "experience", "metrics"))
+    return exp.validate()
