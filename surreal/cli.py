@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 
+from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
+from surreal.config import EnvConfig, RunConfig
 
-class _UserError(click.ClickException):
-    """A problem with the input; printed as `Error: ...`, exit code 2, nothing started."""
-
-    exit_code = 2
+_UserError = (
+    InputError  # a problem with the input: `Error: ...` on one line, exit 2, nothing started
+)
 
 
 _EXTRAS = {
@@ -38,7 +39,7 @@ def _missing_extra(err: ModuleNotFoundError) -> Exception:
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=StyledGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="surreal-stack")
 def main() -> None:
     """surreal: distributed reinforcement learning (PPO, DDPG, ES).
@@ -50,18 +51,33 @@ def main() -> None:
 
 @main.command()
 @click.argument("algo", required=False)
-@click.option("--env", "env_id", help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5.")
-@click.option("--actors", type=int, help="Actor processes (each steps env.num_envs environments).")
+@click.option(
+    "--env",
+    "env_id",
+    show_default=f"{EnvConfig.id}; with --resume, the run's",
+    help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5, robosuite:Lift.",
+)
+@click.option(
+    "--actors",
+    type=int,
+    show_default=f"{RunConfig.actors}; with --resume, the run's",
+    help=f"Actor processes (each steps env.num_envs = {EnvConfig.num_envs} environments).",
+)
 @click.option(
     "--backend",
     default="local",
-    show_default=True,
+    metavar="NAME",
     help="symphony backend: local, tmux, compose, kube, slurm.",
 )
-@click.option("--steps", type=int, help="Environment steps the learner consumes before it stops.")
-@click.option("--folder", default="runs", show_default=True, help="Where runs are written.")
-@click.option("--name", help="Experiment name (default: ALGO-ENV).")
-@click.option("--trial", help="Trial name inside the experiment (default: t1, t2, ...).")
+@click.option(
+    "--steps",
+    type=int,
+    show_default=f"{RunConfig.steps}; with --resume, the run's",
+    help="Environment steps the learner consumes before it stops.",
+)
+@click.option("--folder", default="runs", help="Where runs are written.")
+@click.option("--name", show_default="ALGO-ENV", help="Experiment name.")
+@click.option("--trial", show_default="t1, t2, ...", help="Trial name inside the experiment.")
 @click.option(
     "--set",
     "overrides",
@@ -70,7 +86,10 @@ def main() -> None:
     help="Override a config field, e.g. --set algo.lr=3e-4 (repeatable).",
 )
 @click.option(
-    "--resume", type=click.Path(), help="Continue the run in this folder from its checkpoint."
+    "--resume",
+    type=click.Path(),
+    metavar="RUN_DIR",
+    help="Continue the run in RUN_DIR from its checkpoint.",
 )
 @click.option(
     "--dry-run",
@@ -208,13 +227,13 @@ def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
 
 
 @main.command()
-@click.argument("run", type=click.Path())
-def status(run: str) -> None:
-    """Show RUN's progress (steps, returns, checkpoint) and whether its processes are alive."""
+@click.argument("run_dir", type=click.Path())
+def status(run_dir: str) -> None:
+    """Show RUN_DIR's progress (steps, returns, checkpoint) and whether its processes are alive."""
     from surreal.evaluate import run_status
 
     try:
-        click.echo(run_status(Path(run)))
+        click.echo(run_status(Path(run_dir)))
     except (FileNotFoundError, LookupError) as err:
         raise _UserError(str(err)) from err
 
@@ -222,7 +241,7 @@ def status(run: str) -> None:
 @main.command(hidden=True)
 @click.argument("role")
 @click.argument("run_dir")
-@click.option("--index", default=0, type=int)
+@click.option("--index", default=0, type=int, help="Which one of its role (actor-3: 3).")
 def component(role: str, run_dir: str, index: int) -> None:
     """Run one component process (started by `surreal launch`)."""
     from surreal.components import run_component
