@@ -96,7 +96,11 @@ def main() -> None:
     is_flag=True,
     help="Print the config and the processes; start nothing, write nothing.",
 )
-@click.option("--quiet", is_flag=True, help="No progress lines.")
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="Plain progress lines, at most one per 30 s, instead of the live panel on a terminal.",
+)
 def launch(
     algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run, quiet
 ) -> None:
@@ -107,7 +111,8 @@ def launch(
     launch check); a failure is reported with its file:line and nothing is written.
 
     Writes FOLDER/EXPERIMENT/TRIAL (config.json, metrics.jsonl, TensorBoard events, checkpoints)
-    and prints progress until the step budget is used; Ctrl-C stops every process (a checkpoint
+    and shows progress until the step budget is used (a live panel on a terminal, plain lines
+    otherwise); Ctrl-C stops every process (a checkpoint
     is written first).
     """
     from surreal import config as config_io
@@ -147,7 +152,7 @@ def _run(plan, backend: str, quiet: bool) -> int:
     from surreal.rundir import read_json
 
     launching.create_run(plan)
-    out = None if quiet else sys.stdout
+    out = sys.stdout
     click.echo(
         f"run folder: {plan.run_dir.path}  (experiment {plan.experiment_name}, "
         f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})"
@@ -157,7 +162,12 @@ def _run(plan, backend: str, quiet: bool) -> int:
         handle = symphony.launch(launching.build_experiment(plan), backend)
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
-    code = 130
+    code, summarized = 130, False
+
+    def summary() -> None:
+        status = read_json(plan.run_dir.status_file, {}) or {}
+        click.echo(format_status(status, time.monotonic() - started, plan.config.run.steps))
+
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
     try:
         code = monitor(
@@ -166,13 +176,18 @@ def _run(plan, backend: str, quiet: bool) -> int:
             plan.config.run.stop_at_return,
             out=out,
             total=plan.config.run.steps,
+            every_s=30.0 if quiet else 2.0,
+            live=False if quiet else None,
         )
+        summary()  # at once: the run has ended; stopping the other processes follows
+        summarized = True
+        click.echo("stopping the other processes...")
     except KeyboardInterrupt:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
         _stop_and_keep_logs(handle, plan.run_dir.path / "logs")
-        status = read_json(plan.run_dir.status_file, {}) or {}
-        click.echo(format_status(status, time.monotonic() - started, plan.config.run.steps))
+        if not summarized:  # interrupted: the learner's last checkpoint is in the status now
+            summary()
         click.echo(
             f"done: {plan.run_dir.path} (surreal eval {plan.run_dir.path}; "
             f"tensorboard --logdir {plan.run_dir.tensorboard})"
