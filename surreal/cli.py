@@ -118,6 +118,7 @@ def launch(
     from surreal import config as config_io
     from surreal import launch as launching
 
+    _quiet_third_party()
     try:
         plan = launching.plan(
             algo,
@@ -226,6 +227,9 @@ def _raise_interrupt(*_: object) -> None:
 @click.option("--video", type=click.Path(), help="Also record the first episode to this .mp4/.gif.")
 def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
     """Load RUN_DIR's checkpoint and report the mean greedy return over --episodes episodes."""
+    _quiet_third_party()
+    if video:
+        _private_runtime_dir()
     from surreal.evaluate import evaluate_run
 
     try:
@@ -239,6 +243,33 @@ def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
     )
     if video:
         click.echo(f"video: {video}")
+
+
+def _quiet_third_party() -> None:
+    """Keep robosuite's import-time chatter (macro-file and optional-model warnings) off this
+    terminal; the component processes still write it to their logs (RUN_DIR/logs/*.log)."""
+    import logging
+
+    logging.getLogger("robosuite_logs").disabled = True
+
+
+def _private_runtime_dir() -> None:
+    """Give the renderer (SDL, for gymnasium's frames) the XDG_RUNTIME_DIR it wants.
+
+    Without one it prints "error: XDG_RUNTIME_DIR is invalid or not set" although recording
+    works; a private temporary folder (mode 0700, removed at exit) keeps that noise away.
+    """
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current) and os.access(current, os.W_OK):
+        return
+    folder = tempfile.mkdtemp(prefix="surreal-xdg-")  # created with mode 0700
+    os.environ["XDG_RUNTIME_DIR"] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 @main.command()
