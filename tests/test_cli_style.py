@@ -20,7 +20,8 @@ def run(tool: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
     [
         ("surreal", "launch", ["[default: local]", "[default: runs]", "gym:CartPole-v1", "100000"]),
         ("surreal", "eval", ["[default: 10]"]),
-        ("symphony", "build", []),
+        ("symphony", "launch", ["Default: the config file's `backend`, else local"]),
+        ("symphony", "build", ["default: $SYMPHONY_BUILD_CONFIG or ./"]),
         ("cloudwise", "machine-type", ["[default: 0]"]),
         ("cloudwise", "", ["[default: .]"]),
     ],
