@@ -84,7 +84,7 @@ def test_every_readme_command_runs_as_written(tmp_path):
         if goal:
             folder = re.search(r"^run folder: (\S+)", result.stdout, re.M)
             assert folder, out[-2000:]
-            status = json.loads((Path(folder.group(1)) / "status.json").read_text())
+            status = json.loads((fresh / folder.group(1) / "status.json").read_text())
             best = status.get("best_eval_return", float("-inf"))
             assert best >= float(goal.group(1)), f"{command.line}: best eval return {best}"
         ran.append(command.line)
