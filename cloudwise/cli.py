@@ -8,21 +8,24 @@ from pathlib import Path
 import click
 
 from cloudwise.cli_pool import pool
-from cloudwise.errors import CloudwiseError
+from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
+from cloudwise.errors import CloudwiseError, SpecError
 from cloudwise.spec import PROVIDERS, ClusterSpec, NodePoolSpec
 
 
-class Group(click.Group):
-    """Turns cloudwise errors into clean messages (exit code 1), never tracebacks."""
+class Group(StyledGroup):
+    """Clean one-line errors, never tracebacks: a bad spec or option exits 2, a failure 1."""
 
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except SpecError as exc:
+            raise InputError(str(exc)) from None
         except CloudwiseError as exc:
             raise click.ClickException(str(exc)) from None
 
 
-@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=Group, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="surreal-stack")
 @click.option(
     "-C",
@@ -125,9 +128,15 @@ def machine_type(
     pool = NodePoolSpec(
         "request", cpu=cpu, memory_gb=memory_gb, gpu_type=gpu_type and gpu_type.lower(), gpu=gpu
     )
-    pool.validate()
     catalog = Catalog.load(provider)
-    choice = catalog.choose(pool, region, zone)
+    try:
+        pool.validate()
+        choice = catalog.choose(pool, region, zone)
+    except SpecError as err:  # the pool is this command's request: name the flags, not "request"
+        message = str(err).replace("pool 'request': ", "")
+        for field in ("gpu_type", "memory_gb", "machine_type"):
+            message = message.replace(field, "--" + field.replace("_", "-"))
+        raise InputError(message) from None
     fits = sorted(
         (c for c in catalog.options(region, zone) if fits_request(c, pool)),
         key=lambda c: c.hourly_usd if c.hourly_usd is not None else float("inf"),

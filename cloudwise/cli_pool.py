@@ -93,7 +93,10 @@ def pool() -> None:
 @pool.command("list")
 @click.pass_obj
 def list_pools(directory: Path) -> None:
-    """List the pools with the machine each resolves to, node counts and hourly price per node."""
+    """List the pools and their machines.
+
+    One line per pool: the machine type it resolves to, node counts and hourly price per node.
+    """
     from cloudwise.resolve import resolve
 
     resolved = resolve(ClusterSpec.load(directory))
@@ -117,7 +120,11 @@ def list_pools(directory: Path) -> None:
 @DRY_RUN
 @click.pass_obj
 def add(directory: Path, name: str, labels, taints, dry_run: bool, **fields) -> None:
-    """Add pool NAME, e.g. `cloudwise pool add eval --cpu 4 --gpu-type t4 --gpu 1 --max-nodes 2`."""
+    """Add a node pool called NAME.
+
+    For example `cloudwise pool add eval --cpu 4 --gpu-type t4 --gpu 1 --max-nodes 2`. Options
+    not given keep a new pool's defaults (no GPU, 0 to 1 nodes, on-demand, 100 GB disk).
+    """
     spec = ClusterSpec.load(directory)
     if any(p.name == name for p in spec.pools):
         raise click.UsageError(f"pool {name!r} exists; change it with `cloudwise pool edit {name}`")
@@ -150,7 +157,10 @@ def remove(directory: Path, name: str, dry_run: bool) -> None:
 @DRY_RUN
 @click.pass_obj
 def edit(directory: Path, name: str, labels, taints, dry_run: bool, **fields) -> None:
-    """Change pool NAME: only the options given change (labels and taints are replaced)."""
+    """Change pool NAME.
+
+    Only the options given change; --label and --taint replace the pool's labels and taints.
+    """
     spec = ClusterSpec.load(directory)
     old = spec.pool(name)
     changes = _changes(labels, taints, **fields)

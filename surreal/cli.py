@@ -9,11 +9,12 @@ from pathlib import Path
 
 import click
 
+from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
+from surreal.config import EnvConfig, RunConfig
 
-class _UserError(click.ClickException):
-    """A problem with the input; printed as `Error: ...`, exit code 2, nothing started."""
-
-    exit_code = 2
+_UserError = (
+    InputError  # a problem with the input: `Error: ...` on one line, exit 2, nothing started
+)
 
 
 _EXTRAS = {
@@ -38,7 +39,7 @@ def _missing_extra(err: ModuleNotFoundError) -> Exception:
     )
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=StyledGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="surreal-stack")
 def main() -> None:
     """surreal: distributed reinforcement learning (PPO, DDPG, ES).
@@ -50,18 +51,33 @@ def main() -> None:
 
 @main.command()
 @click.argument("algo", required=False)
-@click.option("--env", "env_id", help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5.")
-@click.option("--actors", type=int, help="Actor processes (each steps env.num_envs environments).")
+@click.option(
+    "--env",
+    "env_id",
+    show_default=f"{EnvConfig.id}; with --resume, the run's",
+    help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5, robosuite:Lift.",
+)
+@click.option(
+    "--actors",
+    type=int,
+    show_default=f"{RunConfig.actors}; with --resume, the run's",
+    help=f"Actor processes (each steps env.num_envs = {EnvConfig.num_envs} environments).",
+)
 @click.option(
     "--backend",
     default="local",
-    show_default=True,
+    metavar="NAME",
     help="symphony backend: local, tmux, compose, kube, slurm.",
 )
-@click.option("--steps", type=int, help="Environment steps the learner consumes before it stops.")
-@click.option("--folder", default="runs", show_default=True, help="Where runs are written.")
-@click.option("--name", help="Experiment name (default: ALGO-ENV).")
-@click.option("--trial", help="Trial name inside the experiment (default: t1, t2, ...).")
+@click.option(
+    "--steps",
+    type=int,
+    show_default=f"{RunConfig.steps}; with --resume, the run's",
+    help="Environment steps the learner consumes before it stops.",
+)
+@click.option("--folder", default="runs", help="Where runs are written.")
+@click.option("--name", show_default="ALGO-ENV", help="Experiment name.")
+@click.option("--trial", show_default="t1, t2, ...", help="Trial name inside the experiment.")
 @click.option(
     "--set",
     "overrides",
@@ -70,14 +86,21 @@ def main() -> None:
     help="Override a config field, e.g. --set algo.lr=3e-4 (repeatable).",
 )
 @click.option(
-    "--resume", type=click.Path(), help="Continue the run in this folder from its checkpoint."
+    "--resume",
+    type=click.Path(),
+    metavar="RUN_DIR",
+    help="Continue the run in RUN_DIR from its checkpoint.",
 )
 @click.option(
     "--dry-run",
     is_flag=True,
     help="Print the config and the processes; start nothing, write nothing.",
 )
-@click.option("--quiet", is_flag=True, help="No progress lines.")
+@click.option(
+    "--quiet",
+    is_flag=True,
+    help="Plain progress lines, at most one per 30 s, instead of the live panel on a terminal.",
+)
 def launch(
     algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run, quiet
 ) -> None:
@@ -88,12 +111,14 @@ def launch(
     launch check); a failure is reported with its file:line and nothing is written.
 
     Writes FOLDER/EXPERIMENT/TRIAL (config.json, metrics.jsonl, TensorBoard events, checkpoints)
-    and prints progress until the step budget is used; Ctrl-C stops every process (a checkpoint
+    and shows progress until the step budget is used (a live panel on a terminal, plain lines
+    otherwise); Ctrl-C stops every process (a checkpoint
     is written first).
     """
     from surreal import config as config_io
     from surreal import launch as launching
 
+    _quiet_third_party()
     try:
         plan = launching.plan(
             algo,
@@ -134,7 +159,7 @@ def _run(plan, backend: str, quiet: bool) -> int:
     except ValueError as err:
         raise _UserError(str(err)) from err
     launching.create_run(plan)
-    out = None if quiet else sys.stdout
+    out = sys.stdout
     click.echo(
         f"run folder: {plan.run_dir.path}  (experiment {plan.experiment_name}, "
         f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})"
@@ -146,7 +171,12 @@ def _run(plan, backend: str, quiet: bool) -> int:
         )
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
-    code = 130
+    code, summarized = 130, False
+
+    def summary() -> None:
+        status = read_json(plan.run_dir.status_file, {}) or {}
+        click.echo(format_status(status, time.monotonic() - started, plan.config.run.steps))
+
     signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
     try:
         code = monitor(
@@ -155,13 +185,18 @@ def _run(plan, backend: str, quiet: bool) -> int:
             plan.config.run.stop_at_return,
             out=out,
             total=plan.config.run.steps,
+            every_s=30.0 if quiet else 2.0,
+            live=False if quiet else None,
         )
+        summary()  # at once: the run has ended; stopping the other processes follows
+        summarized = True
+        click.echo("stopping the other processes...")
     except KeyboardInterrupt:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
         _stop_and_keep_logs(handle, plan.run_dir.path / "logs")
-        status = read_json(plan.run_dir.status_file, {}) or {}
-        click.echo(format_status(status, time.monotonic() - started, plan.config.run.steps))
+        if not summarized:  # interrupted: the learner's last checkpoint is in the status now
+            summary()
         click.echo(
             f"done: {plan.run_dir.path} (surreal eval {plan.run_dir.path}; "
             f"tensorboard --logdir {plan.run_dir.tensorboard})"
@@ -200,6 +235,9 @@ def _raise_interrupt(*_: object) -> None:
 @click.option("--video", type=click.Path(), help="Also record the first episode to this .mp4/.gif.")
 def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
     """Load RUN_DIR's checkpoint and report the mean greedy return over --episodes episodes."""
+    _quiet_third_party()
+    if video:
+        _private_runtime_dir()
     from surreal.evaluate import evaluate_run
 
     try:
@@ -215,14 +253,41 @@ def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
         click.echo(f"video: {video}")
 
 
+def _quiet_third_party() -> None:
+    """Keep robosuite's import-time chatter (macro-file and optional-model warnings) off this
+    terminal; the component processes still write it to their logs (RUN_DIR/logs/*.log)."""
+    import logging
+
+    logging.getLogger("robosuite_logs").disabled = True
+
+
+def _private_runtime_dir() -> None:
+    """Give the renderer (SDL, for gymnasium's frames) the XDG_RUNTIME_DIR it wants.
+
+    Without one it prints "error: XDG_RUNTIME_DIR is invalid or not set" although recording
+    works; a private temporary folder (mode 0700, removed at exit) keeps that noise away.
+    """
+    import atexit
+    import os
+    import shutil
+    import tempfile
+
+    current = os.environ.get("XDG_RUNTIME_DIR")
+    if current and os.path.isdir(current) and os.access(current, os.W_OK):
+        return
+    folder = tempfile.mkdtemp(prefix="surreal-xdg-")  # created with mode 0700
+    os.environ["XDG_RUNTIME_DIR"] = folder
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+
+
 @main.command()
-@click.argument("run", type=click.Path())
-def status(run: str) -> None:
-    """Show RUN's progress (steps, returns, checkpoint) and whether its processes are alive."""
+@click.argument("run_dir", type=click.Path())
+def status(run_dir: str) -> None:
+    """Show RUN_DIR's progress (steps, returns, checkpoint) and whether its processes are alive."""
     from surreal.evaluate import run_status
 
     try:
-        click.echo(run_status(Path(run)))
+        click.echo(run_status(Path(run_dir)))
     except (FileNotFoundError, LookupError) as err:
         raise _UserError(str(err)) from err
 
@@ -230,7 +295,7 @@ def status(run: str) -> None:
 @main.command(hidden=True)
 @click.argument("role")
 @click.argument("run_dir")
-@click.option("--index", default=0, type=int)
+@click.option("--index", default=0, type=int, help="Which one of its role (actor-3: 3).")
 def component(role: str, run_dir: str, index: int) -> None:
     """Run one component process (started by `surreal launch`)."""
     from surreal.components import run_component

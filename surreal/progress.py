@@ -28,13 +28,31 @@ def format_status(status: dict[str, Any], elapsed: float, total: int = 0) -> str
         return "-" if value is None else fmt.format(value)
 
     return (
-        f"[{elapsed:6.1f}s] step {status.get('global_step', 0):>9,}/{status.get('total_steps') or total:,}"
-        f" | {num('charts/sps', '{:,.0f}')} steps/s"
+        f"[{elapsed:6.1f}s] step {status.get('global_step', 0):,}/{status.get('total_steps') or total:,}"
+        f" | {num('charts/sps', '{:,.0f}')} steps/s overall"
         f" | return {num('episodic_return')} | eval {num('charts/eval_return')}"
         f" | learner {num('charts/learner_its', '{:.2f}')} it/s"
         f" | lag {num('charts/policy_lag', '{:.2f}')}"
         f" | buffer {show(buffer_size(status), '{:,.0f}')}"
     )
+
+
+def make_view(out: TextIO | None, title: str, live: bool | None = None) -> Any:
+    """A live panel when `out` is a terminal (or `live`), plain lines otherwise; None: silent."""
+    from surreal.progress_view import LiveView, PlainView
+
+    if out is None:
+        return None
+    if live if live is not None else _isatty(out):
+        return LiveView(out, title)
+    return PlainView(out)
+
+
+def _isatty(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def monitor(
@@ -44,29 +62,54 @@ def monitor(
     every_s: float = 2.0,
     out: TextIO | None = None,
     total: int = 0,
+    live: bool | None = None,
 ) -> int:
-    """Print progress until the learner ends (or the eval target is reached); returns the exit code.
+    """Show progress until the learner ends (or the eval target is reached); returns the exit code.
 
-    The caller stops the experiment afterwards (also on Ctrl-C).
+    `out` a terminal: a live panel; otherwise plain lines, only when they changed (`every_s`
+    at most); None: nothing. The caller stops the experiment afterwards (also on Ctrl-C).
     """
-    started, last_print, unknown_since = time.monotonic(), 0.0, None
+    view = make_view(out, getattr(handle, "name", "surreal"), live)
+    if view is not None and hasattr(view, "every_s"):
+        view.every_s = every_s
+    try:
+        return _watch(handle, run_dir, stop_at_return, total, view)
+    finally:
+        if view is not None:
+            view.close()
+
+
+def _watch(
+    handle: Any, run_dir: RunDir, stop_at_return: float | None, total: int, view: Any
+) -> int:
+    """The monitoring loop of `monitor`; `view` shows what it finds (None: nothing)."""
+    from surreal.progress_view import RateWindow, fields, progress_line, startup_message
+
+    rates, unknown_since = RateWindow(), None
+
+    def say(phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
+        if view is not None:
+            view.show(phase, text, urgent=urgent, values=values)
+
     while True:
         processes = handle.status().processes
         learner = next((p for p in processes if p.name == "learner"), None)
         failed = [p.name for p in processes if p.state == "failed" and p.name != "learner"]
         status = read_json(run_dir.status_file, {}) or {}
         now = time.monotonic()
-        if out is not None and now - last_print >= every_s:
-            if status.get("global_step"):
-                line = format_status(status, now - started, total)
-            else:
-                running = sum(p.state == "running" for p in processes)
-                line = (
-                    f"[{now - started:6.1f}s] starting: {running}/{len(processes)} processes "
-                    "running, waiting for the first batch"
-                )
-            print(line, file=out, flush=True)
-            last_print = now
+        step = status.get("global_step")
+        if step:
+            rate = rates.add(now, step)
+            values = fields(status, rate, total, processes)
+            budget = status.get("total_steps") or total
+            done = bool(budget) and step >= budget
+            phase = "budget used: the learner writes its checkpoint" if done else "training"
+            line = progress_line(values)
+            text = f"{phase} (step {values['step']})" if done else line  # said once
+            say(phase, text, urgent=done, values=values)
+        else:
+            message = startup_message(processes)
+            say("starting", message, urgent=True)
         if learner is not None and learner.state == "exited":
             return 0
         if learner is None or learner.state == "unknown":
@@ -76,37 +119,34 @@ def monitor(
         lost = unknown_since is not None and now - unknown_since > UNKNOWN_GRACE_S
         if lost or (learner is not None and learner.state in ENDED):
             code = learner.exit_code if learner else None
-            if out is not None:
-                print(
-                    f"the learner ended ({learner.state if learner else 'missing'}, exit code "
-                    f"{code}); see {run_dir.path}/logs/learner.log. Continue the run "
-                    f"with: surreal launch --resume {run_dir.path}",
-                    file=out,
-                    flush=True,
-                )
+            say(
+                "failed",
+                f"the learner ended ({learner.state if learner else 'missing'}, exit code "
+                f"{code}); see {run_dir.path}/logs/learner.log. Continue the run "
+                f"with: surreal launch --resume {run_dir.path}",
+                urgent=True,
+            )
             return 1
         if failed and _reached_budget(status, total):
             failed = []  # the learner is finishing its last steps: a helper's end is no failure
         if failed:
-            if out is not None:
-                print(
-                    f"process(es) {', '.join(failed)} failed past their restart limit; see "
-                    f"{run_dir.path}/logs/ after the stop. Fix the cause, then continue with: "
-                    f"surreal launch --resume {run_dir.path}",
-                    file=out,
-                    flush=True,
-                )
+            say(
+                "failed",
+                f"process(es) {', '.join(failed)} failed past their restart limit; see "
+                f"{run_dir.path}/logs/ after the stop. Fix the cause, then continue with: "
+                f"surreal launch --resume {run_dir.path}",
+                urgent=True,
+            )
             return 1
         if (
             stop_at_return is not None
             and status.get("best_eval_return", float("-inf")) >= stop_at_return
         ):
-            if out is not None:
-                print(
-                    f"eval return {status['best_eval_return']:.1f} >= {stop_at_return}: stopping",
-                    file=out,
-                    flush=True,
-                )
+            say(
+                "goal reached",
+                f"eval return {status['best_eval_return']:.1f} >= {stop_at_return}: stopping",
+                urgent=True,
+            )
             return 0
         time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
 

@@ -11,10 +11,11 @@ from typing import Any
 import click
 import yaml
 
-from symphony.backends import backend_class, backend_names, get_backend
+from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
+from symphony.backends import backend_class, get_backend
 from symphony.backends.base import Backend
 from symphony.build_cli import build
-from symphony.errors import SymphonyError
+from symphony.errors import ExperimentNotFound, SpecError, SymphonyError
 from symphony.ownership import check_experiment_name, check_owner, same_owner
 from symphony.records import (
     ACTIVE_STATUSES,
@@ -28,19 +29,36 @@ from symphony.spec import check_name
 
 
 def _errors(func: Callable) -> Callable:
-    """Turn symphony's errors into a one-line `Error: ...` and exit status 1."""
+    """Turn symphony's errors into a one-line `Error: ...`: exit status 2 for bad input (a spec,
+    a name, a backend or option), 1 for a failure while doing the work."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except (SpecError, ExperimentNotFound) as err:
+            raise InputError(str(err)) from err
         except SymphonyError as err:
             raise click.ClickException(str(err)) from err
 
     return wrapper
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _checked_backend(name: str, records: Records, options: dict[str, Any]) -> Backend:
+    """The backend `name` with `options`; an unknown name or option is a usage error (exit 2)."""
+    try:
+        return get_backend(name, records=records, **options)
+    except SymphonyError as err:
+        raise InputError(str(err)) from err
+
+
+BACKEND_HELP = (
+    "Where to run: local (subprocesses here), tmux (a window per process), compose (docker), "
+    "kube (Kubernetes), slurm, or test (threads inside this command, for tests)."
+)
+
+
+@click.group(cls=StyledGroup, context_settings=CONTEXT_SETTINGS)
 @click.version_option(package_name="surreal-stack")
 def main() -> None:
     """symphony: launch and manage distributed experiments.
@@ -78,7 +96,7 @@ def _option_value(text: str) -> Any:
 
 
 def _backend(name: str, records: Records) -> Backend:
-    return get_backend(name, records=records, **_backend_options(name))
+    return _checked_backend(name, records, _backend_options(name))
 
 
 @main.command()
@@ -87,7 +105,8 @@ def _backend(name: str, records: Records) -> Backend:
     "--backend",
     "-b",
     default=None,
-    help=f"Where to run: {', '.join(backend_names())} (default: config `backend`, else local).",
+    metavar="NAME",
+    help=BACKEND_HELP + " Default: the config file's `backend`, else local.",
 )
 @click.option("--name", "-n", default=None, help="Run under this name instead of the experiment's.")
 @click.option(
@@ -97,6 +116,12 @@ def _backend(name: str, records: Records) -> Backend:
     help="Return once started (local: the supervisor stays in the background).",
 )
 @click.option("--dry-run", is_flag=True, help="Validate and print what would start; start nothing.")
+@click.option(
+    "--no-logs",
+    is_flag=True,
+    help="Attached: do not print the processes' output (by default each line is printed "
+    "prefixed by its process, e.g. `actor-0 | ...`).",
+)
 @click.option(
     "--option",
     "-o",
@@ -113,32 +138,40 @@ def launch(
     name: str | None,
     detach: bool,
     dry_run: bool,
+    no_logs: bool,
     options: tuple[str, ...],
 ) -> None:
     """Launch the experiment built by FILE.
 
     FILE is a Python file with a `make_experiment()` function (or FILE.py:FUNC), or a YAML spec.
-    Attached (the default), Ctrl-C stops every process; `--detach` returns at once.
+    Attached (the default), every process's output is printed prefixed by its name and Ctrl-C
+    stops every process; `--detach` returns at once.
     """
     from symphony.launcher import launch as do_launch
     from symphony.loader import load_experiment
 
     backend = backend or load_config().get("backend") or "local"
-    if backend_class(backend).in_process and detach:  # (an unknown backend fails here, first)
+    backend_options = _backend_options(backend, options)
+    checked = _checked_backend(backend, Records(), backend_options)  # (nothing written yet)
+    if backend_class(backend).in_process and detach:
         raise click.UsageError(f"the {backend} backend runs inside this command; drop --detach")
     experiment = load_experiment(file)
     if name:
         experiment.name = check_name(name, "--name")
     check_experiment_name(experiment.name)
     experiment.validate()
-    backend_options = _backend_options(backend, options)
     if dry_run:
-        click.echo(get_backend(backend, Records(), **backend_options).plan(experiment), nl=False)
+        click.echo(checked.plan(experiment), nl=False)
         return
     where = "in the background" if detach else "attached; Ctrl-C stops it"
     click.echo(f"launching {experiment.name} on {backend} ({where})", err=True)
     handle = do_launch(
-        experiment, backend, detach=detach, launch_command=sys.argv, **backend_options
+        experiment,
+        backend,
+        detach=detach,
+        launch_command=sys.argv,
+        output=None if detach or no_logs else sys.stdout,
+        **backend_options,
     )
     if detach:
         click.echo(
@@ -170,7 +203,7 @@ def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
     rows = []
     for name in names:
         try:
-            rows += _backend(name, records).list()
+            rows += get_backend(name, records=records, **_backend_options(name)).list()
         except SymphonyError as err:
             click.echo(f"warning: cannot list {name} experiments: {err}", err=True)
     rows = [

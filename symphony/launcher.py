@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TextIO
 
 from symphony.backends import get_backend
 from symphony.backends.base import ALIVE_STATES, Backend, ExperimentStatus
@@ -87,6 +87,7 @@ def launch(
     records: Records | None = None,
     owner: str | None = None,
     launch_command: list[str] | None = None,
+    output: TextIO | None = None,
     **options: Any,
 ) -> ExperimentHandle:
     """Validate `experiment`, record it and start it on `backend`.
@@ -99,6 +100,8 @@ def launch(
         records: the record store (default: the state directory).
         owner: recorded owner (default: the current user).
         launch_command: the command line recorded with the experiment (default: sys.argv).
+        output: attached only: print every process's output here as it comes, each line
+            prefixed by the process name (`actor-0 | ...`, as docker compose does).
         **options: backend options (e.g. tmux `socket=`).
 
     Returns:
@@ -112,6 +115,11 @@ def launch(
     record = impl.records.create(
         experiment, backend, owner=owner, launch_command=launch_command or list(sys.argv)
     )
+    streamer = None
+    if output is not None and not detach:
+        from symphony.attached import OutputStreamer
+
+        streamer = OutputStreamer(impl, record, output).start()
     try:
         impl.launch(experiment, record, detach=detach)
     except LaunchRefused:
@@ -120,6 +128,9 @@ def launch(
     except BaseException:
         _discard(impl, record)  # a launch that failed (or was interrupted early) leaves nothing
         raise
+    finally:
+        if streamer is not None:
+            streamer.stop()
     return ExperimentHandle(impl, record)
 
 

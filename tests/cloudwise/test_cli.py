@@ -128,7 +128,7 @@ def test_init_refuses_to_overwrite_and_rejects_bad_specs_before_writing(aws_dir,
         "--no-input",
         ok=False,
     )
-    assert result.exit_code == 1 and "region sa-east-1 offers no v100" in result.output
+    assert result.exit_code == 2 and "region sa-east-1 offers no v100" in result.output
     assert list(empty.iterdir()) == []
     result = cw("init", "--provider", "gcp", "--no-input", ok=False)
     assert result.exit_code == 2 and "--project is required" in result.output
@@ -230,7 +230,7 @@ def test_machine_type_prints_the_choice_and_why():
     ).output
     assert out.startswith("n1-standard-8 + 1 x v100")
     result = cw("machine-type", "--provider", "aws", "--cpu", "1000", ok=False)
-    assert result.exit_code == 1 and "closest: c5.24xlarge" in result.output
+    assert result.exit_code == 2 and "closest: c5.24xlarge" in result.output
 
 
 def test_render_check_detects_hand_edits(aws_dir):
@@ -251,7 +251,7 @@ def test_apply_and_destroy_ask_first(aws_dir):
 
 def test_commands_without_a_spec_say_how_to_start(tmp_path):
     result = cw("-C", str(tmp_path), "pool", "list", ok=False)
-    assert result.exit_code == 1 and "cloudwise init" in result.output
+    assert result.exit_code == 2 and "cloudwise init" in result.output
 
 
 def test_plugin_dir_is_documented_and_checked(tmp_path):

@@ -73,7 +73,8 @@ def test_status_and_eval_read_the_run(finished_run):
     assert "3 episodes at step" in result.stdout
 
 
-def test_eval_records_a_video(finished_run):
+def test_eval_records_a_video(finished_run, monkeypatch):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)  # as on a server: SDL would complain
     pytest.importorskip("imageio")
     pytest.importorskip("pygame")  # CartPole renders with pygame (gymnasium[classic-control])
     root, run, _ = finished_run
@@ -83,6 +84,8 @@ def test_eval_records_a_video(finished_run):
     )
     assert result.returncode == 0, result.stderr
     assert video.stat().st_size > 1000
+    assert "XDG_RUNTIME_DIR" not in result.stderr + result.stdout  # no renderer noise
+    assert result.stdout.splitlines()[-1] == f"video: {video}"
 
 
 def test_resume_continues_the_global_step_and_optimizer(finished_run):

@@ -110,8 +110,8 @@ def test_bad_input_is_a_clear_error_and_starts_nothing(
         request.getfixturevalue("tmux_socket")  # anything that started would land on its own server
     path, marker = _write(tmp_path, BAD[case][0])
     result = cli("launch", str(path), "--backend", backend)
-    assert result.returncode == 1
-    assert BAD[case][1] in result.stderr
+    assert result.returncode == 2  # bad input is a usage error, as in cloudwise and surreal
+    assert BAD[case][1] in result.stderr.splitlines()[-1]  # one line says it all
     assert "Traceback" not in result.stderr
     assert Records().all() == [] and not marker.exists()
 
@@ -119,7 +119,7 @@ def test_bad_input_is_a_clear_error_and_starts_nothing(
 def test_unknown_backend_lists_the_known_ones_and_starts_nothing(tmp_path, symphony_home):
     path, marker = _write(tmp_path, GOOD)
     result = cli("launch", str(path), "--backend", "nomad")
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert (
         "unknown backend 'nomad'; choose one of: local, tmux, test, compose, kube, slurm"
         in result.stderr
@@ -162,7 +162,7 @@ def test_names_resolve_by_unique_prefix_else_list_the_candidates(records):
     for name in ("ring-one", "ring-two"):
         records.create(Experiment(name).add(Process("node", ["true"])), "local")
     ambiguous = cli("describe", "ring")
-    assert ambiguous.returncode == 1
+    assert ambiguous.returncode == 2
     assert (
         "'ring' is ambiguous: it matches experiment names ['ring-one', 'ring-two']"
         in ambiguous.stderr
@@ -263,3 +263,36 @@ def test_option_values_keep_colons_as_strings_and_parse_numbers_and_yaml(tmp_pat
     )
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --time=2:00:00" in result.stdout
+
+
+PRINTER = """
+    from symphony import Experiment, Process
+
+    def make_experiment():
+        return Experiment("printer").add(
+            Process("actor-0", ["sh", "-c", "echo hello; echo bye"]),
+            Process("learner", ["sh", "-c", "printf 'no newline at the end'"]),
+        )
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", "test", "tmux"])
+def test_attached_launch_streams_output_prefixed_by_process(
+    backend, tmp_path, symphony_home, request
+):
+    if backend == "tmux":
+        request.getfixturevalue("tmux_socket")
+    path, _ = _write(tmp_path, PRINTER)
+    result = cli("launch", str(path), "-b", backend)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line for line in lines if line.startswith("actor-0 |")] == [
+        "actor-0 | hello",
+        "actor-0 | bye",
+    ]
+    assert "learner | no newline at the end" in lines  # the last, unterminated line too
+    quiet = cli("launch", str(path), "-b", backend, "--name", "quiet", "--no-logs")
+    assert quiet.returncode == 0, quiet.stderr
+    assert "hello" not in quiet.stdout and "|" not in quiet.stdout
+    if backend != "test":  # (the test backend keeps output in memory, gone with the command)
+        assert cli("logs", "quiet", "actor-0").stdout == "hello\nbye\n"  # still in the log

@@ -53,7 +53,7 @@ def test_reserved_names_are_refused_before_anything_starts(name, records):
     spec = records.home.parent / "spec.yaml"
     spec.write_text(Experiment("fine").add(Process("p", ["true"])).to_yaml())
     result = CliRunner().invoke(main, ["launch", str(spec), "--name", name, "--dry-run"])
-    assert result.exit_code == 1 and "reserved name" in result.output
+    assert result.exit_code == 2 and "reserved name" in result.output
 
 
 def _as(monkeypatch, tmp_path: Path, user: str) -> Path:

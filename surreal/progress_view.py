@@ -1,0 +1,155 @@
+"""What `surreal launch` shows while a run trains: one live panel on a terminal, plain lines else.
+
+On a terminal (stdout is a TTY) a `rich` live display redraws one block in place: the phase,
+steps with the budget, steady steps/s (over the last `RATE_WINDOW_S` seconds, not since start),
+training and eval returns, learner utilisation, policy lag, buffer, and restarts per role.
+Elsewhere (a pipe, a log file, CI) each update is one plain line, and a line is printed only
+when its content changed, so a waiting run does not repeat itself.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Iterable
+from typing import Any, TextIO
+
+RATE_WINDOW_S = 10.0
+
+
+class RateWindow:
+    """Steps per second over the last `window_s` seconds of (time, step) samples."""
+
+    def __init__(self, window_s: float = RATE_WINDOW_S) -> None:
+        self.window_s = window_s
+        self.samples: deque[tuple[float, float]] = deque()
+
+    def add(self, now: float, step: float) -> float | None:
+        """Record `step` at `now`; the windowed rate (None until two distinct samples)."""
+        if self.samples and step < self.samples[-1][1]:
+            self.samples.clear()  # a restarted learner counts again from its checkpoint
+        self.samples.append((now, step))
+        while len(self.samples) > 2 and now - self.samples[1][0] >= self.window_s:
+            self.samples.popleft()
+        (t0, s0), (t1, s1) = self.samples[0], self.samples[-1]
+        return (s1 - s0) / (t1 - t0) if t1 > t0 and s1 > s0 else (0.0 if t1 > t0 else None)
+
+
+def role(process: str) -> str:
+    """A process's role: its name without the index (`actor-3` -> `actor`)."""
+    return re.sub(r"-\d+$", "", process)
+
+
+def restarts_by_role(processes: Iterable[Any]) -> str:
+    """`actor 2, replay 1` for the roles whose processes restarted; `none` when none did."""
+    counts: dict[str, int] = {}
+    for proc in processes:
+        if proc.restarts:
+            counts[role(proc.name)] = counts.get(role(proc.name), 0) + proc.restarts
+    return ", ".join(f"{r} {n}" for r, n in sorted(counts.items())) or "none"
+
+
+def startup_message(processes: list[Any], first_batch: str = "the learner's first batch") -> str:
+    """What a starting run waits for: the processes not running yet, else the first batch."""
+    waiting = [p.name for p in processes if p.state != "running"]
+    running = len(processes) - len(waiting)
+    if waiting:
+        names = ", ".join(waiting[:6]) + (
+            f" and {len(waiting) - 6} more" if len(waiting) > 6 else ""
+        )
+        return f"starting: {running}/{len(processes)} processes running; waiting for {names}"
+    return f"starting: all {len(processes)} processes running; waiting for {first_batch}"
+
+
+def fields(status: dict[str, Any], rate: float | None, total: int, processes: list[Any]) -> dict:
+    """The values the display shows, formatted; a value not reported yet is `-`."""
+
+    def show(value: float | None, fmt: str) -> str:
+        return "-" if value is None else fmt.format(value)
+
+    budget = status.get("total_steps") or total
+    step = status.get("global_step", 0)
+    its, learn_time = status.get("charts/learner_its"), status.get("charts/learn_time")
+    busy = None if its is None or learn_time is None else min(1.0, its * learn_time)
+    return {
+        "step": f"{step:,}/{budget:,}" + (f" ({100 * step / budget:.0f}%)" if budget else ""),
+        "steps/s": show(rate, "{:,.0f}"),
+        "return": show(status.get("episodic_return"), "{:.1f}"),
+        "eval": show(status.get("charts/eval_return"), "{:.1f}")
+        + (
+            ""
+            if status.get("best_eval_return") is None
+            else f" (best {status['best_eval_return']:.1f})"
+        ),
+        "learner": f"{show(busy, '{:.0%}')} busy, {show(its, '{:.2f}')} it/s",
+        "lag": show(status.get("charts/policy_lag"), "{:.2f}"),
+        "restarts": restarts_by_role(processes),
+    }
+
+
+def progress_line(values: dict[str, str]) -> str:
+    """The fields as one plain line."""
+    return " | ".join(
+        f"step {values['step']}"
+        if k == "step"
+        else f"{v} steps/s"
+        if k == "steps/s"
+        else f"{k} {v}"
+        for k, v in values.items()
+    )
+
+
+class PlainView:
+    """Plain lines, each printed only when its content changed (and at most every `every_s`)."""
+
+    def __init__(self, out: TextIO, every_s: float = 2.0) -> None:
+        self.out, self.every_s = out, every_s
+        self.started = time.monotonic()
+        self.last_text: str | None = None
+        self.last_print = float("-inf")
+
+    def show(self, phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
+        """Print `[elapsed] text` unless it says what the last line said (or it is too soon)."""
+        now = time.monotonic()
+        if text == self.last_text or (not urgent and now - self.last_print < self.every_s):
+            return
+        self.out.write(f"[{now - self.started:6.1f}s] {text}\n")
+        self.out.flush()
+        self.last_text, self.last_print = text, now
+
+    def close(self) -> None:
+        """Nothing to clean up."""
+
+
+class LiveView:
+    """A `rich` live panel, redrawn in place on the terminal."""
+
+    def __init__(self, out: TextIO, title: str) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self.title = title
+        self.started = time.monotonic()
+        self.live = Live(console=Console(file=out), refresh_per_second=4, transient=False)
+        self.live.start()
+
+    def show(self, phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
+        """Redraw the panel with the phase and the values (or the phase's text alone)."""
+        from rich.panel import Panel
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="bold")
+        table.add_column()
+        table.add_row("phase", phase)
+        for key, value in (values or {}).items():
+            table.add_row(key, value)
+        if not values:
+            table.add_row("", text)
+        elapsed = time.monotonic() - self.started
+        self.live.update(Panel(table, title=f"{self.title}  {elapsed:,.0f}s", expand=False))
+
+    def close(self) -> None:
+        """Leave the last panel on the screen."""
+        self.live.stop()
