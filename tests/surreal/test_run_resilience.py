@@ -88,7 +88,7 @@ class _Handle:
         states = self.script[0] if len(self.script) == 1 else self.script.pop(0)
         return SimpleNamespace(
             processes=[
-                SimpleNamespace(name=name, state=state, exit_code=None)
+                SimpleNamespace(name=name, state=state, exit_code=None, restarts=0)
                 for name, state in states.items()
             ]
         )
