@@ -101,8 +101,29 @@ def main() -> None:
     is_flag=True,
     help="Plain progress lines, at most one per 30 s, instead of the live panel on a terminal.",
 )
+@click.option(
+    "--population",
+    type=int,
+    metavar="N",
+    callback=lambda _ctx, _param, n: _population_size(n),
+    help="Population-based training: N members of ALGO (each its own learner, buffer and "
+    "--actors actors) and a population-manager that copies the best into the worst with "
+    "perturbed algo.* settings every pbt.interval steps (--set pbt.*; docs/pbt.md).",
+)
 def launch(
-    algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run, quiet
+    algo,
+    env_id,
+    actors,
+    backend,
+    steps,
+    folder,
+    name,
+    trial,
+    overrides,
+    resume,
+    dry_run,
+    quiet,
+    population,
 ) -> None:
     """Train ALGO (ppo, ppo-vision, ddpg, es, or path/to/file.py:MyLearner) with actors, a
     buffer, a learner, a parameter server, an evaluator and a metrics sink, each its own process.
@@ -119,6 +140,14 @@ def launch(
     from surreal import launch as launching
 
     _quiet_third_party()
+    from surreal.pbt.config import split_overrides
+    from surreal.pbt.store import is_population
+
+    pbt_overrides, overrides = split_overrides(overrides)
+    populated = bool(population) or bool(resume and is_population(Path(resume)))
+    if pbt_overrides and not populated:
+        raise _UserError(f"{pbt_overrides[0]}: pbt.* settings need --population N")
+    population_plan = None
     try:
         plan = launching.plan(
             algo,
@@ -133,6 +162,10 @@ def launch(
         )
         plan.backend = backend  # e.g. Curve keys on multi-node backends (surreal.curve)
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
+        if populated:
+            from surreal.pbt.run import prepare_population
+
+            population_plan = prepare_population(plan, population, pbt_overrides, steps, overrides)
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
     except ModuleNotFoundError as err:
@@ -142,9 +175,39 @@ def launch(
 
         click.echo(f"# run folder: {plan.run_dir.path} (not created: --dry-run)")
         click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
+        if population_plan is not None:
+            from surreal.pbt import build_experiment
+            from surreal.pbt.config import to_dict
+
+            click.echo(json.dumps({"pbt": to_dict(population_plan.pbt)}, indent=2))
+            click.echo(build_experiment(population_plan).to_yaml())
+            return
         click.echo(launching.build_experiment(plan).to_yaml())
         return
+    if population_plan is not None:
+        sys.exit(_run_population(population_plan, backend))
     sys.exit(_run(plan, backend, quiet))
+
+
+def _population_size(n: int | None) -> int | None:
+    if n is not None and n < 2:
+        raise click.BadParameter(f"needs N >= 2 members, got {n} (omit it for a single run)")
+    return n
+
+
+def _run_population(population_plan, backend: str) -> int:
+    import symphony
+    from surreal import config_check
+    from surreal.pbt import run_population
+
+    try:
+        config_check.check_backend(backend)  # before the run folder is written
+    except ValueError as err:
+        raise _UserError(str(err)) from err
+    try:
+        return run_population(population_plan, backend)
+    except symphony.SymphonyError as err:
+        raise _UserError(str(err)) from err
 
 
 def _run(plan, backend: str, quiet: bool) -> int:
@@ -285,9 +348,12 @@ def _private_runtime_dir() -> None:
 def status(run_dir: str) -> None:
     """Show RUN_DIR's progress (steps, returns, checkpoint) and whether its processes are alive."""
     from surreal.evaluate import run_status
+    from surreal.pbt.status import population_status
+    from surreal.pbt.store import is_population
 
     try:
-        click.echo(run_status(Path(run_dir)))
+        populated = is_population(Path(run_dir))
+        click.echo((population_status if populated else run_status)(Path(run_dir)))
     except (FileNotFoundError, LookupError) as err:
         raise _UserError(str(err)) from err
 

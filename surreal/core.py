@@ -252,6 +252,19 @@ class Learner(abc.ABC):
         if self.optimizer is not None and state.get("optimizer") is not None:
             self.optimizer.load_state_dict(state["optimizer"])
 
+    def set_hyperparameters(self, values: dict[str, Any]) -> None:
+        """Change `algo.*` settings while learning (population-based training, `surreal.pbt`):
+        `values` maps field names (`lr`, `ent_coef`, ...) to new values, set on `self.config`;
+        `lr` also on every param group of `self.optimizer`. Override it (calling super) when your
+        learner copies a setting elsewhere in `__init__`."""
+        for name, value in values.items():
+            if not hasattr(self.config, name):
+                raise ValueError(f"{type(self.config).__name__} has no setting {name!r}")
+            setattr(self.config, name, value)
+        if "lr" in values and self.optimizer is not None:
+            for group in self.optimizer.param_groups:
+                group["lr"] = values["lr"]
+
     def _model(self, method: str) -> Any:
         if self.model is None:
             raise NotImplementedError(

@@ -26,7 +26,6 @@ class Component:
 
     def __init__(self, run_dir: str | Path, role: str, index: int = 0) -> None:
         import caraml
-        import symphony
 
         self.run = RunDir(Path(run_dir))
         self.config = self.run.load_config()
@@ -36,7 +35,7 @@ class Component:
         self.stopping = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
-        self._metrics = caraml.Pusher(symphony.address("metrics").tcp, hwm=10_000)
+        self._metrics = caraml.Pusher(self.address("metrics").tcp, hwm=10_000)
 
     def _on_signal(self, *_: object) -> None:
         """First SIGTERM/SIGINT: unwind from wherever the process blocks (a socket, an env
@@ -48,10 +47,13 @@ class Component:
 
     @staticmethod
     def address(service: str) -> Any:
-        """The symphony Address of a declared service."""
+        """The symphony Address of a declared service; in a population member (`surreal.pbt`)
+        the member's own one: `$SURREAL_SERVICE_PREFIX` (e.g. `m0-`) + `service`."""
+        import os
+
         import symphony
 
-        return symphony.address(service)
+        return symphony.address(os.environ.get("SURREAL_SERVICE_PREFIX", "") + service)
 
     def report(self, step: int, scalars: dict[str, float] | None = None, **extra: Any) -> None:
         """Send metrics at the global `step` to the metrics sink (never blocks for long)."""

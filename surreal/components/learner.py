@@ -66,6 +66,10 @@ class LearnerLoop:
         self.started = time.monotonic()
         self.start_step = self.counters["global_step"]
         self.requester = os.urandom(6).hex()  # batch request ids: see components.batch_protocol
+        from surreal.pbt.member import Member
+
+        self.member = Member.attach(comp.run.path) if self.rank == 0 else None
+        """A population member's hook (`surreal.pbt`): round checkpoints, directives taken."""
 
     def publish(self) -> None:
         """Send the current parameters to the parameter server(s); `Learner.params()` (a copy to
@@ -107,6 +111,8 @@ class LearnerLoop:
         )
         if self.counters["iterations"] % cfg.run.checkpoint_every == 0:
             self.save()
+        if self.member is not None:
+            self.member.after_step(self)
         return metrics
 
     def report(self, step: int, scalars: dict[str, float], **extra: object) -> None:
