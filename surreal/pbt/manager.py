@@ -116,7 +116,8 @@ class Manager:
             except OSError as err:  # e.g. the donor has no checkpoint yet
                 self._log(round_, step, "skipped", decision, reason=str(err))
                 continue
-            self._log(round_, step, "copy", decision, id=self.state["next_id"])
+            at = next(v.step for v in due if v.name == decision.recipient)
+            self._log(round_, step, "copy", decision, id=self.state["next_id"], recipient_step=at)
             self.state["next_id"] += 1
             issued.append(decision)
         for v in due:

@@ -61,11 +61,11 @@ def watch(
     60 s) until the population ends; returns (exit code, member -> learner state)."""
     names = store.member_names(pp.pbt.members)
     target = pp.base.config.run.stop_at_return
-    started, last_line = time.monotonic(), (0.0, "")
+    started, last_line, since = time.monotonic(), (0.0, ""), time.time()
     while True:
         processes = {p.name: p for p in handle.status().processes}
         states = {n: getattr(processes.get(f"{n}-learner"), "state", "unknown") for n in names}
-        status = {n: read_json(pp.base.run_dir.path / n / "status.json", {}) or {} for n in names}
+        status = {n: _status(pp.base.run_dir.path / n, since) for n in names}
         best = max(
             (
                 (s.get("best_eval_return"), n)
@@ -89,6 +89,13 @@ def watch(
             print("the population manager failed past its restart limit", file=out)
             return 1, states
         time.sleep(0.5)  # polling the members' status files; the population decides when it ends
+
+
+def _status(member: Any, since: float) -> dict:
+    """A member's `status.json` once its metrics sink wrote it in this launch (a resumed
+    member's old file still holds the previous launch's best return), else {}."""
+    status = read_json(member / "status.json", {}) or {}
+    return status if status.get("started", 0) >= since - 5 else {}
 
 
 def _line(names: list[str], status: dict, states: dict, best: tuple) -> str:

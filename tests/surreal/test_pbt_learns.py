@@ -1,0 +1,101 @@
+"""It learns as a population: 4 PPO members on CartPole, two of them started with a learning rate
+(1e-6) that cannot learn within the budget; the manager copies a good member into a bad one, and
+the best member reaches an eval return of 475 (one run; several assertions piggyback on it)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from surreal.testing import surreal_cli
+from tests.surreal.helpers import metric_records
+
+BUDGET = 100_000  # env steps per member; lr 1e-6 alone moves no weight by more than ~0.01 in it
+BAD = ("m2", "m3")
+ARGS = [
+    "launch",
+    "ppo",
+    "--env",
+    "gym:CartPole-v1",
+    "--population",
+    "4",
+    "--actors",
+    "1",
+    "--steps",
+    str(BUDGET),
+    "--name",
+    "pbt",
+    "--trial",
+    "ci",
+    "--quiet",
+    *("--set", "env.num_envs=8"),
+    *("--set", "actor.rollout_length=32"),
+    *("--set", "algo.lr=1e-3"),  # the good members: what test_ppo_learns uses
+    *("--set", "algo.hidden_sizes=32,32"),
+    *("--set", "eval.episodes=5"),
+    *("--set", "eval.every_s=2"),
+    *("--set", "run.stop_at_return=475"),
+    *("--set", "pbt.interval=1024"),
+    *("--set", "pbt.fraction=0.5"),
+    *("--set", "pbt.init=2:algo.lr=1e-6,3:algo.lr=1e-6"),
+    *("--set", "pbt.space=algo.lr:3e-4:3e-3:log"),
+    *("--set", "pbt.seed=1"),
+]
+
+
+@pytest.fixture(scope="module")
+def population(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("pbt")
+    started = time.monotonic()
+    result = surreal_cli(ARGS, cwd, cwd / "home", timeout=560)
+    wall = time.monotonic() - started
+    run = cwd / "runs" / "pbt" / "ci"
+    print(f"\nPBT CartPole population of 4: wall {wall:.0f} s\n{result.stdout[-3000:]}")
+    return result, run, cwd
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_best_member_reaches_475_within_the_budget(population):
+    result, run, _ = population
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "goal reached" in result.stdout
+    evals = {
+        m: [
+            (r["step"], r["value"])
+            for r in metric_records(run / m)
+            if r["name"] == "charts/eval_return"
+        ]
+        for m in ("m0", "m1", "m2", "m3")
+    }
+    solved = [(step, m) for m, points in evals.items() for step, value in points if value >= 475]
+    assert solved, f"no member evaluated >= 475: { {m: p[-3:] for m, p in evals.items()} }"
+    assert min(solved)[0] <= BUDGET
+    best = json.loads((run / "best.json").read_text())
+    assert best["eval_return"] >= 475 and (run / "checkpoints" / "latest.pt").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_log_shows_a_copy_into_a_bad_member_that_its_learner_took(population):
+    result, run, cwd = population
+    log = [json.loads(line) for line in (run / "pbt.jsonl").read_text().splitlines()]
+    copies = [r for r in log if r["event"] == "copy" and r["recipient"] in BAD]
+    assert copies, f"no copy into {BAD}: {log}"
+    first = copies[0]
+    assert first["old"] == {"algo.lr": 1e-6} and first["donor_score"] > first["recipient_score"]
+    assert 3e-4 <= first["new"]["algo.lr"] <= 3e-3
+    learner_log = (run / "logs" / f"{first['recipient']}-learner.log").read_text()
+    assert f"took member {first['donor']}'s state" in learner_log
+    config = json.loads((run / first["recipient"] / "config.json").read_text())
+    assert config["algo"]["lr"] != 1e-6  # what a restarted learner of that member would read
+
+    status = surreal_cli(["status", str(run)], cwd, cwd / "home", timeout=120)
+    assert status.returncode == 0, status.stderr
+    assert "4 members" in status.stdout and "copies in" in status.stdout
+    last = [r for r in log if r["event"] == "copy"][-1]
+    assert f"round {last['round']}: {last['donor']} -> {last['recipient']}" in status.stdout
+    events = list((run / "tb").glob("events.out.tfevents.*"))  # pbt/* scalars, decisions
+    assert events and events[0].stat().st_size > 0
