@@ -10,7 +10,14 @@ import time
 import pytest
 
 from surreal.testing import surreal_cli
-from tests.surreal.helpers import metric_records
+from tests.surreal.helpers import (
+    ctrl_c,
+    describe,
+    metric_records,
+    processes_of,
+    start_launch,
+    wait_until,
+)
 
 BUDGET = 100_000  # env steps per member; lr 1e-6 alone moves no weight by more than ~0.01 in it
 BAD = ("m2", "m3")
@@ -47,21 +54,41 @@ ARGS = [
 
 @pytest.fixture(scope="module")
 def population(tmp_path_factory):
+    """The run; once m3 has a checkpoint, its learner is killed (SIGKILL) to show that a member
+    is restarted and the population goes on."""
     cwd = tmp_path_factory.mktemp("pbt")
+    home, run = cwd / "home", cwd / "runs" / "pbt" / "ci"
     started = time.monotonic()
-    result = surreal_cli(ARGS, cwd, cwd / "home", timeout=560)
+    proc = start_launch(ARGS[1:], cwd, home)
+    try:
+        wait_until(lambda: (run / "m3" / "checkpoints" / "latest.pt").is_file(), 400, "m3", proc)
+        learner = [p for p in processes_of(run / "m3") if "learner" in p.cmdline()]
+        min(learner, key=lambda p: p.create_time()).kill()  # not its DataFetcher worker
+        restarts = wait_until(lambda: _restarts(home, "m3-learner"), 120, "a restart", proc)
+        out, _ = proc.communicate(timeout=400)
+    finally:
+        if proc.poll() is None:
+            ctrl_c(proc)
+            proc.communicate(timeout=60)
     wall = time.monotonic() - started
-    run = cwd / "runs" / "pbt" / "ci"
-    print(f"\nPBT CartPole population of 4: wall {wall:.0f} s\n{result.stdout[-3000:]}")
-    return result, run, cwd
+    print(f"\nPBT CartPole population of 4: wall {wall:.0f} s\n{out[-3000:]}")
+    return proc.returncode, out, run, cwd, restarts
+
+
+def _restarts(home, name: str) -> int:
+    try:
+        processes = describe(home, "pbt-ci").processes
+    except Exception:  # the record is being written
+        return 0
+    return sum(p.restarts for p in processes if p.name == name)
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_best_member_reaches_475_within_the_budget(population):
-    result, run, _ = population
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "goal reached" in result.stdout
+    code, out, run, _, _ = population
+    assert code == 0, out
+    assert "goal reached" in out
     evals = {
         m: [
             (r["step"], r["value"])
@@ -80,7 +107,7 @@ def test_best_member_reaches_475_within_the_budget(population):
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_the_log_shows_a_copy_into_a_bad_member_that_its_learner_took(population):
-    result, run, cwd = population
+    _, _, run, cwd, _ = population
     log = [json.loads(line) for line in (run / "pbt.jsonl").read_text().splitlines()]
     copies = [r for r in log if r["event"] == "copy" and r["recipient"] in BAD]
     assert copies, f"no copy into {BAD}: {log}"
@@ -99,3 +126,12 @@ def test_the_log_shows_a_copy_into_a_bad_member_that_its_learner_took(population
     assert f"round {last['round']}: {last['donor']} -> {last['recipient']}" in status.stdout
     events = list((run / "tb").glob("events.out.tfevents.*"))  # pbt/* scalars, decisions
     assert events and events[0].stat().st_size > 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_killed_member_learner_is_restarted_and_the_population_goes_on(population):
+    code, out, run, _, restarts = population
+    assert restarts >= 1  # symphony restarted m3-learner (from m3's checkpoint)
+    assert code == 0 and "goal reached" in out  # the manager and the others kept going
+    assert "Traceback" not in (run / "logs" / "population-manager.log").read_text()
