@@ -274,3 +274,20 @@ def test_a_population_needs_the_runtime_learner_loop(tmp_path):
     base = launching.plan("ddpg", env="gym:Pendulum-v1", folder=str(tmp_path))
     with pytest.raises(ConfigError, match="own learner process"):
         plan_population(base, make_config(2))
+
+
+def test_learning_curve_plot_of_a_population(tmp_path):
+    from surreal.pbt.plot import curves, plot
+
+    population(tmp_path, [1e-3, 1e-6])
+    for i, values in enumerate([(20.0, 200.0, 500.0), (9.0, 9.0, 300.0)]):
+        with (tmp_path / f"m{i}" / "metrics.jsonl").open("w") as out:
+            for k, v in enumerate(values):
+                out.write(json.dumps({"step": 1000 * k, "name": "charts/eval_return", "value": v}))
+                out.write("\n" + json.dumps({"step": 1000 * k, "name": "charts/sps", "value": 1.0}))
+                out.write("\n")
+    copy = {"event": "copy", "donor": "m0", "recipient": "m1", "recipient_score": 9.0}
+    store.append_log(tmp_path, {**copy, "step": 1000, "recipient_step": 1100})
+    assert curves(tmp_path)["m1"] == [(0, 9.0), (1000, 9.0), (2000, 300.0)]
+    plot(tmp_path, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
