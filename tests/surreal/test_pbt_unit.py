@@ -121,8 +121,9 @@ def ppo_learner(lr: float, seed: int):
     return learner
 
 
-def population(tmp_path, lrs: list[float], interval: int = 100):
-    """A population folder as `create_population` writes it (PPO members, no processes)."""
+def population(tmp_path, lrs: list[float], interval: int = 100, learners: bool = True):
+    """A population folder as `create_population` writes it (PPO members, no processes); with
+    `learners`, real PPO learners and their checkpoints, else stand-in checkpoint files."""
     from surreal import checkpoint
     from surreal.algos.ppo.config import PPOConfig
     from surreal.config import Config
@@ -132,13 +133,16 @@ def population(tmp_path, lrs: list[float], interval: int = 100):
         members=len(lrs), interval=interval, fraction=0.5, space=["algo.lr:1e-4:1e-2:log"]
     )
     (tmp_path / store.PBT_FILE).write_text(json.dumps(to_dict(pbt)))
-    learners = []
+    made = []
     for i, lr in enumerate(lrs):
         run = store_run(tmp_path / f"m{i}", Config(algo=PPOConfig(lr=lr, anneal_lr=False)))
         (run.path / "member.json").write_text(json.dumps({"name": f"m{i}", "interval": interval}))
-        learners.append(ppo_learner(lr, seed=i))
-        checkpoint.save(run.checkpoint, learners[-1], {"global_step": 0})
-    return pbt, learners
+        if not learners:
+            run.checkpoint.write_bytes(f"checkpoint of m{i}".encode())
+            continue
+        made.append(ppo_learner(lr, seed=i))
+        checkpoint.save(run.checkpoint, made[-1], {"global_step": 0})
+    return pbt, made
 
 
 def store_run(path, config):
@@ -230,7 +234,7 @@ def test_manager_round_copies_the_donors_state_into_the_worst_member(tmp_path):
 
 def test_manager_is_deterministic_and_resumes_its_random_sequence(tmp_path):
     def decide(folder, rounds):
-        pbt, _ = population(folder, [1e-3, 2e-3, 1e-6, 1e-6], interval=10)
+        pbt, _ = population(folder, [1e-3, 2e-3, 1e-6, 1e-6], interval=10, learners=False)
         out = []
         for r in range(1, rounds + 1):
             manager = Manager(folder, pbt, clock=lambda: 100.0)  # a fresh (restarted) manager
@@ -279,7 +283,7 @@ def test_a_population_needs_the_runtime_learner_loop(tmp_path):
 def test_learning_curve_plot_of_a_population(tmp_path):
     from surreal.pbt.plot import curves, plot
 
-    population(tmp_path, [1e-3, 1e-6])
+    population(tmp_path, [1e-3, 1e-6], learners=False)
     for i, values in enumerate([(20.0, 200.0, 500.0), (9.0, 9.0, 300.0)]):
         with (tmp_path / f"m{i}" / "metrics.jsonl").open("w") as out:
             for k, v in enumerate(values):
