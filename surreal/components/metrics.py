@@ -115,12 +115,12 @@ class MetricsSink:
         self.jsonl.flush()
         if self.writer is not None:
             self.writer.flush()
-        if self.wandb is not None:
-            self.wandb.commit()
         if self.prom is not None:
             self.prom.set("surreal_run_global_step", self.status["global_step"])
             self.prom.set("surreal_run_actor_steps", self.status["actor_steps"])
             self.prom.set("surreal_run_episodes", self.status["episodes"])
+        if self.wandb is not None:
+            self.wandb.commit()
 
     def close(self) -> None:
         """Flush and close every file."""
@@ -139,7 +139,7 @@ def main(run_dir: str, index: int = 0) -> None:
 
     comp = Component(run_dir, "metrics", index)
     puller = caraml.Puller(comp.address("metrics").bind_tcp, max_size=schemas.REPORT_MAX_BYTES)
-    wandb = open_sink(comp.run.path, comp.config)  # after binding: reports queue meanwhile
+    wandb = open_sink(comp.run.path, comp.config)  # starts in its own thread
     sink = MetricsSink(comp.run.path, comp.config.run.steps, prom=comp.prom, wandb=wandb)
     guard = PortGuard("metrics")
 

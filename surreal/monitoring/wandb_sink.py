@@ -5,8 +5,8 @@ project `run.wandb_project`, group the experiment, name `experiment/trial`, id d
 them (so `--resume` continues the same W&B run), the run's config logged. Each scalar is logged
 with a `global_step` field that W&B uses as its x axis (`define_metric`), so scalars reported
 late for an earlier step (evaluations) are kept, not dropped as out of order. Files go to
-`RUN/wandb/` (or `$WANDB_DIR`). An error inside wandb disables the sink with one line in the
-log; it never stops the metrics process.
+`RUN/wandb/` (or `$WANDB_DIR`). wandb runs in a thread of its own; an error inside it ends
+the logging with one line in the log, never the metrics process.
 
 `read_summary` reads an offline run's summary straight from its `.wandb` file (no network).
 """
@@ -16,9 +16,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import queue
 import re
 import struct
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +46,9 @@ def run_id(experiment: str, trial: str) -> str:
 
 
 class WandbSink:
-    """A W&B run fed with scalars; `commit` sends what was buffered.
+    """A W&B run fed with scalars from a background thread, so a slow wandb (its start, its
+    service under load) never holds up the metrics process; `commit` hands over what was
+    buffered.
 
     Args:
         run_path: the run folder (FOLDER/EXPERIMENT/TRIAL).
@@ -53,69 +57,80 @@ class WandbSink:
         project: the W&B project.
     """
 
-    def __init__(self, run_path: Path, config: dict[str, Any], mode: str, project: str) -> None:
-        import wandb
+    MAX_QUEUED = 10_000
+    """Rows waiting for wandb beyond this are dropped (counted in `dropped`)."""
 
+    def __init__(self, run_path: Path, config: dict[str, Any], mode: str, project: str) -> None:
         path = run_path.resolve()
         experiment, trial = path.parent.name, path.name
         folder = Path(os.environ.get("WANDB_DIR") or path)
         folder.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(
-            project=project,
-            group=experiment,
-            name=f"{experiment}/{trial}",
-            id=run_id(experiment, trial),
-            resume="allow",
-            config=config,
-            mode=mode,
-            dir=str(folder),
-            settings=wandb.Settings(console="off", silent=True),
-        )
-        self.run.define_metric("global_step")
-        self.run.define_metric("*", step_metric="global_step")
+        self.init_args = {
+            "project": project,
+            "group": experiment,
+            "name": f"{experiment}/{trial}",
+            "id": run_id(experiment, trial),
+            "resume": "allow",
+            "config": config,
+            "mode": mode,
+            "dir": str(folder),
+        }
         self.pending: dict[int, dict[str, float]] = {}
+        self.queue: queue.Queue = queue.Queue()
+        self.dropped = 0
+        self.thread = threading.Thread(target=self._work, name="wandb-sink", daemon=True)
+        self.thread.start()
 
     def log(self, name: str, value: float, step: int) -> None:
         """Buffer one scalar at `step`."""
         self.pending.setdefault(int(step), {})[name] = float(value)
 
     def commit(self) -> None:
-        """Send the buffered scalars, one W&B row per step; on error, disable the sink."""
-        if self.run is None:
-            self.pending.clear()
-            return
+        """Hand the buffered scalars to the thread, one W&B row per step."""
         pending, self.pending = self.pending, {}
-        try:
-            for step in sorted(pending):
-                self.run.log({**pending[step], "global_step": step})
-        except Exception as err:  # wandb's own failures: report once, keep the run going
-            print(f"wandb logging disabled: {type(err).__name__}: {err}", file=sys.stderr)
-            self.run = None
+        for step in sorted(pending):
+            if self.queue.qsize() >= self.MAX_QUEUED:
+                self.dropped += 1
+                continue
+            self.queue.put({**pending[step], "global_step": step})
 
-    def close(self) -> None:
-        """Commit and finish the W&B run."""
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Commit, let the thread log what is queued and finish the W&B run (at most
+        `timeout_s` seconds)."""
         self.commit()
-        if self.run is not None:
-            try:
-                self.run.finish()
-            except Exception as err:
-                print(f"wandb finish failed: {type(err).__name__}: {err}", file=sys.stderr)
-            self.run = None
+        self.queue.put(None)
+        self.thread.join(timeout_s)
+
+    def _work(self) -> None:
+        """Start the W&B run, then log rows until the end marker; an error in wandb ends the
+        logging with one line on stderr."""
+        run = None
+        try:
+            import wandb
+
+            run = wandb.init(**self.init_args, settings=wandb.Settings(console="off", silent=True))
+            run.define_metric("global_step")
+            run.define_metric("*", step_metric="global_step")
+            while (row := self.queue.get()) is not None:
+                run.log(row)
+        except Exception as err:  # wandb's own failures: report once, keep the run going
+            print(f"wandb logging stopped: {type(err).__name__}: {err}", file=sys.stderr)
+            return
+        try:
+            run.finish()
+        except Exception as err:  # its service already stopped with the run
+            print(f"wandb finish failed: {type(err).__name__}: {err}", file=sys.stderr)
 
 
 def open_sink(run_path: Path, config: Any) -> WandbSink | None:
-    """The sink `run.wandb` asks for (None when disabled or when wandb fails to start)."""
+    """The sink `run.wandb` asks for (None when disabled)."""
     from surreal import config as config_io
 
     if config.run.wandb == "disabled":
         return None
-    try:
-        return WandbSink(
-            run_path, config_io.to_dict(config), config.run.wandb, config.run.wandb_project
-        )
-    except Exception as err:
-        print(f"wandb could not start: {type(err).__name__}: {err}", file=sys.stderr)
-        return None
+    return WandbSink(
+        run_path, config_io.to_dict(config), config.run.wandb, config.run.wandb_project
+    )
 
 
 _BLOCK = 32768
