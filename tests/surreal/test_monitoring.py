@@ -214,3 +214,18 @@ def test_the_dashboard_queries_only_series_the_processes_define():
     used = dashboard_metrics()
     assert len(used) >= 10
     assert used <= set(METRICS), used - set(METRICS)
+
+
+def test_plot_draws_a_runs_scalars_to_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    from surreal.monitoring.plot import plot_run
+
+    lines = [
+        {"step": s, "name": n, "value": v, "time": 0}
+        for s in (0, 100, 200)
+        for n, v in (("charts/episodic_return", s / 10), ("charts/sps", 50.0))
+    ]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n{bad")
+    drawn = plot_run(tmp_path, tmp_path / "run.png")
+    assert drawn == ["charts/episodic_return", "charts/sps"]
+    assert (tmp_path / "run.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
