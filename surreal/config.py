@@ -105,6 +105,16 @@ class RunConfig:
     curve: bool | None = None
     """Encrypt and authenticate traffic between processes with CurveZMQ and keys made for this
     run (`RUN/keys/`); unset: on for slurm, compose and kube, off for local and tmux."""
+    max_restarts: int = 3
+    """A process that crashes with an exception more than this many times stops the run, its
+    traceback printed (`surreal.monitoring.crash`); deaths by a signal (kill, OOM) restart under
+    symphony's policy (20 within 10 minutes)."""
+    prometheus: bool = True
+    """Every process serves Prometheus `/metrics` on its own port (`docs/monitoring.md`)."""
+    wandb: str = "disabled"
+    """Weights & Biases logging from the metrics process: online, offline or disabled."""
+    wandb_project: str = "surreal"
+    """The W&B project (the group is the experiment, the run name experiment/trial)."""
 
 
 @dataclass

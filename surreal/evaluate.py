@@ -92,6 +92,9 @@ def run_status(path: Path) -> str:
         age = time.time() - run.checkpoint.stat().st_mtime
         lines.append(f"  checkpoint {run.checkpoint} ({age:.0f} s old)")
     lines.append("  processes  " + _processes(info.get("experiment")))
+    from surreal.monitoring.crash import status_lines
+
+    lines += status_lines(run.path)  # crashes per role, the latest one's traceback end
     return "\n".join(lines)
 
 
@@ -104,7 +107,12 @@ def _processes(experiment: str | None) -> str:
         status = get_backend(record.backend).describe(record)
     except Exception:  # no record: the run is not running (or its backend is gone)
         return "not running"
-    return ", ".join(
-        f"{p.name}={p.state}" + (f" (restarts {p.restarts})" if p.restarts else "")
-        for p in status.processes
+    from surreal.progress_view import restarts_by_role
+
+    return (
+        ", ".join(
+            f"{p.name}={p.state}" + (f" (restarts {p.restarts})" if p.restarts else "")
+            for p in status.processes
+        )
+        + f"\n  restarts   {restarts_by_role(status.processes)}"
     )

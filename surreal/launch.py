@@ -116,6 +116,9 @@ def _check(config: Config) -> None:
     from surreal.device import check_device
 
     check_device(config.run.device)  # a GPU asked for but not there: a usage error, here
+    from surreal import monitoring
+
+    monitoring.check(config)  # run.wandb without wandb installed: a usage error, here
 
 
 def _check_replicas(config: Config, algo_class: type) -> None:
@@ -175,6 +178,9 @@ def create_run(p: LaunchPlan) -> None:
     from surreal import curve
 
     curve.prepare(p)  # RUN/keys/ (mode 600) when the run's traffic uses Curve
+    from surreal import monitoring
+
+    monitoring.prepare(p.run_dir.path)  # restart counts and /metrics targets start afresh
     (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())
 
 

@@ -63,29 +63,41 @@ def monitor(
     out: TextIO | None = None,
     total: int = 0,
     live: bool | None = None,
+    crashes_since: float | None = None,
 ) -> int:
     """Show progress until the learner ends (or the eval target is reached); returns the exit code.
 
     `out` a terminal: a live panel; otherwise plain lines, only when they changed (`every_s`
     at most); None: nothing. The caller stops the experiment afterwards (also on Ctrl-C).
+    A process that crashed more than `run.max_restarts` times since `crashes_since` (epoch
+    seconds; default now) ends the watch with exit code 1 and its traceback's end shown.
     """
     view = make_view(out, getattr(handle, "name", "surreal"), live)
     if view is not None and hasattr(view, "every_s"):
         view.every_s = every_s
     try:
-        return _watch(handle, run_dir, stop_at_return, total, view)
+        since = time.time() if crashes_since is None else crashes_since
+        return _watch(handle, run_dir, stop_at_return, total, view, since)
     finally:
         if view is not None:
             view.close()
 
 
 def _watch(
-    handle: Any, run_dir: RunDir, stop_at_return: float | None, total: int, view: Any
+    handle: Any,
+    run_dir: RunDir,
+    stop_at_return: float | None,
+    total: int,
+    view: Any,
+    since: float,
 ) -> int:
     """The monitoring loop of `monitor`; `view` shows what it finds (None: nothing)."""
+    from surreal.monitoring.crash import CrashWatch
+    from surreal.monitoring.crash import report as crash_report
     from surreal.progress_view import RateWindow, fields, progress_line, startup_message
 
     rates, unknown_since = RateWindow(), None
+    crashes = CrashWatch(run_dir.path, _max_restarts(run_dir), since)
 
     def say(phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
         if view is not None:
@@ -98,9 +110,15 @@ def _watch(
         status = read_json(run_dir.status_file, {}) or {}
         now = time.monotonic()
         step = status.get("global_step")
+        crashes.poll()
+        looping = crashes.loop_report()
+        if looping:
+            say("failed", f"stopping the run: {looping}", urgent=True)
+            return 1
         if step:
             rate = rates.add(now, step)
             values = fields(status, rate, total, processes)
+            values["crashes"] = crashes.summary()
             budget = status.get("total_steps") or total
             done = bool(budget) and step >= budget
             phase = "budget used: the learner writes its checkpoint" if done else "training"
@@ -130,11 +148,17 @@ def _watch(
         if failed and _reached_budget(status, total):
             failed = []  # the learner is finishing its last steps: a helper's end is no failure
         if failed:
+            last = crashes.latest()
             say(
                 "failed",
                 f"process(es) {', '.join(failed)} failed past their restart limit; see "
                 f"{run_dir.path}/logs/ after the stop. Fix the cause, then continue with: "
-                f"surreal launch --resume {run_dir.path}",
+                f"surreal launch --resume {run_dir.path}"
+                + (
+                    f"\nlast crash: {crash_report(last, crashes.counts()[last['process']])}"
+                    if last
+                    else ""
+                ),
                 urgent=True,
             )
             return 1
@@ -149,6 +173,16 @@ def _watch(
             )
             return 0
         time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
+
+
+def _max_restarts(run_dir: RunDir) -> int:
+    """The run's `run.max_restarts` (the default when its config cannot be read)."""
+    try:
+        return run_dir.load_config().run.max_restarts
+    except Exception:  # a test's bare run folder, a config being rewritten
+        from surreal.config import RunConfig
+
+        return RunConfig.max_restarts
 
 
 def _reached_budget(status: dict[str, Any], total: int) -> bool:

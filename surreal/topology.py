@@ -65,15 +65,24 @@ def restart_policy() -> Any:
 
 
 def process(plan: LaunchPlan, role: str, index: int = 0, name: str | None = None) -> Any:
-    """A restarted-on-failure Process running component ROLE (named `name`, default ROLE)."""
+    """A restarted-on-failure Process running component ROLE (named `name`, default ROLE),
+    binding its `/metrics` service (`with_metrics`)."""
     from symphony import Process
 
-    return Process(
+    proc = Process(
         name or role,
         command(plan.run_dir, role, index),
         env=dict(PROCESS_ENV),
         restart=restart_policy(),
     )
+    return with_metrics(plan, proc)
+
+
+def with_metrics(plan: LaunchPlan, proc: Any) -> Any:
+    """Bind `prom-<name>`, the process's Prometheus `/metrics` (unless `run.prometheus` is off)."""
+    from surreal.monitoring.prometheus import service_name
+
+    return proc.binds(service_name(proc.name)) if plan.config.run.prometheus else proc
 
 
 def new_experiment(plan: LaunchPlan) -> Any:
@@ -104,12 +113,13 @@ def learner_process(
 
     run = plan.config.run
     threads = learner_threads(run.torch_threads, run.actors)
-    return Process(
+    proc = Process(
         name,
         command(plan.run_dir, role, index),
         env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)),
         resources=Resources(cpu=threads, gpu=1 if wants_gpu(run.device) else 0),
     )
+    return with_metrics(plan, proc)
 
 
 def add_learners(exp: Any, plan: LaunchPlan, binds: Iterable[str], connects: Iterable[str]) -> None:

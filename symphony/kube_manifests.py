@@ -40,6 +40,7 @@ import re
 from dataclasses import dataclass, field
 
 from cloudwise.spec import ClusterSpec
+from symphony import scrape
 from symphony.addresses import Address, env_prefix, fixed_endpoints, process_env
 from symphony.errors import SpecError
 from symphony.placement import pod_placement
@@ -350,6 +351,7 @@ def workload(
             }
         }
     template = {"metadata": {"labels": pod_labels}, "spec": spec_}
+    scrape.mark_pod(template, part.processes, {s: a.port for s, a in eps.items()})
     meta = _meta(object_name(experiment, options, part.name), ns, pod_labels)
     if part.mode == "always":
         spec = {

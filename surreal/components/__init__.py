@@ -16,6 +16,8 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
 
     ROLE is looked up in the run's `Learner.components()` (the runtime's roles above, plus those
     of an algorithm with its own topology), so this is the one entry point of every process.
+    An exception that ends it (not a stop signal) is recorded in `RUN/crashes.jsonl`
+    (`surreal.monitoring.crash`) and raised again (exit code 1, traceback in the log).
     """
     import importlib
     from pathlib import Path
@@ -28,4 +30,12 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
             f"unknown component {role!r}; this run's roles: {', '.join(sorted(roles))}"
         )
     module_name, function = roles[role].split(":")
-    getattr(importlib.import_module(module_name), function)(run_dir, index)
+    try:
+        getattr(importlib.import_module(module_name), function)(run_dir, index)
+    except Exception as error:  # a crash (not a stop): RUN/crashes.jsonl, then exit non-zero
+        from surreal.components.common import STOP_REQUESTED
+        from surreal.monitoring.crash import record
+
+        if not STOP_REQUESTED.is_set():
+            record(Path(run_dir), role, index, error)
+        raise

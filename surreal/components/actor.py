@@ -31,15 +31,21 @@ def main(run_dir: str, index: int = 0) -> None:
     rollout = actor.rollout_episodes if comp.algo.episode_aligned else actor.rollout
     per_batch = comp.algo.segments_per_batch(cfg)
     sent, env_steps, last_report, steps_at_report = 0, 0, time.monotonic(), 0
+    prom, clock = comp.prom, time.perf_counter()
     try:
         fresh = _wait_for(params, 1, comp)
         start_version = params.version
         while fresh is not None and not comp.stopping.is_set():
             if fresh:
                 policy.load_params(fresh)
+                prom.port_traffic("params", "in", fresh)
+            clock = _phase(prom, "params", clock)
             segment = rollout()
             segment["version"] = np.full(env.num_envs, params.version, np.int64)
+            clock = _phase(prom, "rollout", clock)
             pusher.push(segment)
+            prom.port_traffic("experience", "out", segment)
+            clock = _phase(prom, "push", clock)
             sent += 1
             fresh = params.fetch()
             if cfg.actor.max_ahead is not None:
@@ -54,8 +60,11 @@ def main(run_dir: str, index: int = 0) -> None:
                         start_version, sent = params.version, 0
             fresh = fresh if fresh is not None else {}
             env_steps += cfg.actor.rollout_length * env.num_envs
+            prom.count("surreal_env_steps_total", cfg.actor.rollout_length * env.num_envs)
+            prom.set("surreal_policy_version", params.version)
             now = time.monotonic()
             returns, lengths = actor.pop_episodes()
+            prom.count("surreal_episodes_total", len(returns))
             if returns or now - last_report > 2.0:
                 sps = (env_steps - steps_at_report) / max(now - last_report, 1e-6)
                 comp.report(
@@ -72,6 +81,13 @@ def main(run_dir: str, index: int = 0) -> None:
         params.close()
         pusher.close()
         comp.close()
+
+
+def _phase(prom, phase: str, since: float) -> float:
+    """Add the time since `since` to `phase`'s seconds; returns now (the next phase's start)."""
+    now = time.perf_counter()
+    prom.count("surreal_phase_seconds_total", now - since, phase=phase)
+    return now
 
 
 def _wait_for(

@@ -1,4 +1,5 @@
-"""What every component process shares: its run, a stop flag set by SIGTERM, metrics reporting."""
+"""What every component process shares: its run, a stop flag set by SIGTERM, metrics reporting
+(to the metrics sink, and its own Prometheus `/metrics`: `self.prom`)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from surreal.rundir import RunDir
 
 class Stopped(SystemExit):
     """Raised in a component's main thread by the stop signal."""
+
+
+STOP_REQUESTED = threading.Event()
+"""Set by the first stop signal: an exception after it is part of stopping, not a crash."""
 
 
 class Component:
@@ -36,6 +41,11 @@ class Component:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         self._metrics = caraml.Pusher(self.address("metrics").tcp, hwm=10_000)
+        from surreal.monitoring import crash, prometheus
+
+        restarts = crash.note_start(self.run.path, role, index)
+        self.prom = prometheus.start(self.run.path, role, index, restarts)
+        """This process's Prometheus series (`surreal.monitoring.prometheus.METRICS`)."""
 
     def _on_signal(self, *_: object) -> None:
         """First SIGTERM/SIGINT: unwind from wherever the process blocks (a socket, an env
@@ -43,6 +53,7 @@ class Component:
         ignored so that cleanup finishes."""
         if not self.stopping.is_set():
             self.stopping.set()
+            STOP_REQUESTED.set()
             raise Stopped(0)
 
     @staticmethod
@@ -66,7 +77,9 @@ class Component:
         }
         message.update(extra)
         self._metrics.push(message)
+        self.prom.port_traffic("metrics", "out")
 
     def close(self) -> None:
-        """Close the metrics link."""
+        """Close the metrics link and stop serving `/metrics`."""
         self._metrics.close()
+        self.prom.close()

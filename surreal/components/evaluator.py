@@ -52,6 +52,9 @@ def main(run_dir: str, index: int = 0) -> None:
                 returns = evaluate(policy, env, cfg.eval.episodes, comp.stopping.is_set)
                 if len(returns) < cfg.eval.episodes:
                     break
+                comp.prom.set("surreal_eval_return", float(np.mean(returns)))
+                comp.prom.count("surreal_episodes_total", len(returns))
+                comp.prom.set("surreal_policy_version", params.version)
                 comp.report(
                     params.step,
                     {

@@ -87,6 +87,7 @@ class LearnerLoop:
                 "params": self._published[1],
             },
         )
+        self.comp.prom.port_traffic("params-pub", "out", self._published[1])
 
     def step(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         """One learner iteration on a batch; returns the metrics to report."""
@@ -94,12 +95,14 @@ class LearnerLoop:
         t0 = time.perf_counter()
         self.learner.progress = self.counters["global_step"] / cfg.run.steps
         metrics = self.learner.learn(batch)
+        learned = time.perf_counter()
         steps = env_steps(batch)
         self.counters["global_step"] += int(self.replicas.sum(steps)) if self.replicas else steps
         self.counters["iterations"] += 1
         lag = self.counters["version"] - float(np.mean(batch["version"]))
         self.counters["version"] += 1
         self.publish()
+        self._count(batch, steps, lag, t0, learned)
         elapsed = time.monotonic() - self.started
         metrics.update(
             {
@@ -114,6 +117,21 @@ class LearnerLoop:
         if self.member is not None:
             self.member.after_step(self)
         return metrics
+
+    def _count(
+        self, batch: dict[str, np.ndarray], steps: int, lag: float, t0: float, learned: float
+    ) -> None:
+        """This iteration's Prometheus series (`surreal.monitoring.prometheus`)."""
+        prom = self.comp.prom
+        prom.port_traffic("batches", "in", batch)
+        prom.count("surreal_learner_iterations_total")
+        prom.count("surreal_learner_steps_total", steps)
+        prom.set("surreal_global_step", self.counters["global_step"])
+        prom.set("surreal_policy_version", self.counters["version"])
+        prom.set("surreal_policy_lag", lag)
+        prom.set("surreal_buffer_fill", float(batch["fill"][0]))
+        prom.count("surreal_phase_seconds_total", learned - t0, phase="learn")
+        prom.count("surreal_phase_seconds_total", time.perf_counter() - learned, phase="publish")
 
     def report(self, step: int, scalars: dict[str, float], **extra: object) -> None:
         """Send metrics (rank 0 reports for all replicas)."""
@@ -174,7 +192,11 @@ def main(run_dir: str, index: int = 0) -> None:
         last_report = time.monotonic()
         while fetcher is not None and not comp.stopping.is_set() and not loop.done():
             try:
+                waited = time.perf_counter()
                 handle = fetcher.get()
+                comp.prom.count(
+                    "surreal_phase_seconds_total", time.perf_counter() - waited, phase="wait"
+                )
             except caraml.CaramlError:
                 if comp.stopping.wait(2.0):  # its worker got the same stop signal first
                     break

@@ -1,4 +1,6 @@
-"""Metrics sink: writes TensorBoard events, `metrics.jsonl` and the `status.json` progress shows."""
+"""Metrics sink: writes TensorBoard events, `metrics.jsonl` and the `status.json` progress shows;
+the same scalars go to Weights & Biases (`run.wandb`) and to its Prometheus `/metrics`
+(`surreal_run_*`, the run's aggregate; `surreal.monitoring`)."""
 
 from __future__ import annotations
 
@@ -22,10 +24,19 @@ class MetricsSink:
         run_path: the run folder (`metrics.jsonl`, `status.json`, `tb/`).
         total_steps: the run's step budget (for progress).
         tensorboard: also write TensorBoard events (tensorboardX).
+        prom: the process's Prometheus series (`surreal_run_*`), if any.
+        wandb: a `WandbSink` that gets every scalar, if any.
     """
 
-    def __init__(self, run_path: Path, total_steps: int, tensorboard: bool = True) -> None:
-        self.path = run_path
+    def __init__(
+        self,
+        run_path: Path,
+        total_steps: int,
+        tensorboard: bool = True,
+        prom: Any = None,
+        wandb: Any = None,
+    ) -> None:
+        self.path, self.prom, self.wandb = run_path, prom, wandb
         self.jsonl = (run_path / "metrics.jsonl").open("a")
         self.writer = None
         if tensorboard:
@@ -52,6 +63,10 @@ class MetricsSink:
         )
         if self.writer is not None:
             self.writer.add_scalar(name, value, step)
+        if self.wandb is not None:
+            self.wandb.log(name, value, step)
+        if self.prom is not None:
+            self.prom.set("surreal_run_scalar", value, scalar=name)
 
     def handle(self, msg: dict[str, Any]) -> None:
         """Consume one report from a component."""
@@ -100,6 +115,12 @@ class MetricsSink:
         self.jsonl.flush()
         if self.writer is not None:
             self.writer.flush()
+        if self.prom is not None:
+            self.prom.set("surreal_run_global_step", self.status["global_step"])
+            self.prom.set("surreal_run_actor_steps", self.status["actor_steps"])
+            self.prom.set("surreal_run_episodes", self.status["episodes"])
+        if self.wandb is not None:
+            self.wandb.commit()
 
     def close(self) -> None:
         """Flush and close every file."""
@@ -107,15 +128,19 @@ class MetricsSink:
         self.jsonl.close()
         if self.writer is not None:
             self.writer.close()
+        if self.wandb is not None:
+            self.wandb.close()
 
 
 def main(run_dir: str, index: int = 0) -> None:
     """Collect reports until stopped; a message that is not a report is counted and dropped."""
     import caraml
+    from surreal.monitoring.wandb_sink import open_sink
 
     comp = Component(run_dir, "metrics", index)
-    sink = MetricsSink(comp.run.path, comp.config.run.steps)
     puller = caraml.Puller(comp.address("metrics").bind_tcp, max_size=schemas.REPORT_MAX_BYTES)
+    wandb = open_sink(comp.run.path, comp.config)  # starts in its own thread
+    sink = MetricsSink(comp.run.path, comp.config.run.steps, prom=comp.prom, wandb=wandb)
     guard = PortGuard("metrics")
 
     def handle_next(timeout: float) -> bool:
@@ -125,6 +150,7 @@ def main(run_dir: str, index: int = 0) -> None:
         if message is NOTHING:
             return guard.total_dropped > dropped  # False: nothing arrived in time
         checked = guard.check(schemas.report, message)
+        comp.prom.port_traffic("metrics", "in")
         if checked is not None:
             guard.guarded("report-failed", lambda: sink.handle(checked))
         return True
@@ -135,6 +161,7 @@ def main(run_dir: str, index: int = 0) -> None:
             handle_next(0.25)
             if time.monotonic() - last_flush > 0.5:
                 sink.status["invalid_messages"] = guard.total_dropped
+                comp.prom.total("surreal_invalid_messages_total", guard.total_dropped)
                 sink.flush()
                 last_flush = time.monotonic()
         while handle_next(0.2):  # drain what is already queued (the learner's last report)

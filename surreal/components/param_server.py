@@ -26,12 +26,17 @@ class ParameterStore:
         self.request_guard = PortGuard("params")
         self.publication_guard = PortGuard("params-pub")
         self._publication = ParamsSchema()
+        self.prom: Any = None
+        """The process's Prometheus series (`surreal.monitoring.prometheus`), when it has them."""
 
     def update(self, message: Any) -> None:
         """Keep a publication if it is valid and newer than what is held."""
         checked = self.publication_guard.check(self._publication, message)
         if checked is None:
             return
+        if self.prom is not None:
+            self.prom.port_traffic("params-pub", "in", checked.get("params"))
+            self.prom.set("surreal_policy_version", checked["version"])
         with self._lock:
             if checked["version"] >= int(self.latest["version"]):
                 self.latest = checked
@@ -47,6 +52,9 @@ class ParameterStore:
             reply["error"] = "not a parameter request; send {'version': N}"
         elif latest["params"] is not None and have < reply["version"]:
             reply["params"] = latest["params"]
+        if self.prom is not None:
+            self.prom.port_traffic("params", "in")
+            self.prom.port_traffic("params", "out", reply.get("params"))
         return reply
 
 
@@ -59,6 +67,7 @@ def serve(comp: Component, address: str, bind: bool = True) -> None:
     import caraml
 
     store = ParameterStore()
+    store.prom = comp.prom
     subscriber = caraml.Subscriber(comp.address("params-pub").tcp, topics=["params"], hwm=4)
     server = GuardedServer(
         address, store.handle, store.request_guard, bind=bind, max_size=REQUEST_MAX_BYTES

@@ -29,8 +29,8 @@ class BatchHandler:
     """The `batches` port's handler: checks each request, answers a resent one (same id) with
     the reply already sent (`components.batch_protocol`), never raises."""
 
-    def __init__(self, replay: Replay) -> None:
-        self.replay = replay
+    def __init__(self, replay: Replay, prom: Any = None) -> None:
+        self.replay, self.prom = replay, prom
         self.capacity = getattr(replay.storage, "capacity", 1 << 16)
         self.guard, self.replies = PortGuard("batches"), ReplyCache()
 
@@ -41,6 +41,8 @@ class BatchHandler:
 
         def take() -> dict:
             batch = self.replay.take(request["segments"], request["timeout"])
+            if self.prom is not None and batch is not None:
+                self.prom.port_traffic("batches", "out", batch)
             return {"batch": batch, "fill": len(self.replay)}
 
         return self.replies.answer(request.get("id"), take)
@@ -56,7 +58,7 @@ def main(run_dir: str, index: int = 0) -> None:
     replay = make_replay(comp)
     segment = SegmentSchema(comp.env_info, cfg.actor.rollout_length, cfg.env.num_envs)
     experience = PortGuard("experience")
-    handle = BatchHandler(replay)
+    handle = BatchHandler(replay, comp.prom)
     batches, replies = handle.guard, handle.replies
     limit = segment_max_bytes(comp.env_info, cfg.actor.rollout_length, cfg.env.num_envs)
     puller = caraml.Puller(comp.address("experience").bind_tcp, hwm=64, max_size=limit)
@@ -70,9 +72,16 @@ def main(run_dir: str, index: int = 0) -> None:
             checked = None if message is NOTHING else experience.check(segment, message)
             if checked is not None:
                 replay.add(checked)
+                comp.prom.port_traffic("experience", "in", checked)
+                comp.prom.count("surreal_buffer_added_total")
+            comp.prom.set("surreal_buffer_fill", len(replay))
             if time.monotonic() - last_report > 2.0:
                 last_report = time.monotonic()
                 dropped = float(getattr(replay.storage, "dropped", 0))
+                comp.prom.total(
+                    "surreal_invalid_messages_total",
+                    experience.total_dropped + batches.total_dropped,
+                )
                 comp.report(
                     0,
                     {

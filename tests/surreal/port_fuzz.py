@@ -146,3 +146,35 @@ def junk_connections(host: str, port: int, count: int, rng: random.Random) -> in
                     pass  # the peer closed first: it refused the junk, which is fine
                 break
     return connected
+
+
+def http_junk(host: str, port: int, count: int, rng: random.Random) -> int:
+    """Send `count` junk HTTP requests (bad methods, huge or binary paths, broken headers,
+    random bytes) to a `/metrics` port, one connection each; returns how many got an answer or a
+    clean close. Afterwards a plain `GET /metrics` must still answer 200 (else AssertionError)."""
+    import urllib.request
+
+    answered = 0
+    for _ in range(count):
+        request = rng.choice(
+            [
+                b"GET /" + rng.randbytes(rng.randint(0, 200)) + b" HTTP/1.1\r\n\r\n",
+                b"POST /metrics HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n" + rng.randbytes(64),
+                b"BREW /metrics HTTP/1.1\r\nHost: \xff\xfe\r\n\r\n",
+                b"GET /metrics HTTP/1.1\r\n" + b"X: " + b"a" * 70_000 + b"\r\n\r\n",
+                rng.randbytes(rng.randint(1, 512)),
+            ]
+        )
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.settimeout(5.0)
+            try:
+                sock.connect((host, port))
+                sock.sendall(request)
+                sock.shutdown(socket.SHUT_WR)
+                sock.recv(4096)
+                answered += 1
+            except OSError:
+                continue
+    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=10) as reply:
+        assert reply.status == 200 and b"surreal_process_restarts" in reply.read()
+    return answered

@@ -1,0 +1,184 @@
+"""Weights & Biases logging from the metrics process (`--set run.wandb=online|offline`).
+
+The metrics process hands every scalar it writes to TensorBoard to `WandbSink` too. The W&B run:
+project `run.wandb_project`, group the experiment, name `experiment/trial`, id derived from
+them (so `--resume` continues the same W&B run), the run's config logged. Each scalar is logged
+with a `global_step` field that W&B uses as its x axis (`define_metric`), so scalars reported
+late for an earlier step (evaluations) are kept, not dropped as out of order. Files go to
+`RUN/wandb/` (or `$WANDB_DIR`). wandb runs in a thread of its own; an error inside it ends
+the logging with one line in the log, never the metrics process.
+
+`read_summary` reads an offline run's summary straight from its `.wandb` file (no network).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import queue
+import re
+import struct
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+MODES = ("online", "offline", "disabled")
+
+
+def check(mode: str) -> None:
+    """Raise ConfigError (one line, what to do) when `run.wandb` cannot work here."""
+    from surreal.config import ConfigError
+
+    if mode not in MODES:
+        raise ConfigError(f"run.wandb must be one of {', '.join(MODES)}, got {mode!r}")
+    if mode != "disabled" and importlib.util.find_spec("wandb") is None:
+        raise ConfigError(
+            f"run.wandb={mode} needs wandb: pip install 'surreal-stack[wandb]' "
+            "(or --set run.wandb=disabled)"
+        )
+
+
+def run_id(experiment: str, trial: str) -> str:
+    """A stable W&B run id for experiment/trial (letters, digits, `-`)."""
+    return re.sub(r"[^a-zA-Z0-9-]+", "-", f"{experiment}-{trial}")[:64]
+
+
+class WandbSink:
+    """A W&B run fed with scalars from a background thread, so a slow wandb (its start, its
+    service under load) never holds up the metrics process; `commit` hands over what was
+    buffered.
+
+    Args:
+        run_path: the run folder (FOLDER/EXPERIMENT/TRIAL).
+        config: the run's config as a dict (logged as the W&B config).
+        mode: online or offline.
+        project: the W&B project.
+    """
+
+    MAX_QUEUED = 10_000
+    """Rows waiting for wandb beyond this are dropped (counted in `dropped`)."""
+
+    def __init__(self, run_path: Path, config: dict[str, Any], mode: str, project: str) -> None:
+        path = run_path.resolve()
+        experiment, trial = path.parent.name, path.name
+        folder = Path(os.environ.get("WANDB_DIR") or path)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.init_args = {
+            "project": project,
+            "group": experiment,
+            "name": f"{experiment}/{trial}",
+            "id": run_id(experiment, trial),
+            "resume": "allow",
+            "config": config,
+            "mode": mode,
+            "dir": str(folder),
+        }
+        self.pending: dict[int, dict[str, float]] = {}
+        self.queue: queue.Queue = queue.Queue()
+        self.dropped = 0
+        self.thread = threading.Thread(target=self._work, name="wandb-sink", daemon=True)
+        self.thread.start()
+
+    def log(self, name: str, value: float, step: int) -> None:
+        """Buffer one scalar at `step`."""
+        self.pending.setdefault(int(step), {})[name] = float(value)
+
+    def commit(self) -> None:
+        """Hand the buffered scalars to the thread, one W&B row per step."""
+        pending, self.pending = self.pending, {}
+        for step in sorted(pending):
+            if self.queue.qsize() >= self.MAX_QUEUED:
+                self.dropped += 1
+                continue
+            self.queue.put({**pending[step], "global_step": step})
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Commit, let the thread log what is queued and finish the W&B run (at most
+        `timeout_s` seconds)."""
+        self.commit()
+        self.queue.put(None)
+        self.thread.join(timeout_s)
+
+    def _work(self) -> None:
+        """Start the W&B run, then log rows until the end marker; an error in wandb ends the
+        logging with one line on stderr."""
+        run = None
+        try:
+            import wandb
+
+            run = wandb.init(**self.init_args, settings=wandb.Settings(console="off", silent=True))
+            run.define_metric("global_step")
+            run.define_metric("*", step_metric="global_step")
+            while (row := self.queue.get()) is not None:
+                run.log(row)
+        except Exception as err:  # wandb's own failures: report once, keep the run going
+            print(f"wandb logging stopped: {type(err).__name__}: {err}", file=sys.stderr)
+            return
+        try:
+            run.finish()
+        except Exception as err:  # its service already stopped with the run
+            print(f"wandb finish failed: {type(err).__name__}: {err}", file=sys.stderr)
+
+
+def open_sink(run_path: Path, config: Any) -> WandbSink | None:
+    """The sink `run.wandb` asks for (None when disabled)."""
+    from surreal import config as config_io
+
+    if config.run.wandb == "disabled":
+        return None
+    return WandbSink(
+        run_path, config_io.to_dict(config), config.run.wandb, config.run.wandb_project
+    )
+
+
+_BLOCK = 32768
+_HEADER = 7  # ":W&B", magic 0xBEE1, version
+
+
+def records(path: Path) -> list[bytes]:
+    """The records of a `.wandb` file (a LevelDB-style log: 32 KiB blocks, 7-byte record headers)."""
+    data = path.read_bytes()
+    if data[:4] != b":W&B":
+        raise ValueError(f"{path} is not a W&B run file")
+    out, pos, partial = [], _HEADER, b""
+    while pos + 7 <= len(data):
+        left = _BLOCK - pos % _BLOCK
+        if left < 7:  # block trailer: padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if length == 0 and kind == 0:
+            pos += left
+            continue
+        chunk, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
+        if kind == 1:  # full
+            out.append(chunk)
+        elif kind == 2:  # first
+            partial = chunk
+        elif kind == 3:  # middle
+            partial += chunk
+        elif kind == 4:  # last
+            out.append(partial + chunk)
+    return out
+
+
+def read_summary(run_folder: Path) -> dict[str, Any]:
+    """The summary of the W&B run files under `run_folder` (e.g. `RUN/wandb/offline-run-*`):
+    every summary update of its `.wandb` file applied in order."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    files = sorted(Path(run_folder).glob("**/*.wandb"))
+    if not files:
+        raise FileNotFoundError(f"no .wandb file under {run_folder}")
+    summary: dict[str, Any] = {}
+    for raw in records(files[-1]):
+        rec = pb.Record()
+        rec.ParseFromString(raw)
+        if rec.WhichOneof("record_type") != "summary":
+            continue
+        for item in rec.summary.update:
+            key = item.key or ".".join(item.nested_key)
+            summary[key] = json.loads(item.value_json)
+    return summary
