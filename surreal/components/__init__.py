@@ -16,16 +16,19 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
 
     ROLE is looked up in the run's `Learner.components()` (the runtime's roles above, plus those
     of an algorithm with its own topology), so this is the one entry point of every process.
+    RUN_DIR may be an `s3://` URL (`surreal.storage_sync.attached`).
     """
     import importlib
     from pathlib import Path
 
     from surreal.rundir import RunDir
+    from surreal.storage_sync import attached
 
-    roles = RunDir(Path(run_dir)).algo_class().components()
-    if role not in roles:
-        raise ValueError(
-            f"unknown component {role!r}; this run's roles: {', '.join(sorted(roles))}"
-        )
-    module_name, function = roles[role].split(":")
-    getattr(importlib.import_module(module_name), function)(run_dir, index)
+    with attached(run_dir) as local:  # an s3:// run: a local mirror, uploaded as it is written
+        roles = RunDir(Path(local)).algo_class().components()
+        if role not in roles:
+            raise ValueError(
+                f"unknown component {role!r}; this run's roles: {', '.join(sorted(roles))}"
+            )
+        module_name, function = roles[role].split(":")
+        getattr(importlib.import_module(module_name), function)(local, index)
