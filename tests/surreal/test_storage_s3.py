@@ -203,3 +203,13 @@ def test_each_process_uploads_what_it_wrote_and_never_the_keys(store, tmp_path):
     copy = Path(tmp_path / "copy")
     assert storage_sync.Mirror(url, copy).pull() == 2
     assert (copy / "metrics.jsonl").read_text() == "a\nb\n"
+
+
+def test_launch_help_says_the_folder_may_be_a_bucket():
+    from click.testing import CliRunner
+
+    from surreal.cli import main
+
+    result = CliRunner().invoke(main, ["launch", "--help"])
+    assert result.exit_code == 0 and "s3://BUCKET/PREFIX" in result.output
+    assert "AWS_ENDPOINT_URL" in result.output
