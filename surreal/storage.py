@@ -163,6 +163,18 @@ class S3Folder:
                 names.append(common["Prefix"][len(prefix) :].strip("/"))
         return names
 
+    def stat(self, rel: str) -> ObjectInfo | None:
+        """The object `self/rel` (size, time), or None when there is none."""
+        key = self._object_key(rel)
+        page = self._call(
+            "list", self.client.list_objects_v2, Bucket=self.bucket, Prefix=key, MaxKeys=1
+        )
+        contents = page.get("Contents", [])
+        if not contents or contents[0]["Key"] != key:
+            return None
+        obj = contents[0]
+        return ObjectInfo(rel, int(obj["Size"]), obj["LastModified"].timestamp())
+
     def exists(self, rel: str = "") -> bool:
         """Whether `self/rel` is an object, or (rel="") whether this folder holds any object."""
         key = self._object_key(rel)

@@ -107,16 +107,13 @@ class Mirror:
 
     def refresh(self, rel: str) -> bool:
         """Fetch `rel` when the store holds a newer copy than this mirror; True if fetched."""
-        target = self.path / rel
+        target, obj = self.path / rel, self.remote.stat(rel)
         local = _state(target)
-        for obj in self.remote.list(rel.rsplit("/", 1)[0] if "/" in rel else ""):
-            if obj.rel != rel:
-                continue
-            if local is None or obj.modified > local[1] / 1e9:
-                self.remote.download(rel, target, obj.modified)
-                self.synced[rel] = _state(target)
-                return True
-        return False
+        if obj is None or (local is not None and obj.modified <= local[1] / 1e9):
+            return False
+        self.remote.download(rel, target, obj.modified)
+        self.synced[rel] = _state(target)
+        return True
 
     def push(self, paths: Iterable[Path]) -> int:
         """Upload the files under `paths` (files or folders inside the mirror) that changed
