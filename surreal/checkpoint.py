@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from surreal.core import Learner
+from surreal.storage_sync import track
 
 
 def save(path: Path, learner: Learner, counters: dict[str, int]) -> None:
@@ -24,6 +25,7 @@ def save(path: Path, learner: Learner, counters: dict[str, int]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     torch.save(state, tmp)
     os.replace(tmp, path)
+    track(path)  # a run in an object store uploads it
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -75,7 +75,12 @@ def main() -> None:
     show_default=f"{RunConfig.steps}; with --resume, the run's",
     help="Environment steps the learner consumes before it stops.",
 )
-@click.option("--folder", default="runs", help="Where runs are written.")
+@click.option(
+    "--folder",
+    default="runs",
+    help="Where runs are written: a path, or s3://BUCKET/PREFIX (endpoint and credentials "
+    "from AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, ...).",
+)
 @click.option("--name", show_default="ALGO-ENV", help="Experiment name.")
 @click.option("--trial", show_default="t1, t2, ...", help="Trial name inside the experiment.")
 @click.option(
@@ -173,7 +178,7 @@ def launch(
     if dry_run:
         import json
 
-        click.echo(f"# run folder: {plan.run_dir.path} (not created: --dry-run)")
+        click.echo(f"# run folder: {plan.run_dir.where} (not created: --dry-run)")
         click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
         if population_plan is not None:
             from surreal.pbt import build_experiment
@@ -216,15 +221,21 @@ def _run(plan, backend: str, quiet: bool) -> int:
     from surreal import launch as launching
     from surreal.progress import format_status, monitor
     from surreal.rundir import read_json
+    from surreal.storage_sync import LaunchSync
 
     try:
         config_check.check_backend(backend)  # before the run folder is written
     except ValueError as err:
         raise _UserError(str(err)) from err
     launching.create_run(plan)
+    sync = LaunchSync(plan.run_dir)  # a run in an object store: upload, follow its status
+    try:
+        sync.start()
+    except ValueError as err:
+        raise _UserError(str(err)) from err
     out = sys.stdout
     click.echo(
-        f"run folder: {plan.run_dir.path}  (experiment {plan.experiment_name}, "
+        f"run folder: {plan.run_dir.where}  (experiment {plan.experiment_name}, "
         f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})"
     )
     started = time.monotonic()
@@ -258,11 +269,12 @@ def _run(plan, backend: str, quiet: bool) -> int:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
         _stop_and_keep_logs(handle, plan.run_dir.path / "logs")
+        sync.close()  # the logs and the last status
         if not summarized:  # interrupted: the learner's last checkpoint is in the status now
             summary()
         click.echo(
-            f"done: {plan.run_dir.path} (surreal eval {plan.run_dir.path}; "
-            f"tensorboard --logdir {plan.run_dir.tensorboard})"
+            f"done: {plan.run_dir.where} (surreal eval {plan.run_dir.where}; "
+            f"tensorboard --logdir {plan.run_dir.shown('tb')})"
         )
     return code
 
@@ -304,7 +316,7 @@ def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
     from surreal.evaluate import evaluate_run
 
     try:
-        result = evaluate_run(Path(run_dir), episodes, video)
+        result = evaluate_run(run_dir, episodes, video)
     except (FileNotFoundError, LookupError, ValueError) as err:
         raise _UserError(str(err)) from err
     click.echo(
@@ -352,9 +364,9 @@ def status(run_dir: str) -> None:
     from surreal.pbt.store import is_population
 
     try:
-        populated = is_population(Path(run_dir))
-        click.echo((population_status if populated else run_status)(Path(run_dir)))
-    except (FileNotFoundError, LookupError) as err:
+        populated = "://" not in run_dir and is_population(Path(run_dir))
+        click.echo(population_status(Path(run_dir)) if populated else run_status(run_dir))
+    except (FileNotFoundError, LookupError, ValueError) as err:
         raise _UserError(str(err)) from err
 
 

@@ -9,11 +9,19 @@ from typing import Any
 import numpy as np
 
 from surreal import checkpoint
-from surreal.rundir import read_json, resolve_run
+from surreal.rundir import RunDir, read_json, resolve_run
 
 
-def evaluate_run(path: Path, episodes: int = 10, video: str | None = None) -> dict[str, Any]:
-    """Greedy episodes with the run's latest checkpoint; optionally record the first to `video`."""
+def evaluate_run(path: str | Path, episodes: int = 10, video: str | None = None) -> dict[str, Any]:
+    """Greedy episodes with the run's latest checkpoint (`path`: a run folder or its s3:// URL);
+    optionally record the first to `video`."""
+    from surreal.storage_sync import reading
+
+    with reading(str(path)) as local:
+        return _evaluate(local, episodes, video)
+
+
+def _evaluate(path: Path, episodes: int, video: str | None) -> dict[str, Any]:
     import torch
 
     from surreal.components.evaluator import evaluate
@@ -71,11 +79,18 @@ def record_video(policy: Any, config: Any, path: str, max_frames: int = 2000) ->
     imageio.mimsave(path, frames, **({"fps": 30} if path.endswith(".mp4") else {"duration": 33}))
 
 
-def run_status(path: Path) -> str:
-    """A few lines on the run: progress, returns, checkpoint, and its processes if it runs."""
-    run = resolve_run(path)
+def run_status(path: str | Path) -> str:
+    """A few lines on the run (`path`: a run folder or its s3:// URL): progress, returns,
+    checkpoint, and its processes if it runs."""
+    from surreal.storage_sync import reading
+
+    with reading(str(path)) as local:
+        return _status(resolve_run(local), str(path))
+
+
+def _status(run: RunDir, where: str) -> str:
     info, status = run.info(), read_json(run.status_file, {}) or {}
-    lines = [f"run {run.path}: {info.get('algo')} on {run.load_config().env.id}"]
+    lines = [f"run {where}: {info.get('algo')} on {run.load_config().env.id}"]
     lines.append(
         f"  steps      {status.get('global_step', 0):,} / {status.get('total_steps', 0):,}"
         f"  (actors generated {status.get('actor_steps', 0):,})"
@@ -90,7 +105,8 @@ def run_status(path: Path) -> str:
             lines.append(f"  {label:<10} {status[key]:.1f}")
     if run.checkpoint.is_file():
         age = time.time() - run.checkpoint.stat().st_mtime
-        lines.append(f"  checkpoint {run.checkpoint} ({age:.0f} s old)")
+        shown = run.checkpoint.relative_to(run.path)
+        lines.append(f"  checkpoint {where.rstrip('/')}/{shown} ({age:.0f} s old)")
     lines.append("  processes  " + _processes(info.get("experiment")))
     from surreal.monitoring.crash import status_lines
 

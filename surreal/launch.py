@@ -32,11 +32,13 @@ def plan(
         UnknownAlgorithm, UnknownEnvironment, ConfigError, FileExistsError, FileNotFoundError:
             with a message that says what to do; nothing has started.
     """
+    from surreal import storage_sync
     from surreal.envs import check_env, env_info
     from surreal.registry import resolve
 
+    storage_sync.check_folder(resume or folder)  # an object store that does not answer: now
     if resume:
-        run_dir = RunDir(Path(resume))
+        run_dir = storage_sync.resume_run_dir(resume)
         if not run_dir.exists():
             raise FileNotFoundError(
                 f"--resume {resume}: not a run folder (no config.json/run.json)"
@@ -67,10 +69,13 @@ def plan(
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
     _check_replicas(config, algo_class)
-    if not resume:
-        base = Path(folder) / slug(
-            name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
-        )
+    experiment = slug(
+        name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
+    )
+    if not resume and storage_sync.is_remote(folder):
+        run_dir = storage_sync.new_remote_run_dir(folder, experiment, trial)
+    elif not resume:
+        base = Path(folder) / experiment
         run_dir = RunDir(base / (trial or _next_trial(base)))
         if run_dir.path.exists():
             raise FileExistsError(
@@ -165,6 +170,10 @@ def create_run(p: LaunchPlan) -> None:
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
     else:
+        if p.run_dir.url:  # a run in an object store: written here, uploaded by surreal launch
+            from surreal.storage_sync import prepare_launch_mirror
+
+            prepare_launch_mirror(p.run_dir.url, resume=False)
         info = {
             "algo": p.algo_ref,
             "env_info": p.env_info.to_dict(),

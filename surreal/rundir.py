@@ -20,10 +20,14 @@ def slug(text: str) -> str:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write JSON atomically (readers never see half a file)."""
+    """Write JSON atomically (readers never see half a file); a run in an object store
+    uploads it (`surreal.storage_sync.track`)."""
+    from surreal.storage_sync import track
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=float) + "\n")
     os.replace(tmp, path)
+    track(path)
 
 
 def read_json(path: Path, default: Any = None) -> Any:
@@ -36,9 +40,28 @@ def read_json(path: Path, default: Any = None) -> Any:
 
 @dataclass
 class RunDir:
-    """Paths of one run (one trial of one experiment)."""
+    """Paths of one run (one trial of one experiment).
+
+    `url`: where the run is kept when it lives in an object store (`s3://...`); `path` is then
+    a local mirror of it (`surreal.storage_sync`).
+    """
 
     path: Path
+    url: str | None = None
+
+    @property
+    def where(self) -> str:
+        """The run's location as users name it: its URL, or its path."""
+        return self.url or str(self.path)
+
+    @property
+    def location(self) -> str:
+        """Where the run's processes find it: its URL, or its absolute path."""
+        return self.url or str(self.path.resolve())
+
+    def shown(self, rel: str) -> str:
+        """A file or folder of the run as users name it (`where`/rel)."""
+        return f"{self.url}/{rel}" if self.url else str(self.path / rel)
 
     @property
     def config_file(self) -> Path:

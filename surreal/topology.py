@@ -50,7 +50,7 @@ class LaunchPlan:
 
 def command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:
     """`python -m surreal component ROLE RUN_DIR --index I`: the command line of every process."""
-    path = str(run_dir.path.resolve())
+    path = run_dir.location  # an s3:// URL: the process works in a local mirror of it
     return [sys.executable, "-m", "surreal", "component", role, path, "--index", str(index)]
 
 
@@ -95,7 +95,7 @@ def new_experiment(plan: LaunchPlan) -> Any:
         metadata={
             "algo": plan.algo_ref,
             "env": plan.config.env.id,
-            "run_dir": str(plan.run_dir.path.resolve()),
+            "run_dir": plan.run_dir.location,
         },
     )
     exp.add(process(plan, "metrics").binds("metrics"))

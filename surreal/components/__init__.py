@@ -18,24 +18,27 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
     of an algorithm with its own topology), so this is the one entry point of every process.
     An exception that ends it (not a stop signal) is recorded in `RUN/crashes.jsonl`
     (`surreal.monitoring.crash`) and raised again (exit code 1, traceback in the log).
+    RUN_DIR may be an `s3://` URL (`surreal.storage_sync.attached`).
     """
     import importlib
     from pathlib import Path
 
     from surreal.rundir import RunDir
+    from surreal.storage_sync import attached
 
-    roles = RunDir(Path(run_dir)).algo_class().components()
-    if role not in roles:
-        raise ValueError(
-            f"unknown component {role!r}; this run's roles: {', '.join(sorted(roles))}"
-        )
-    module_name, function = roles[role].split(":")
-    try:
-        getattr(importlib.import_module(module_name), function)(run_dir, index)
-    except Exception as error:  # a crash (not a stop): RUN/crashes.jsonl, then exit non-zero
-        from surreal.components.common import STOP_REQUESTED
-        from surreal.monitoring.crash import record
+    with attached(run_dir) as local:  # an s3:// run: a local mirror, uploaded as it is written
+        roles = RunDir(Path(local)).algo_class().components()
+        if role not in roles:
+            raise ValueError(
+                f"unknown component {role!r}; this run's roles: {', '.join(sorted(roles))}"
+            )
+        module_name, function = roles[role].split(":")
+        try:
+            getattr(importlib.import_module(module_name), function)(local, index)
+        except Exception as error:  # a crash (not a stop): RUN/crashes.jsonl, then exit non-zero
+            from surreal.components.common import STOP_REQUESTED
+            from surreal.monitoring.crash import record
 
-        if not STOP_REQUESTED.is_set():
-            record(Path(run_dir), role, index, error)
-        raise
+            if not STOP_REQUESTED.is_set():
+                record(Path(local), role, index, error)
+            raise

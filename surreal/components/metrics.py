@@ -15,6 +15,7 @@ from surreal.components.common import Component
 from surreal.components.ports import NOTHING, receive
 from surreal.guard import PortGuard
 from surreal.rundir import read_json, write_json
+from surreal.storage_sync import track
 
 
 class MetricsSink:
@@ -43,6 +44,8 @@ class MetricsSink:
             from tensorboardX import SummaryWriter
 
             self.writer = SummaryWriter(str(run_path / "tb"))
+        for written in (run_path / "metrics.jsonl", run_path / "tb"):
+            track(written)  # a run in an object store uploads them
         previous = read_json(run_path / "status.json", {}) or {}
         self.status: dict[str, Any] = {
             "global_step": previous.get("global_step", 0),

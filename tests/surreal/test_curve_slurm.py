@@ -1,5 +1,7 @@
-"""A 2-node Slurm run with Curve on (the default there): the run trains across both nodes, and a
-caraml client without the run's keys gets nothing from its parameter server."""
+"""A 2-node Slurm run with Curve on (the default there): `surreal launch ppo --env
+gym:CartPole-v1 --backend slurm` solves CartPole (eval >= 475, the local test's goal and
+settings) with its jobs spread over both nodes and its run folder on a path every node sees, and
+a caraml client without the run's keys gets nothing from its parameter server."""
 
 from __future__ import annotations
 
@@ -15,15 +17,18 @@ import pytest
 import torch
 
 import caraml
-from tests.surreal.helpers import QUICK, describe
+from tests.surreal.helpers import describe, metric_records
+from tests.surreal.test_ppo_learns import CARTPOLE
 from tests.symphony.slurm_cluster import SlurmCluster, require_slurm
 
-pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.slurm, pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture
 def cluster(tmp_path, monkeypatch):
     require_slurm()
+    # 6 CPUs a node: the run's 9 one-CPU jobs all start (4 a node would leave one pending)
+    monkeypatch.setenv("SLURM_NODE_CPUS", "6")
     cluster = SlurmCluster(tmp_path / "cluster").start()
     monkeypatch.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
     monkeypatch.setenv("SYMPHONY_HOME", str(tmp_path / "home"))
@@ -58,10 +63,12 @@ def _answers_with_the_runs_keys(address: str, keys: Path) -> None:
         del os.environ[caraml.curve_env.ENV]
 
 
-def test_curve_slurm_run_refuses_a_client_without_the_key(cluster, tmp_path):
-    args = ["launch", "ppo", "--backend", "slurm", "--actors", "2", "--steps", "1000"]
-    args += ["--name", "curve", "--trial", "a", "--set", "actor.group_size=1", *QUICK]
-    args += ["--set", "eval.every_s=0"]  # fewer processes; the step budget ends the run
+def test_curve_slurm_run_learns_on_both_nodes_and_refuses_a_client_without_the_key(
+    cluster, tmp_path
+):
+    args = ["launch", "ppo", "--env", "gym:CartPole-v1", "--backend", "slurm", "--actors", "4"]
+    args += ["--steps", "300000", "--name", "curve", "--trial", "a"]
+    args += ["--set", "actor.group_size=1", *CARTPOLE]  # eval >= 475 ends the run
     launcher = subprocess.Popen(
         [sys.executable, "-m", "surreal", *args],
         cwd=tmp_path,
@@ -99,11 +106,18 @@ def test_curve_slurm_run_refuses_a_client_without_the_key(cluster, tmp_path):
 
         _wait("jobs on both nodes", both_nodes, deadline)
         assert len(nodes) == 2, nodes
-        out, _ = launcher.communicate(timeout=300)
+        out, _ = launcher.communicate(timeout=600)
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGINT)
             launcher.communicate(timeout=60)
     assert launcher.returncode == 0, out
     state = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
-    assert state["counters"]["global_step"] >= 1000  # actors on both nodes fed the learner
+    assert state["counters"]["global_step"] > 0  # the learner's jobs wrote to the shared folder
+    evals = [
+        (r["step"], r["value"]) for r in metric_records(run) if r["name"] == "charts/eval_return"
+    ]
+    print(f"\nSlurm PPO CartPole: evals (step, mean return): {evals[-5:]}")
+    solved = [step for step, value in evals if value >= 475]
+    assert solved, f"no evaluation reached 475 within 300k steps: {evals}"
+    assert solved[0] <= 300_000
