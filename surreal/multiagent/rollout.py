@@ -71,7 +71,9 @@ class JointRollout:
         return np.stack([self._input(obs[i], a, states[i]) for i, a in cols]).astype(np.float32)
 
     def _states(self, obs: list[dict[str, np.ndarray]]) -> list:
-        return [env.state(o) if self.central else None for env, o in zip(self.envs, obs)]
+        return [
+            env.state(o) if self.central else None for env, o in zip(self.envs, obs, strict=True)
+        ]
 
     def rollout(self) -> dict[str, Batch]:
         """One segment per policy, `rollout_length` joint steps of every env."""
@@ -100,12 +102,12 @@ class JointRollout:
             cols = self.columns(spec)
             x = self._inputs(obs, cols, states)
             action, extras = self.policies[spec.name].act(x)
-            for (i, agent), a in zip(cols, action):
+            for (i, agent), a in zip(cols, action, strict=True):
                 actions[i][agent] = a
             taken[spec.name] = (cols, x, action, extras)
         if self.pool is not None:
             self._opponents(obs, states, actions)
-        results = [env.step(a) for env, a in zip(self.envs, actions)]
+        results = [env.step(a) for env, a in zip(self.envs, actions, strict=True)]
         ended = [any(r[2].values()) or any(r[3].values()) for r in results]
         final_states = self._states([r[0] for r in results])
         for spec in self.specs:
@@ -152,7 +154,7 @@ class JointRollout:
                     by_choice.setdefault(self.opponent[i], []).append((i, agent))
         for choice, cols in by_choice.items():
             action, _ = self.pool.policy(choice, current).act(self._inputs(obs, cols, states))
-            for (i, agent), a in zip(cols, action):
+            for (i, agent), a in zip(cols, action, strict=True):
                 actions[i][agent] = a
 
     def _end_episode(self, i: int) -> None:

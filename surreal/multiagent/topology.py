@@ -14,16 +14,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from symphony import Process
 from surreal.topology import (
     PROCESS_ENV,
     LaunchPlan,
-    command,
     add_actor_groups,
+    command,
     learner_process,
     new_experiment,
     process,
 )
+from symphony import Process
 
 POLICY_ROLES = {
     "policy-buffer": "surreal.multiagent.services:buffer",
