@@ -196,3 +196,24 @@ def test_dry_run_declares_one_stream_per_policy(tmp_path):
         ["launch", "mappo", "--env", "ma:pair", "--dry-run"], tmp_path, tmp_path / "h"
     )
     assert bad.returncode != 0 and "map them to different policies" in bad.stderr
+
+
+def test_the_league_ends_the_run_when_every_policy_reached_the_budget(tmp_path):
+    from surreal.multiagent.league import progress
+    from surreal.multiagent.policy_runs import policy_run, write_policy_runs
+    from surreal.rundir import RunDir, write_json
+
+    cfg = config("ma:pair", policy_mapping=EXAMPLE_MAPPING)
+    run = RunDir(tmp_path / "run")
+    run.create(cfg, {"algo": "mappo", "env_info": {}})
+    write_policy_runs(run, cfg, policy_specs(cfg))
+    assert policy_run(run, "l").load_config().env.num_envs == 3  # 3 envs x 1 agent
+    write_json(policy_run(run, "l").status_file, {"global_step": 500, "finished": True})
+    write_json(policy_run(run, "r").status_file, {"global_step": 800})
+    # a `finished` left from before --resume with a larger budget does not end the run
+    assert progress(run, 1000) == (
+        500,
+        {"policies/l/global_step": 500.0, "policies/r/global_step": 800.0},
+        False,
+    )
+    assert progress(run, 500)[2] is True
