@@ -67,6 +67,8 @@ def plan(
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
     _check_replicas(config, algo_class)
+    if hasattr(algo_class, "check_run"):  # the whole run config, e.g. mappo: agents vs policies
+        algo_class.check_run(config)
     if not resume:
         base = Path(folder) / slug(
             name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"

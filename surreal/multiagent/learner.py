@@ -32,13 +32,12 @@ class MultiAgentPPOLearner(PPOLearner):
             raise ValueError("algo.actor_obs_dim must be >= 0 (it is set by the launcher)")
 
     @classmethod
-    def example_batch(cls, run_config: Any, env_info: EnvInfo, policy: Any) -> Any:
-        """Check the env and the agent-to-policy mapping (`policy_specs`: ValueError saying what
-        to set), then PPO's synthetic batch."""
+    def check_run(cls, run_config: Any) -> None:
+        """`surreal launch` asks before anything starts: the env is multi-agent and its agents
+        fit the policy mapping (`policy_specs`; ValueError saying what to set)."""
         from surreal.multiagent.policy_runs import policy_specs
 
         policy_specs(run_config)
-        return super().example_batch(run_config, env_info, policy)
 
     @classmethod
     def build_experiment(cls, plan: Any) -> Any:
