@@ -55,7 +55,8 @@ def main() -> None:
     "--env",
     "env_id",
     show_default=f"{EnvConfig.id}; with --resume, the run's",
-    help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5, robosuite:Lift.",
+    help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5, robosuite:Lift; multi-agent "
+    "(with mappo): pettingzoo:mpe.simple_spread_v3, ma:nim.",
 )
 @click.option(
     "--actors",
@@ -130,7 +131,7 @@ def launch(
     quiet,
     population,
 ) -> None:
-    """Train ALGO (ppo, ppo-vision, ddpg, es, or path/to/file.py:MyLearner) with actors, a
+    """Train ALGO (ppo, ppo-vision, ddpg, es, mappo, or path/to/file.py:MyLearner) with actors, a
     buffer, a learner, a parameter server, an evaluator and a metrics sink, each its own process.
 
     Before anything starts, the algorithm runs once on synthetic data in this process (the

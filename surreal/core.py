@@ -175,6 +175,11 @@ class Learner(abc.ABC):
         return None
 
     @classmethod
+    def check_run(cls, run_config: Config) -> None:
+        """Like `check_config`, over the whole run config (e.g. agents vs policies); default: accept."""
+        return None
+
+    @classmethod
     def segments_per_batch(cls, run_config: Config) -> int:
         """Segments (one actor rollout each) in one `learn` batch, from the whole run config.
 

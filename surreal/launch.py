@@ -69,6 +69,7 @@ def plan(
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
     _check_replicas(config, algo_class)
+    algo_class.check_run(config)  # the whole run config, e.g. mappo: agents vs policies
     experiment = slug(
         name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
     )

@@ -14,6 +14,7 @@ _REGISTRY: dict[str, str] = {
     "ppo-vision": "surreal.algos.ppo.vision_learner:RecurrentPPOLearner",
     "ddpg": "surreal.algos.ddpg:DDPGLearner",
     "es": "surreal.algos.es:ESLearner",
+    "mappo": "surreal.multiagent.learner:MultiAgentPPOLearner",
 }
 
 

@@ -20,6 +20,8 @@ class UnknownEnvironment(ValueError):
 _FAMILIES: dict[str, str] = {
     "gym": "surreal.envs.gym",
     "robosuite": "surreal.envs.robosuite",
+    "pettingzoo": "surreal.envs.pettingzoo",  # multi-agent (surreal.multiagent): its first agent
+    "ma": "surreal.envs.ma",
 }
 
 

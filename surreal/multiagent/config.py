@@ -1,0 +1,32 @@
+"""MultiAgentPPOConfig: PPO's settings plus the agent-to-policy mapping, centralized value and
+self-play."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from surreal.algos.ppo.config import PPOConfig
+
+
+@dataclass
+class MultiAgentPPOConfig(PPOConfig):
+    """PPO for PettingZoo-style multi-agent environments (`surreal launch mappo`)."""
+
+    policy_mapping: str = "shared"
+    """Which policy each agent runs: shared (one policy for all agents), per-agent, or
+    path/to/file.py:function (agent id -> policy name); see surreal.multiagent.mapping."""
+    central_value: bool = False
+    """MAPPO's centralized critic: the value network also sees the global state (the env's
+    state(), else every agent's observation); the policy network sees the agent's own only."""
+    self_play: bool = False
+    """Two-player self-play: one seat per env plays the learning policy, the other a pool
+    opponent; needs one policy (policy_mapping=shared) and agents with equal spaces."""
+    pool_size: int = 8
+    """Self-play: past policy versions kept as opponents."""
+    pool_every: int = 5
+    """Self-play: add the current parameters to the pool every this many versions."""
+    pool_latest: float = 0.5
+    """Self-play: probability that an episode's opponent is the current policy itself."""
+    actor_obs_dim: int = 0
+    """Set by the launcher for central_value: the size of an agent's own observation at the
+    front of the policy's input (0: the whole input)."""

@@ -1,0 +1,54 @@
+"""A policy's buffer, learner, parameter server and metrics sink: the runtime's own components,
+run on the policy's folder `RUN/policies/<P>/` with its services (`batches-P`, ...) seen under
+the runtime's names (`batches`, ...)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def alias_services(policy: str, environ: dict[str, str] | None = None) -> list[str]:
+    """Make every declared service `<base>-<policy>` reachable as `<base>` (the SYMPH_*
+    variables of `symphony.address`); returns the base names."""
+    from symphony.addresses import env_prefix
+
+    env = os.environ if environ is None else environ
+    declared = [s for s in env.get("SYMPH_SERVICES", "").split(",") if s]
+    suffix = f"-{policy}"
+    bases = [s[: -len(suffix)] for s in declared if s.endswith(suffix)]
+    for base in bases:
+        source, target = env_prefix(base + suffix), env_prefix(base)
+        for part in ("HOST", "PORT", "ADDR"):
+            if f"{source}_{part}" in env:
+                env[f"{target}_{part}"] = env[f"{source}_{part}"]
+    env["SYMPH_SERVICES"] = ",".join(declared + [b for b in bases if b not in declared])
+    return bases
+
+
+def _run(module: str, run_dir: str, index: int) -> None:
+    import importlib
+
+    alias_services(Path(run_dir).name)
+    importlib.import_module(module).main(run_dir, index)
+
+
+def buffer(run_dir: str, index: int = 0) -> None:
+    """The policy's FIFO buffer (`surreal.components.replay`)."""
+    _run("surreal.components.replay", run_dir, index)
+
+
+def learner(run_dir: str, index: int = 0) -> None:
+    """The policy's learner loop (`surreal.components.learner`): checkpoints in its folder."""
+    _run("surreal.components.learner", run_dir, index)
+
+
+def param_server(run_dir: str, index: int = 0) -> None:
+    """The policy's parameter server (`surreal.components.param_server`)."""
+    _run("surreal.components.param_server", run_dir, index)
+
+
+def metrics(run_dir: str, index: int = 0) -> None:
+    """The policy's metrics sink (`surreal.components.metrics`): metrics.jsonl, status.json
+    and TensorBoard events in its folder."""
+    _run("surreal.components.metrics", run_dir, index)
