@@ -92,9 +92,24 @@ def main() -> None:
     help="Continue the run in RUN_DIR from its checkpoint.",
 )
 @click.option(
+    "--image",
+    help="Container image of every process on compose and kube (config: run.image); "
+    "`symphony build cpu -c docker/build.yaml` makes one.",
+)
+@click.option(
+    "--option",
+    "-o",
+    "backend_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="symphony backend option, as `symphony launch -o` (e.g. -o namespace=me); "
+    "a bare -o DIR with --dry-run writes the kube manifests there.",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
-    help="Print the config and the processes; start nothing, write nothing.",
+    help="Print the config and what the backend would start (kube: the manifests, also "
+    "into -o DIR); start nothing, write nothing else.",
 )
 @click.option(
     "--quiet",
@@ -102,7 +117,20 @@ def main() -> None:
     help="Plain progress lines, at most one per 30 s, instead of the live panel on a terminal.",
 )
 def launch(
-    algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run, quiet
+    algo,
+    env_id,
+    actors,
+    backend,
+    steps,
+    folder,
+    name,
+    trial,
+    overrides,
+    resume,
+    image,
+    backend_pairs,
+    dry_run,
+    quiet,
 ) -> None:
     """Train ALGO (ppo, ppo-vision, ddpg, es, or path/to/file.py:MyLearner) with actors, a
     buffer, a learner, a parameter server, an evaluator and a metrics sink, each its own process.
@@ -132,24 +160,36 @@ def launch(
             resume=resume,
         )
         plan.backend = backend  # e.g. Curve keys on multi-node backends (surreal.curve)
+        plan.config.run.image = image or plan.config.run.image
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
     except ModuleNotFoundError as err:
         raise _missing_extra(err) from err
-    if dry_run:
-        import json
-
-        click.echo(f"# run folder: {plan.run_dir.path} (not created: --dry-run)")
-        click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
-        click.echo(launching.build_experiment(plan).to_yaml())
-        return
-    sys.exit(_run(plan, backend, quiet))
-
-
-def _run(plan, backend: str, quiet: bool) -> int:
     import symphony
-    from surreal import config_check, curve
+    from surreal import cluster_launch
+
+    try:
+        opts = cluster_launch.options(plan, backend, backend_pairs)
+        if dry_run:
+            import json
+
+            text = cluster_launch.dry_run(plan, backend, opts)
+            click.echo(f"# run folder: {plan.run_dir.path} (not created: --dry-run)")
+            click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
+            click.echo(text)
+            return
+        if backend in cluster_launch.DETACHED:
+            click.echo(cluster_launch.launch_detached(plan, backend, opts))
+            return
+    except symphony.SymphonyError as err:
+        raise _UserError(str(err)) from err
+    sys.exit(_run(plan, backend, quiet, opts))
+
+
+def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
+    import symphony
+    from surreal import config_check
     from surreal import launch as launching
     from surreal.progress import format_status, monitor
     from surreal.rundir import read_json
@@ -166,9 +206,7 @@ def _run(plan, backend: str, quiet: bool) -> int:
     )
     started = time.monotonic()
     try:
-        handle = symphony.launch(
-            launching.build_experiment(plan), backend, **curve.launch_options(plan)
-        )
+        handle = symphony.launch(launching.build_experiment(plan), backend, **opts)
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
     code, summarized = 130, False

@@ -105,6 +105,9 @@ class RunConfig:
     curve: bool | None = None
     """Encrypt and authenticate traffic between processes with CurveZMQ and keys made for this
     run (`RUN/keys/`); unset: on for slurm, compose and kube, off for local and tmux."""
+    image: str | None = None
+    """Container image of every process on compose and kube (`surreal launch --image`; made by
+    `symphony build cpu -c docker/build.yaml`); unset: the backend's default image."""
 
 
 @dataclass

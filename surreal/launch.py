@@ -151,10 +151,11 @@ def preflight(p: LaunchPlan) -> None:
 
 def build_experiment(p: LaunchPlan) -> Any:
     """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`,
-    with the run's Curve keys on every process when `surreal.curve.enabled(plan)`."""
-    from surreal import curve
+    with the run's Curve keys on every process when `surreal.curve.enabled(plan)`, and on
+    compose and kube commands that run in the image (`surreal.portable`)."""
+    from surreal import curve, portable
 
-    return curve.apply(p.algo_class.build_experiment(p), p)
+    return portable.apply(curve.apply(p.algo_class.build_experiment(p), p), p)
 
 
 def create_run(p: LaunchPlan) -> None:

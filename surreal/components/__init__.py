@@ -20,8 +20,10 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
     import importlib
     from pathlib import Path
 
+    from surreal.portable import materialize
     from surreal.rundir import RunDir
 
+    materialize(run_dir)  # compose, kube: the run's config files travel in the environment
     roles = RunDir(Path(run_dir)).algo_class().components()
     if role not in roles:
         raise ValueError(
