@@ -158,6 +158,7 @@ def launch(
             name=name,
             trial=trial,
             resume=resume,
+            backend=backend,
         )
         plan.backend = backend  # e.g. Curve keys on multi-node backends (surreal.curve)
         plan.config.run.image = image or plan.config.run.image

@@ -41,11 +41,17 @@ def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     """
     from surreal import launch as launching
     from symphony.backends import get_backend
+    from symphony.errors import SpecError
     from symphony.records import Records
 
     impl = get_backend(backend, records=Records(), **opts)
     experiment = launching.build_experiment(plan)
-    return impl.plan(experiment) if backend in IMAGE_BACKENDS else experiment.to_yaml()
+    try:
+        return impl.plan(experiment) if backend in IMAGE_BACKENDS else experiment.to_yaml()
+    except SpecError as err:
+        if str(err).startswith("group 'actors-") and "asks for" in str(err):
+            raise SpecError(f"{err} (actors: --set actor.group_size=N)") from None
+        raise
 
 
 def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
