@@ -108,6 +108,13 @@ def check_containers(objects: list[dict], tmp_path: Path) -> None:
             assert path not in seen, f"{c['name']} carries {path}"
 
 
+def test_launch_help_names_the_image_and_backend_options():
+    result = CliRunner().invoke(surreal_main, ["launch", "--help"])
+    assert result.exit_code == 0
+    assert "--image" in result.output and "symphony build" in result.output
+    assert "-o, --option KEY=VALUE" in result.output and "kube manifests" in result.output
+
+
 def test_dry_run_writes_manifests_of_a_4_actor_run(tmp_path):
     out, runs = tmp_path / "manifests", tmp_path / "runs"
     result = CliRunner().invoke(
