@@ -79,6 +79,8 @@ def apply(experiment: Any, plan: Any) -> Any:
     bundle = None if run_url(plan) else encode_bundle(plan)
     experiment.image = plan.config.run.image or experiment.image
     experiment.metadata["run_dir"] = container_run_dir(plan)
+    if bundle is not None:  # a file learner's ref: its copy in the container's run folder
+        experiment.metadata["algo"] = json.loads(run_files(plan)["run.json"])["algo"]
     for proc in experiment.processes():
         proc.command = [_portable_arg(a, host, inside) for a in proc.argv()]
         proc.env = {k: _portable_arg(v, host, inside) for k, v in proc.env.items()}

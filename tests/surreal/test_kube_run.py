@@ -134,6 +134,9 @@ def test_dry_run_writes_manifests_of_a_4_actor_run(tmp_path):
         + [f"actor-{i}" for i in range(4)]
     )
     check_containers(objects, tmp_path)
+    stored = spec_store.decode(objects[0]["metadata"]["annotations"][ANNOTATION_SPEC])
+    assert stored.metadata["run_dir"] == "/runs/ppo-cartpole-v1/t1"
+    assert not [p for p in host_paths(tmp_path) if p in json.dumps(stored.to_dict())]
     learner = next(c for c in containers(objects) if c["name"] == "learner")
     assert learner["resources"]["requests"]["memory"] == "4096Mi"
     assert "nvidia.com/gpu" not in learner["resources"].get("limits", {})
@@ -192,8 +195,10 @@ def test_the_bundle_starts_a_component_without_the_launching_machine(tmp_path, m
     learner = ROOT / "examples" / "02_custom_learner" / "a2c.py"
     plan = launching.plan(f"{learner}:A2C", actors=2, folder=str(tmp_path / "runs"))
     plan.backend, plan.config.run.image = "kube", IMAGE
-    actor = launching.build_experiment(plan).process("actor-1")
+    experiment = launching.build_experiment(plan)
+    actor = experiment.process("actor-1")
     assert actor.argv()[5] == portable.container_run_dir(plan)
+    assert experiment.metadata["algo"] == f"{portable.container_run_dir(plan)}/code/a2c.py:A2C"
 
     inside = tmp_path / "container" / "runs" / "a2c-cartpole-v1" / "t1"
     monkeypatch.chdir(tmp_path)  # the original file is not needed: the copy travels
