@@ -98,9 +98,24 @@ def main() -> None:
     help="Continue the run in RUN_DIR from its checkpoint.",
 )
 @click.option(
+    "--image",
+    help="Container image of every process on compose and kube (config: run.image); "
+    "`symphony build cpu -c docker/build.yaml` makes one.",
+)
+@click.option(
+    "--option",
+    "-o",
+    "backend_pairs",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="symphony backend option, as `symphony launch -o` (e.g. -o namespace=me); "
+    "a bare -o DIR with --dry-run writes the kube manifests there.",
+)
+@click.option(
     "--dry-run",
     is_flag=True,
-    help="Print the config and the processes; start nothing, write nothing.",
+    help="Print the config and what the backend would start (kube: the manifests, also "
+    "into -o DIR); start nothing, write nothing else.",
 )
 @click.option(
     "--quiet",
@@ -127,6 +142,8 @@ def launch(
     trial,
     overrides,
     resume,
+    image,
+    backend_pairs,
     dry_run,
     quiet,
     population,
@@ -165,8 +182,10 @@ def launch(
             name=name,
             trial=trial,
             resume=resume,
+            backend=backend,
         )
         plan.backend = backend  # e.g. Curve keys on multi-node backends (surreal.curve)
+        plan.config.run.image = image or plan.config.run.image
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
         if populated:
             from surreal.pbt.run import prepare_population
@@ -176,23 +195,38 @@ def launch(
         raise _UserError(str(err)) from err
     except ModuleNotFoundError as err:
         raise _missing_extra(err) from err
-    if dry_run:
+    if dry_run and population_plan is not None:
         import json
 
         click.echo(f"# run folder: {plan.run_dir.where} (not created: --dry-run)")
         click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
-        if population_plan is not None:
-            from surreal.pbt import build_experiment
-            from surreal.pbt.config import to_dict
+        from surreal.pbt import build_experiment
+        from surreal.pbt.config import to_dict
 
-            click.echo(json.dumps({"pbt": to_dict(population_plan.pbt)}, indent=2))
-            click.echo(build_experiment(population_plan).to_yaml())
-            return
-        click.echo(launching.build_experiment(plan).to_yaml())
+        click.echo(json.dumps({"pbt": to_dict(population_plan.pbt)}, indent=2))
+        click.echo(build_experiment(population_plan).to_yaml())
         return
     if population_plan is not None:
         sys.exit(_run_population(population_plan, backend))
-    sys.exit(_run(plan, backend, quiet))
+    import symphony
+    from surreal import cluster_launch
+
+    try:
+        opts = cluster_launch.options(plan, backend, backend_pairs)
+        if dry_run:
+            import json
+
+            text = cluster_launch.dry_run(plan, backend, opts)
+            click.echo(f"# run folder: {plan.run_dir.where} (not created: --dry-run)")
+            click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
+            click.echo(text)
+            return
+        if backend in cluster_launch.DETACHED:
+            click.echo(cluster_launch.launch_detached(plan, backend, opts))
+            return
+    except symphony.SymphonyError as err:
+        raise _UserError(str(err)) from err
+    sys.exit(_run(plan, backend, quiet, opts))
 
 
 def _population_size(n: int | None) -> int | None:
@@ -216,9 +250,9 @@ def _run_population(population_plan, backend: str) -> int:
         raise _UserError(str(err)) from err
 
 
-def _run(plan, backend: str, quiet: bool) -> int:
+def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
     import symphony
-    from surreal import config_check, curve
+    from surreal import config_check
     from surreal import launch as launching
     from surreal.progress import format_status, monitor
     from surreal.rundir import read_json
@@ -241,9 +275,7 @@ def _run(plan, backend: str, quiet: bool) -> int:
     )
     started = time.monotonic()
     try:
-        handle = symphony.launch(
-            launching.build_experiment(plan), backend, **curve.launch_options(plan)
-        )
+        handle = symphony.launch(launching.build_experiment(plan), backend, **opts)
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
     code, summarized = 130, False

@@ -115,6 +115,9 @@ class RunConfig:
     """Weights & Biases logging from the metrics process: online, offline or disabled."""
     wandb_project: str = "surreal"
     """The W&B project (the group is the experiment, the run name experiment/trial)."""
+    image: str | None = None
+    """Container image of every process on compose and kube (`surreal launch --image`; made by
+    `symphony build cpu -c docker/build.yaml`); unset: the backend's default image."""
 
 
 @dataclass

@@ -8,6 +8,7 @@ from typing import Any
 from surreal import config as config_io
 from surreal import config_check
 from surreal.config import Config, ConfigError
+from surreal.portable import IMAGE_BACKENDS
 from surreal.rundir import RunDir, slug, write_json
 from surreal.topology import LaunchPlan
 
@@ -25,6 +26,7 @@ def plan(
     name: str | None = None,
     trial: str | None = None,
     resume: str | None = None,
+    backend: str = "local",
 ) -> LaunchPlan:
     """Resolve the algorithm, build and check the config and the environment, pick the run folder.
 
@@ -63,7 +65,7 @@ def plan(
     if steps is not None:
         config.run.steps = steps
     config_io.apply_overrides(config, list(overrides))
-    _check(config)
+    _check(config, gpus_here=backend not in IMAGE_BACKENDS)
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
@@ -84,7 +86,7 @@ def plan(
                 f"--resume {run_dir.path}"
             )
     exp_name = slug(f"{run_dir.path.parent.name}-{run_dir.path.name}")[:63].strip("-")
-    return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume))
+    return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume), backend)
 
 
 def _absolute_ref(ref: str) -> str:
@@ -101,8 +103,9 @@ def _next_trial(base: Path) -> str:
     return f"t{i}"
 
 
-def _check(config: Config) -> None:
-    """Values the types alone do not rule out."""
+def _check(config: Config, gpus_here: bool = True) -> None:
+    """Values the types alone do not rule out (`gpus_here`: the learner runs on this machine,
+    so `run.device` must name a GPU it has; on compose and kube only its spelling counts)."""
     positive = {
         "run.actors": config.run.actors,
         "run.steps": config.run.steps,
@@ -121,7 +124,8 @@ def _check(config: Config) -> None:
         raise ConfigError("run.torch_threads must be >= 0 (0: what the learner's CPUs allow)")
     from surreal.device import check_device
 
-    check_device(config.run.device)  # a GPU asked for but not there: a usage error, here
+    # a GPU asked for but not there: a usage error, here (the cluster's GPUs: only the spelling)
+    check_device(config.run.device, cuda_count=None if gpus_here else 1 << 16)
     from surreal import monitoring
 
     monitoring.check(config)  # run.wandb without wandb installed: a usage error, here
@@ -153,17 +157,23 @@ def _check_replicas(config: Config, algo_class: type) -> None:
 def preflight(p: LaunchPlan) -> None:
     """Run the algorithm once on synthetic data here, before anything starts
     (`surreal.preflight.check_algorithm`); raises PreflightError (a ValueError) saying where."""
+    import dataclasses
+
     from surreal.preflight import check_algorithm
 
-    check_algorithm(p.algo_class, p.config, p.env_info)
+    config = p.config
+    if p.backend in IMAGE_BACKENDS:  # the learner's device is the cluster's: check on the CPU
+        config = dataclasses.replace(config, run=dataclasses.replace(config.run, device="cpu"))
+    check_algorithm(p.algo_class, config, p.env_info)
 
 
 def build_experiment(p: LaunchPlan) -> Any:
     """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`,
-    with the run's Curve keys on every process when `surreal.curve.enabled(plan)`."""
-    from surreal import curve
+    with the run's Curve keys on every process when `surreal.curve.enabled(plan)`, and on
+    compose and kube commands that run in the image (`surreal.portable`)."""
+    from surreal import curve, portable
 
-    return curve.apply(p.algo_class.build_experiment(p), p)
+    return portable.apply(curve.apply(p.algo_class.build_experiment(p), p), p)
 
 
 def create_run(p: LaunchPlan) -> None:

@@ -83,6 +83,7 @@ def process_env(
     process: Process,
     endpoints: Mapping[str, Address | tuple[str, int]],
     bind_host: str = "*",
+    group: str | None = None,
 ) -> dict[str, str]:
     """Every variable symphony sets for one process (its own `env` entries come last and win).
 
@@ -91,11 +92,12 @@ def process_env(
         process: one of its processes.
         endpoints: every bound service -> Address or (host, port).
         bind_host: what `Address.bind_tcp` binds on ("127.0.0.1" for local backends, "*" else).
+        group: the process's group when the caller knows it (saves a search of the experiment).
     """
     env = {
         "SYMPH_EXPERIMENT": experiment.name,
         "SYMPH_PROCESS": process.name,
-        "SYMPH_GROUP": experiment.group_of(process.name),
+        "SYMPH_GROUP": group or experiment.group_of(process.name),
         "SYMPH_SERVICES": ",".join(process.services()),
         "SYMPH_BIND_HOST": bind_host,
     }

@@ -70,7 +70,7 @@ def main() -> None:
     """
 
 
-def _backend_options(name: str, pairs: tuple[str, ...] = ()) -> dict[str, Any]:
+def backend_options(name: str, pairs: tuple[str, ...] = ()) -> dict[str, Any]:
     """Options for backend `name`: the config file's `backend_options.<name>`, then -o KEY=VALUE."""
     options = dict((load_config().get("backend_options") or {}).get(name) or {})
     for pair in pairs:
@@ -96,7 +96,7 @@ def _option_value(text: str) -> Any:
 
 
 def _backend(name: str, records: Records) -> Backend:
-    return _checked_backend(name, records, _backend_options(name))
+    return _checked_backend(name, records, backend_options(name))
 
 
 @main.command()
@@ -151,8 +151,8 @@ def launch(
     from symphony.loader import load_experiment
 
     backend = backend or load_config().get("backend") or "local"
-    backend_options = _backend_options(backend, options)
-    checked = _checked_backend(backend, Records(), backend_options)  # (nothing written yet)
+    opts = backend_options(backend, options)
+    checked = _checked_backend(backend, Records(), opts)  # (nothing written yet)
     if backend_class(backend).in_process and detach:
         raise click.UsageError(f"the {backend} backend runs inside this command; drop --detach")
     experiment = load_experiment(file)
@@ -171,7 +171,7 @@ def launch(
         detach=detach,
         launch_command=sys.argv,
         output=None if detach or no_logs else sys.stdout,
-        **backend_options,
+        **opts,
     )
     if detach:
         click.echo(
@@ -203,7 +203,7 @@ def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
     rows = []
     for name in names:
         try:
-            rows += get_backend(name, records=records, **_backend_options(name)).list()
+            rows += get_backend(name, records=records, **backend_options(name)).list()
         except SymphonyError as err:
             click.echo(f"warning: cannot list {name} experiments: {err}", err=True)
     rows = [

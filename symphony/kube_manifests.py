@@ -40,9 +40,10 @@ import re
 from dataclasses import dataclass, field
 
 from cloudwise.spec import ClusterSpec
-from symphony import scrape
+from symphony import scrape, spec_store
 from symphony.addresses import Address, env_prefix, fixed_endpoints, process_env
 from symphony.errors import SpecError
+from symphony.kube_resources import check_fits, quantity_gb, resources
 from symphony.placement import pod_placement
 from symphony.spec import Experiment, Process, ProcessGroup
 
@@ -56,6 +57,7 @@ MANAGER = "symphony"
 SECRETS_ROOT = "/var/run/secrets/symphony"
 RUN_AS = 1000
 NETWORK_POLICY = "symphony-experiment-only"
+RUN_VOLUME = "run-storage"
 
 
 @dataclass
@@ -73,6 +75,10 @@ class RenderOptions:
         base_port: first service port (ports follow declaration order).
         team: run inside the existing namespace `namespace` beside other experiments (see the
             module docstring); objects are then prefixed with the experiment name.
+        volume: a PersistentVolumeClaim (in the experiment's namespace; ReadWriteMany for pods
+            on several nodes) mounted read-write at `volume_path` in every container.
+        volume_path: where every container mounts the run storage: the `volume` claim, or
+            without one a scratch volume of its pod (emptyDir); None: no run storage.
     """
 
     owner: str = "unknown"
@@ -83,6 +89,8 @@ class RenderOptions:
     shm_gb: float | None = None
     base_port: int = 7000
     team: bool = False
+    volume: str | None = None
+    volume_path: str | None = None
 
 
 def label_value(text: str) -> str:
@@ -203,7 +211,8 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
     """Every object of `experiment`, in apply order (Namespace first).
 
     Raises:
-        SpecError: the experiment is invalid, or a process has no image.
+        SpecError: the experiment is invalid, a process has no image, or (with a cluster spec) a
+            group asks for more than one node of its pool leaves (`kube_resources.check_fits`).
     """
     options = options or RenderOptions()
     experiment.validate()
@@ -214,6 +223,7 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
     objects += network_policies(experiment, ns, labels, eps, options)
     objects += services(experiment, ns, labels, eps, options)
     for group in experiment.groups():
+        check_fits(group.name, group.processes, group.node_pool(), options.cluster)
         parts = workload_parts(group)
         for part in parts:
             objects.append(workload(experiment, part, ns, labels, eps, options, len(parts) > 1))
@@ -221,18 +231,19 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
 
 
 def namespace(experiment: Experiment, options: RenderOptions) -> dict:
-    """The Namespace: experiment and owner labels, Pod Security `restricted`, the spec annotated."""
+    """The Namespace: experiment and owner labels, Pod Security `restricted`, the spec annotated
+    (compact: `symphony.spec_store`)."""
     labels = _labels(experiment, options)
     labels["pod-security.kubernetes.io/enforce"] = "restricted"
     meta = _meta(namespace_of(experiment, options), None, labels)
-    meta["annotations"] = {ANNOTATION_SPEC: experiment.to_yaml()}
+    meta["annotations"] = {ANNOTATION_SPEC: spec_store.encode(experiment)}
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": meta}
 
 
 def marker(experiment: Experiment, options: RenderOptions) -> dict:
     """Team mode: the ConfigMap that marks the experiment in the shared namespace."""
     meta = _meta(marker_name(experiment), options.namespace, _labels(experiment, options))
-    meta["annotations"] = {ANNOTATION_SPEC: experiment.to_yaml()}
+    meta["annotations"] = {ANNOTATION_SPEC: spec_store.encode(experiment)}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {}}
 
 
@@ -303,6 +314,8 @@ def services(
     ranges = options.cluster.load_balancer_source_ranges if options.cluster else []
     objects = []
     for proc in experiment.processes():
+        if not proc.bound:
+            continue
         part = part_of(experiment, proc.name)
         group = part.group
         for svc in proc.bound:
@@ -390,23 +403,26 @@ def pod_spec(
     """One pod for a group (or part of one): a container per process, /dev/shm, secrets, placement."""
     if isinstance(group, WorkloadPart):
         whole = next(g for g in experiment.groups() if g.name == group.group)
-        pool = whole.node_pool()
+        pool, group_name = whole.node_pool(), group.group
     else:
-        pool = group.node_pool()
+        pool, group_name = group.node_pool(), group.name
     gpus = sum(p.resources.gpu for p in group.processes)
     placement = pod_placement(pool, gpus, options.cluster)
     memory = sum(p.resources.memory_gb or 0 for p in group.processes)
     shm_gb = options.shm_gb if options.shm_gb is not None else (memory or None)
     shm: dict = {"medium": "Memory"}
     if shm_gb:
-        shm["sizeLimit"] = _quantity_gb(shm_gb)
+        shm["sizeLimit"] = quantity_gb(shm_gb)
     volumes = [{"name": "dshm", "emptyDir": shm}]
+    if options.volume_path:
+        storage = {"persistentVolumeClaim": {"claimName": options.volume}} if options.volume else {}
+        volumes.append({"name": RUN_VOLUME, **(storage or {"emptyDir": {}})})
     for name in sorted({s for p in group.processes for s in secrets_of(p, options)}):
         volumes.append(
             {"name": f"secret-{name}"[:63], "secret": {"secretName": name, "defaultMode": 0o440}}
         )
     spec = {
-        "containers": [container(experiment, p, eps, options) for p in group.processes],
+        "containers": [container(experiment, p, eps, options, group_name) for p in group.processes],
         "volumes": volumes,
         "enableServiceLinks": False,
         "automountServiceAccountToken": False,
@@ -427,17 +443,23 @@ def pod_spec(
 
 
 def container(
-    experiment: Experiment, proc: Process, eps: dict[str, Address], options: RenderOptions
+    experiment: Experiment,
+    proc: Process,
+    eps: dict[str, Address],
+    options: RenderOptions,
+    group: str | None = None,
 ) -> dict:
-    """The container that runs one process, with its SYMPH_* env and resources."""
+    """The container that runs one process (of `group`), with its SYMPH_* env and resources."""
     image = proc.image or experiment.image or options.image
     if not image:
         raise SpecError(
             f"process {proc.name!r} has no container image; set Experiment(image=...) or "
             "Process(image=...), or pass --image (config: kube.image, env SYMPHONY_KUBE_IMAGE)"
         )
-    env = process_env(experiment, proc, eps, bind_host="*")
+    env = process_env(experiment, proc, eps, bind_host="*", group=group)
     mounts = [{"name": "dshm", "mountPath": "/dev/shm"}]
+    if options.volume_path:
+        mounts.append({"name": RUN_VOLUME, "mountPath": options.volume_path})
     for name in secrets_of(proc, options):
         path = f"{SECRETS_ROOT}/{name}"
         env[f"{env_prefix('secret-' + name)}_DIR"] = path
@@ -460,32 +482,4 @@ def container(
     ports = [{"containerPort": eps[s].port, "protocol": "TCP"} for s in proc.bound]
     if ports:
         out["ports"] = ports
-    return out
-
-
-def _quantity_gb(gb: float) -> str:
-    return f"{int(round(gb * 1024))}Mi"
-
-
-def _quantity_cpu(cpu: float) -> str:
-    millis = int(round(cpu * 1000))
-    return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
-
-
-def resources(proc: Process) -> dict:
-    """Requests (cpu, memory) and limits (memory, `nvidia.com/gpu`) for one process.
-
-    CPU has no limit (throttling a learner or replay server only slows it); memory's limit equals
-    its request so the scheduler's view holds; GPUs are whole devices in limits.
-    """
-    res = proc.resources
-    requests = {"cpu": _quantity_cpu(res.cpu)}
-    limits: dict[str, str] = {}
-    if res.memory_gb:
-        requests["memory"] = limits["memory"] = _quantity_gb(res.memory_gb)
-    if res.gpu:
-        limits["nvidia.com/gpu"] = str(res.gpu)
-    out: dict = {"requests": requests}
-    if limits:
-        out["limits"] = limits
     return out

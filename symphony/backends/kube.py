@@ -19,6 +19,7 @@ from typing import Any
 
 import yaml
 
+from symphony import spec_store
 from symphony.backends import kube_team
 from symphony.backends.base import (
     ALIVE_STATES,
@@ -105,6 +106,8 @@ class KubeBackend(Backend):
             cluster=cluster,
             secrets=self.config.secrets,
             shm_gb=self.config.shm_gb,
+            volume=self.config.volume,
+            volume_path=self.config.volume_path,
         )
 
     def manifests(self, experiment: Experiment) -> list[dict]:
@@ -418,10 +421,10 @@ def _taken(ns: str, experiment: str, existing: Any) -> LaunchRefused:
 
 
 def _groups_from_spec(text: str | None) -> dict[str, list[str]]:
-    """Group name -> process names, from a spec's YAML text ({} when there is none)."""
-    if not text:
+    """Group name -> process names, from a stored spec (`symphony.spec_store`; {} for none)."""
+    exp = spec_store.decode(text)
+    if exp is None:
         return {}
-    exp = Experiment.from_yaml(text)
     return {g.name: [p.name for p in g.processes] for g in exp.groups()}
 
 

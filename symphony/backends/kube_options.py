@@ -40,6 +40,10 @@ class KubeOptions:
             namespace (the values pass through memory only, never through a manifest).
         secret_files: secret name -> local file (or folder): launch creates the Secret from it.
         shm_gb: /dev/shm size limit per pod (default: the pod's memory request).
+        volume: a PersistentVolumeClaim in the experiment's namespace, mounted read-write at
+            `volume_path` in every container (the run storage every pod shares).
+        volume_path: where every container mounts the run storage (the `volume` claim, else a
+            scratch volume of its pod); default none (`surreal launch` uses /runs).
         delete_wait_s: how long `delete` waits for the namespace to be gone.
         poll_s: seconds between status polls of an attached launch and of `delete`.
     """
@@ -56,6 +60,8 @@ class KubeOptions:
     secrets_namespace: str = "symphony-secrets"
     secret_files: dict[str, str] = field(default_factory=dict)
     shm_gb: float | None = None
+    volume: str | None = None
+    volume_path: str | None = None
     delete_wait_s: float = 300.0
     poll_s: float = 2.0
 
@@ -97,6 +103,10 @@ def resolve(options: dict[str, Any]) -> KubeOptions:
     if unknown:
         raise BackendError(
             f"unknown kube option(s) {unknown}; the kube backend accepts: {', '.join(_KNOWN)}"
+        )
+    if merged.get("volume") and not merged.get("volume_path"):
+        raise BackendError(
+            f"volume={merged['volume']} needs volume_path=PATH, where the containers mount it"
         )
     for key in ("cluster_spec", "kubeconfig", "output"):
         if merged.get(key):

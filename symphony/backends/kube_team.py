@@ -20,6 +20,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from symphony import spec_store
 from symphony.backends.base import ExperimentSummary, overall_status
 from symphony.backends.kube_status import process_statuses
 from symphony.errors import BackendError, LaunchRefused
@@ -30,7 +31,6 @@ from symphony.kube_manifests import (
     LABEL_OWNER,
     MANAGER,
 )
-from symphony.spec import Experiment
 
 
 def selector(experiment: str) -> str:
@@ -124,7 +124,7 @@ def summaries(api: Any, ns: str, backend: str, skip: set[str]) -> list[Experimen
 
 
 def _groups(text: str | None) -> dict[str, list[str]]:
-    if not text:
+    exp = spec_store.decode(text)
+    if exp is None:
         return {}
-    exp = Experiment.from_yaml(text)
     return {g.name: [p.name for p in g.processes] for g in exp.groups()}

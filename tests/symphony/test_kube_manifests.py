@@ -14,6 +14,7 @@ import yaml
 
 from cloudwise import labels as cw
 from cloudwise.spec import ClusterSpec
+from symphony import spec_store
 from symphony.addresses import env_prefix
 from symphony.kube_manifests import LABEL_EXPERIMENT, LABEL_OWNER, RenderOptions, render
 from symphony.spec import Experiment, Process
@@ -236,7 +237,7 @@ def test_namespace_is_labelled_with_experiment_and_owner(example):
     assert ns["metadata"]["labels"][LABEL_EXPERIMENT] == exp.name
     assert ns["metadata"]["labels"][LABEL_OWNER] == "alice"
     assert (
-        Experiment.from_yaml(ns["metadata"]["annotations"]["symphony.io/spec"]).to_dict()
+        spec_store.decode(ns["metadata"]["annotations"]["symphony.io/spec"]).to_dict()
         == exp.to_dict()
     )
     assert all(o["metadata"]["namespace"] == ns["metadata"]["name"] for o in objects[1:])
