@@ -104,7 +104,7 @@ def main() -> None:
 def launch(
     algo, env_id, actors, backend, steps, folder, name, trial, overrides, resume, dry_run, quiet
 ) -> None:
-    """Train ALGO (ppo, ppo-vision, ddpg, es, or path/to/file.py:MyLearner) with actors, a
+    """Train ALGO (ppo, ppo-vision, ddpg, td3, es, or path/to/file.py:MyLearner) with actors, a
     buffer, a learner, a parameter server, an evaluator and a metrics sink, each its own process.
 
     Before anything starts, the algorithm runs once on synthetic data in this process (the
@@ -141,10 +141,18 @@ def launch(
         import json
 
         click.echo(f"# run folder: {plan.run_dir.path} (not created: --dry-run)")
+        click.echo(f"# {_family_line(plan)}")
         click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
         click.echo(launching.build_experiment(plan).to_yaml())
         return
     sys.exit(_run(plan, backend, quiet))
+
+
+def _family_line(plan) -> str:
+    """`task family: classic (algo.norm_obs=False; ...)`: the defaults `surreal launch` chose."""
+    from surreal.algos.families import describe, family_defaults
+
+    return describe(*family_defaults(plan.config))
 
 
 def _run(plan, backend: str, quiet: bool) -> int:
@@ -164,6 +172,8 @@ def _run(plan, backend: str, quiet: bool) -> int:
         f"run folder: {plan.run_dir.path}  (experiment {plan.experiment_name}, "
         f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})"
     )
+    if not plan.resume:
+        click.echo(_family_line(plan))
     started = time.monotonic()
     try:
         handle = symphony.launch(

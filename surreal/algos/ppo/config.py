@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from surreal.core import LearnerConfig
 
@@ -64,6 +65,29 @@ class PPOConfig(LearnerConfig):
     bptt_length: int = 0
     """ppo-vision: backpropagate through sub-trajectories of this many steps (0: whole segment)."""
 
+    @classmethod
+    def family_defaults(cls, family: str) -> dict[str, Any]:
+        """Settings `surreal launch` applies for a task family before the user's `--set`
+        (`surreal.algos.families`; measured in docs/learning.md).
+
+        classic (CartPole, Acrobot, ...): no observation normalization (the running statistics
+        narrow as the pole is balanced, and normalized inputs clipped at 10 std made the return
+        fall), an entropy bonus of 0.01 and, with 4 actors x 8 envs, 512-step batches in four
+        minibatches of 128 as in CleanRL's ppo.py (16-step segments). mujoco: CleanRL's
+        ppo_continuous_action (10 epochs x 32 minibatches, observation and reward normalization).
+        robosuite: the defaults above (nothing measured here to choose better ones).
+        """
+        if family == "classic":
+            return {"algo.norm_obs": False, "algo.ent_coef": 0.01, "actor.rollout_length": 16}
+        if family == "mujoco":
+            return {
+                "algo.norm_obs": True,
+                "algo.update_epochs": 10,
+                "algo.num_minibatches": 32,
+                "env.normalize_reward": True,
+            }
+        return {}
+
 
 @dataclass
 class VisionPPOConfig(PPOConfig):
@@ -73,3 +97,8 @@ class VisionPPOConfig(PPOConfig):
 
     network: str = "conv_lstm"
     """'conv_lstm', the only model of ppo-vision."""
+
+    @classmethod
+    def family_defaults(cls, family: str) -> dict[str, Any]:
+        """None: ppo-vision keeps its own defaults for every family."""
+        return {}
