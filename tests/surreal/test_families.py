@@ -29,16 +29,16 @@ def test_launch_applies_the_family_defaults_and_the_users_settings_win(tmp_path)
     from surreal.launch import plan
 
     p = plan("ppo", env="gym:CartPole-v1", folder=str(tmp_path))
-    assert p.config.algo.norm_obs is False and p.config.algo.ent_coef == 0.01
-    assert p.config.actor.rollout_length == 16
+    assert p.config.algo.norm_obs is False and p.config.algo.update_epochs == 20
+    assert (p.config.algo.lr, p.config.algo.gamma, p.config.algo.gae_lambda) == (1e-3, 0.98, 0.8)
     mine = plan(
         "ppo",
         env="gym:CartPole-v1",
         folder=str(tmp_path),
-        overrides=("algo.norm_obs=true", "actor.rollout_length=32"),
+        overrides=("algo.norm_obs=true", "algo.lr=3e-4"),
     )
-    assert mine.config.algo.norm_obs is True and mine.config.actor.rollout_length == 32
-    assert mine.config.algo.ent_coef == 0.01  # what the user did not set keeps the family's
+    assert mine.config.algo.norm_obs is True and mine.config.algo.lr == 3e-4
+    assert mine.config.algo.gamma == 0.98  # what the user did not set keeps the family's
     td3 = plan("td3", env="gym:HalfCheetah-v5", folder=str(tmp_path))
     assert td3.config.algo.lr == 3e-4 and td3.config.algo.replay_start == 10_000
     assert td3.config.algo.twin_critics is True
