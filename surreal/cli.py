@@ -148,8 +148,9 @@ def launch(
     quiet,
     population,
 ) -> None:
-    """Train ALGO (ppo, ppo-vision, ddpg, es, mappo, or path/to/file.py:MyLearner) with actors, a
-    buffer, a learner, a parameter server, an evaluator and a metrics sink, each its own process.
+    """Train ALGO (ppo, ppo-vision, ddpg, td3, es, mappo, or path/to/file.py:MyLearner) with
+    actors, a buffer, a learner, a parameter server, an evaluator and a metrics sink, each its
+    own process.
 
     Before anything starts, the algorithm runs once on synthetic data in this process (the
     launch check); a failure is reported with its file:line and nothing is written.
@@ -199,6 +200,7 @@ def launch(
         import json
 
         click.echo(f"# run folder: {plan.run_dir.where} (not created: --dry-run)")
+        click.echo(f"# {_family_line(plan)}")
         click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
         from surreal.pbt import build_experiment
         from surreal.pbt.config import to_dict
@@ -218,6 +220,7 @@ def launch(
 
             text = cluster_launch.dry_run(plan, backend, opts)
             click.echo(f"# run folder: {plan.run_dir.where} (not created: --dry-run)")
+            click.echo(f"# {_family_line(plan)}")
             click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
             click.echo(text)
             return
@@ -250,6 +253,13 @@ def _run_population(population_plan, backend: str) -> int:
         raise _UserError(str(err)) from err
 
 
+def _family_line(plan) -> str:
+    """`task family: classic (algo.norm_obs=False; ...)`: the defaults `surreal launch` chose."""
+    from surreal.algos.families import describe, family_defaults
+
+    return describe(*family_defaults(plan.config))
+
+
 def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
     import symphony
     from surreal import config_check
@@ -273,6 +283,8 @@ def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
         f"run folder: {plan.run_dir.where}  (experiment {plan.experiment_name}, "
         f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})"
     )
+    if not plan.resume:
+        click.echo(_family_line(plan))
     started = time.monotonic()
     try:
         handle = symphony.launch(launching.build_experiment(plan), backend, **opts)

@@ -13,6 +13,7 @@ _REGISTRY: dict[str, str] = {
     "ppo": "surreal.algos.ppo:PPOLearner",
     "ppo-vision": "surreal.algos.ppo.vision_learner:RecurrentPPOLearner",
     "ddpg": "surreal.algos.ddpg:DDPGLearner",
+    "td3": "surreal.algos.ddpg.td3:TD3Learner",
     "es": "surreal.algos.es:ESLearner",
     "mappo": "surreal.multiagent.learner:MultiAgentPPOLearner",
 }

@@ -67,6 +67,43 @@ def test_dry_run_shows_k_replay_shards_and_k_parameter_servers_behind_proxies(tm
     assert not (tmp_path / "runs").exists()  # --dry-run writes nothing
 
 
+@pytest.mark.timeout(300)
+def test_td3_is_ddpg_with_the_td3_options_and_user_settings_still_win(tmp_path):
+    import json
+
+    args = ["launch", "td3", "--env", "gym:Pendulum-v1", "--dry-run", "--set", "algo.actor_delay=3"]
+    result = surreal_cli(args, tmp_path, tmp_path / "home")
+    assert result.returncode == 0, result.stderr
+    assert "# task family: classic" in result.stdout
+    text = result.stdout.split("\n", 2)[2]  # after the two comment lines: the config
+    algo = json.JSONDecoder().raw_decode(text)[0]["algo"]
+    assert (algo["twin_critics"], algo["policy_smoothing"]) == (True, 0.2)  # TD3's options
+    assert algo["actor_delay"] == 3  # the user's --set wins over TD3's 2
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_td3_reaches_minus_200_on_pendulum_within_15k_env_steps_and_stops_there(tmp_path):
+    started = time.monotonic()
+    result = surreal_cli(
+        ["launch", "td3", "--env", "gym:Pendulum-v1", "--steps", "15000", "--name", "td3"]
+        + ["--trial", "a", "--quiet", "--set", "run.stop_at_return=-200"],
+        tmp_path,
+        tmp_path / "home",
+        timeout=560,
+    )
+    wall = time.monotonic() - started
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    st = status(tmp_path / "runs" / "td3" / "a")
+    print(
+        f"TD3 Pendulum-v1: best eval {st['best_eval_return']:.1f} at env step "
+        f"{st.get('eval_step')} (stored {st['global_step']}), wall {wall:.0f} s"
+    )
+    assert st["best_eval_return"] >= -200
+    assert st["global_step"] < 15000  # stopped at the goal, before the budget
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_ddpg_reaches_minus_200_on_pendulum_within_30k_env_steps(tmp_path):

@@ -264,7 +264,9 @@ def test_population_experiment_names_every_members_processes_and_services(tmp_pa
             assert f"{m}-{role}" in names
     assert "population-manager" in names and len(names) == 3 * 7 + 1
     learner = exp.process("m1-learner")
-    assert learner.bound == ["m1-params-pub"] and learner.connected == ["m1-batches", "m1-metrics"]
+    # its /metrics port (surreal.monitoring) is prefixed like every service of the member
+    assert set(learner.bound) == {"m1-params-pub", "m1-prom-learner"}
+    assert learner.connected == ["m1-batches", "m1-metrics"]
     assert learner.env["SURREAL_SERVICE_PREFIX"] == "m1-" and learner.restart.mode == "on-failure"
     assert str(tmp_path) in learner.command[-3]  # its own run folder: RUN/m1
     assert [m.config.algo.lr for m in pp.members] == [3e-4, 3e-4, 1e-6]

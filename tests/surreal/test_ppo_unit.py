@@ -69,6 +69,17 @@ def test_lr_anneals_with_progress():
     assert learner.learn(fake_segment_batch(info))["charts/learning_rate"] == pytest.approx(2.5e-4)
 
 
+def test_the_surrogate_clip_anneals_with_progress_only_when_asked():
+    info = env_info("gym:CartPole-v1")
+    fixed = PPOLearner(PPOConfig(update_epochs=1, num_minibatches=2), info)
+    annealed = PPOLearner(PPOConfig(update_epochs=1, num_minibatches=2, anneal_clip=True), info)
+    for learner in (fixed, annealed):
+        learner.progress = 0.75
+        learner.learn(fake_segment_batch(info))
+    assert fixed.clip_coef == pytest.approx(0.2)
+    assert annealed.clip_coef == pytest.approx(0.05)
+
+
 def test_params_give_the_policy_the_learners_behaviour():
     info = env_info("gym:CartPole-v1")
     config = PPOConfig()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from surreal.core import LearnerConfig
 
@@ -77,6 +78,16 @@ class DDPGConfig(LearnerConfig):
             if getattr(self, name) < 1:
                 raise ValueError(f"algo.{name}={getattr(self, name)}; it must be >= 1")
         self.hidden = tuple(int(h) for h in self.hidden)
+
+    @classmethod
+    def family_defaults(cls, family: str) -> dict[str, Any]:
+        """Settings `surreal launch` applies for a task family before the user's `--set`
+        (`surreal.algos.families`): on mujoco tasks CleanRL's TD3/DDPG learning rate 3e-4 and
+        a longer random warm-up (10k transitions); classic tasks keep the defaults above
+        (Pendulum learns in a few thousand steps with them); robosuite: not measured, none."""
+        if family == "mujoco":
+            return {"algo.lr": 3e-4, "algo.replay_start": 10_000}
+        return {}
 
     @classmethod
     def td3(cls, **overrides: object) -> DDPGConfig:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from surreal.core import LearnerConfig
 
@@ -32,6 +33,9 @@ class PPOConfig(LearnerConfig):
     """'clip' (clipped surrogate) or 'kl' (adaptive KL penalty, the original PPO's variant)."""
     clip_coef: float = 0.2
     """Surrogate clipping coefficient."""
+    anneal_clip: bool = False
+    """Anneal the surrogate's clip range linearly to 0 over run.steps, as the SB3 zoo's tuned
+    CartPole PPO does (the value clip keeps clip_coef)."""
     kl_coef: float = 1.0
     """Initial KL penalty coefficient (loss='kl'); adapted towards kl_target after each batch."""
     clip_vloss: bool = True
@@ -64,6 +68,39 @@ class PPOConfig(LearnerConfig):
     bptt_length: int = 0
     """ppo-vision: backpropagate through sub-trajectories of this many steps (0: whole segment)."""
 
+    @classmethod
+    def family_defaults(cls, family: str) -> dict[str, Any]:
+        """Settings `surreal launch` applies for a task family before the user's `--set`
+        (`surreal.algos.families`; measured in docs/learning.md).
+
+        classic (CartPole, Acrobot, ...): no observation normalization (the running statistics
+        narrow as the pole is balanced, and normalized inputs clipped at 10 std made the return
+        fall), and the SB3 zoo's tuned CartPole PPO otherwise: lr 1e-3 and the surrogate's clip
+        range both annealed to 0 (a solved policy drifted off 500 late in a run without the
+        clip annealing), gamma 0.98,
+        GAE lambda 0.8, 20 epochs (with 4 actors x 8 envs x 32 steps and 4 minibatches of 256,
+        as many gradient steps per sample as the zoo's 8 x 32 batches of 256). mujoco: CleanRL's
+        ppo_continuous_action (10 epochs x 32 minibatches, observation and reward normalization).
+        robosuite: the defaults above (nothing measured here to choose better ones).
+        """
+        if family == "classic":
+            return {
+                "algo.norm_obs": False,
+                "algo.lr": 1e-3,
+                "algo.gamma": 0.98,
+                "algo.gae_lambda": 0.8,
+                "algo.update_epochs": 20,
+                "algo.anneal_clip": True,
+            }
+        if family == "mujoco":
+            return {
+                "algo.norm_obs": True,
+                "algo.update_epochs": 10,
+                "algo.num_minibatches": 32,
+                "env.normalize_reward": True,
+            }
+        return {}
+
 
 @dataclass
 class VisionPPOConfig(PPOConfig):
@@ -73,3 +110,8 @@ class VisionPPOConfig(PPOConfig):
 
     network: str = "conv_lstm"
     """'conv_lstm', the only model of ppo-vision."""
+
+    @classmethod
+    def family_defaults(cls, family: str) -> dict[str, Any]:
+        """None: ppo-vision keeps its own defaults for every family."""
+        return {}

@@ -43,6 +43,7 @@ class PPOLearner(Learner):
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
         self.normalizer = RunningNormalizer(env_info.obs_shape) if config.norm_obs else None
         self.kl_coef = config.kl_coef
+        self.clip_coef = config.clip_coef  # annealed in learn() with algo.anneal_clip
         self.iterations = 0
 
     @classmethod
@@ -90,6 +91,7 @@ class PPOLearner(Learner):
         cfg = self.config
         if cfg.anneal_lr:
             self.optimizer.param_groups[0]["lr"] = max(1.0 - self.progress, 0.0) * cfg.lr
+        self.clip_coef = cfg.clip_coef * (max(1.0 - self.progress, 0.0) if cfg.anneal_clip else 1.0)
         keys = ("obs", "reward", "value", "terminated", "truncated", "final_value", "action")
         arrays = {k: _time_major(batch[k]) for k in (*keys, "logprob")}
         raw_obs = arrays["obs"]
@@ -151,6 +153,7 @@ class PPOLearner(Learner):
             entropy(dist),
             self.config,
             self.kl_coef,
+            self.clip_coef,
         )
 
     def _epochs(self, size: int, minibatch_loss: MinibatchLoss) -> dict[str, float]:

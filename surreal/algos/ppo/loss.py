@@ -50,6 +50,7 @@ def ppo_loss(
     entropy: torch.Tensor,
     config: PPOConfig,
     kl_coef: float,
+    clip_coef: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The PPO objective for one minibatch (to minimize), and its diagnostics.
 
@@ -59,7 +60,10 @@ def ppo_loss(
         newvalue / oldvalue / returns: value predictions now and when acting, and value targets.
         entropy: policy entropy per sample.
         kl_coef: the current KL penalty coefficient (used when config.loss == "kl").
+        clip_coef: the surrogate's clip range now (annealed with config.anneal_clip); None:
+            config.clip_coef. The value clip always uses config.clip_coef.
     """
+    clip = config.clip_coef if clip_coef is None else clip_coef
     logratio = newlogprob - oldlogprob
     ratio = logratio.exp()
 
@@ -67,7 +71,7 @@ def ppo_loss(
         # http://joschu.net/blog/kl-approx.html
         old_approx_kl = (-logratio).mean()
         approx_kl = ((ratio - 1) - logratio).mean()
-        clipfrac = ((ratio - 1.0).abs() > config.clip_coef).float().mean()
+        clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
 
     if config.norm_adv and advantages.numel() > 1:
         advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
@@ -75,7 +79,7 @@ def ppo_loss(
     if config.loss == "clip":
         # Clipped surrogate objective
         pg_loss1 = -advantages * ratio
-        pg_loss2 = -advantages * torch.clamp(ratio, 1 - config.clip_coef, 1 + config.clip_coef)
+        pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
         pg_loss = torch.max(pg_loss1, pg_loss2).mean()
     else:
         # Adaptive KL penalty (Schulman et al. 2017, Sec. 4): surrogate minus beta * KL

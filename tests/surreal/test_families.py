@@ -1,0 +1,44 @@
+"""Defaults per task family: which family an env is, what `surreal launch` sets, --set wins."""
+
+from __future__ import annotations
+
+import pytest
+
+from surreal.algos.families import env_family
+
+pytest.importorskip("gymnasium")
+
+
+@pytest.mark.parametrize(
+    ("env_id", "family"),
+    [
+        ("gym:CartPole-v1", "classic"),
+        ("gym:Pendulum-v1", "classic"),
+        ("gym:HalfCheetah-v5", "mujoco"),
+        ("gym:Hopper-v5", "mujoco"),
+        ("robosuite:Lift", "robosuite"),
+        ("gym:NoSuchEnv-v0", "other"),
+    ],
+)
+def test_the_family_comes_from_the_env_id(env_id, family):
+    assert env_family(env_id) == family
+
+
+def test_launch_applies_the_family_defaults_and_the_users_settings_win(tmp_path):
+    pytest.importorskip("torch")
+    from surreal.launch import plan
+
+    p = plan("ppo", env="gym:CartPole-v1", folder=str(tmp_path))
+    assert p.config.algo.norm_obs is False and p.config.algo.update_epochs == 20
+    assert (p.config.algo.lr, p.config.algo.gamma, p.config.algo.gae_lambda) == (1e-3, 0.98, 0.8)
+    mine = plan(
+        "ppo",
+        env="gym:CartPole-v1",
+        folder=str(tmp_path),
+        overrides=("algo.norm_obs=true", "algo.lr=3e-4"),
+    )
+    assert mine.config.algo.norm_obs is True and mine.config.algo.lr == 3e-4
+    assert mine.config.algo.gamma == 0.98  # what the user did not set keeps the family's
+    td3 = plan("td3", env="gym:HalfCheetah-v5", folder=str(tmp_path))
+    assert td3.config.algo.lr == 3e-4 and td3.config.algo.replay_start == 10_000
+    assert td3.config.algo.twin_critics is True
