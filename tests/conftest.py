@@ -44,9 +44,15 @@ def _group(item: pytest.Item) -> str:
     return item.nodeid.split("::")[0]
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Give every test its xdist group and put the long groups first (stable otherwise)."""
-    groups = {}
+    """Give every test its xdist group and put the long groups first (stable otherwise).
+
+    xdist's scheduler sends the tests whose id ends in the same "@GROUP" to one worker. Its own
+    hook adds that suffix in a way pytest 9 ignores, so it is added here, to ids that lack it.
+    """
+    loadgroup = bool(config.getoption("loadgroup", default=False))
+    ranked = []
     for item in items:
         mark = item.get_closest_marker("xdist_group")
         if mark is None:
@@ -54,9 +60,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(group))
         else:
             group = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
-        groups[item.nodeid] = group
-    rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
-    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
+        nodeid = item.nodeid
+        if loadgroup and not nodeid.rfind("@") > nodeid.rfind("]"):
+            # pytest 9 keeps the id in `_id` (xdist 3.8 still sets `_nodeid`, a no-op there)
+            setattr(item, "_id" if hasattr(item, "_id") else "_nodeid", f"{nodeid}@{group}")
+        ranked.append((FIRST_GROUPS.index(group) if group in FIRST_GROUPS else 99, item))
+    items[:] = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]
 
 
 def _reason(report: pytest.TestReport | pytest.CollectReport) -> str:
