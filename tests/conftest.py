@@ -5,6 +5,17 @@ something is missing, and CI must not pass over it quietly. Every skip (a `pytes
 fixture, a `skipif`, a module-level `pytest.importorskip`) is reported as a failure that keeps the
 skip's reason. The one exception is a test marked `@pytest.mark.gpu`: it may skip on a machine
 without a GPU, and the run's summary lists each such test.
+
+Parallel runs (`make test` uses pytest-xdist: `-n 4 --dist loadgroup --no-loadscope-reorder`): every
+test gets an `xdist_group`, and a group runs on one worker, in order. The groups:
+- `heavy`: the `slow` tests (real training runs that keep both cores busy, and the ones that check
+  "the global step grows in every 20 s window"): one at a time, never two such runs at once;
+- a slow test that mostly waits sets its own group (`readme`: the README's commands; `eks`:
+  terraform against moto, polling on 10 s timers) and runs beside the heavy ones;
+- `docker`, `slurm`: the tests that share the session's docker engine or start Slurm clusters;
+- otherwise the test's module, so module-scoped fixtures start once.
+The long groups go first (FIRST_GROUPS), then the modules in order. A test that sets its own
+`@pytest.mark.xdist_group` keeps it. Without xdist the marks do nothing.
 """
 
 from __future__ import annotations
@@ -13,12 +24,48 @@ import pytest
 
 GPU_MARK = "gpu"
 _gpu_skipped: list[str] = []
+# Resource groups in the order they start (see the module docstring); the rest go by module.
+FIRST_GROUPS = ("heavy", "readme", "eks", "docker", "slurm")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{GPU_MARK}: needs a GPU; the only tests allowed to skip (they are listed)"
     )
+    config.addinivalue_line("markers", "xdist_group(name): run with the other tests of NAME")
+
+
+def _group(item: pytest.Item) -> str:
+    if item.get_closest_marker("slow") is not None and item.get_closest_marker("docker") is None:
+        return "heavy"
+    for group in ("docker", "slurm"):
+        if item.get_closest_marker(group) is not None:
+            return group
+    return item.nodeid.split("::")[0]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Give every test its xdist group and put the long groups first (stable otherwise).
+
+    xdist's scheduler sends the tests whose id ends in the same "@GROUP" to one worker. Its own
+    hook adds that suffix in a way pytest 9 ignores, so it is added here, to ids that lack it.
+    """
+    loadgroup = bool(config.getoption("loadgroup", default=False))
+    ranked = []
+    for item in items:
+        mark = item.get_closest_marker("xdist_group")
+        if mark is None:
+            group = _group(item)
+            item.add_marker(pytest.mark.xdist_group(group))
+        else:
+            group = str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+        nodeid = item.nodeid
+        if loadgroup and not nodeid.rfind("@") > nodeid.rfind("]"):
+            # pytest 9 keeps the id in `_id` (xdist 3.8 still sets `_nodeid`, a no-op there)
+            setattr(item, "_id" if hasattr(item, "_id") else "_nodeid", f"{nodeid}@{group}")
+        ranked.append((FIRST_GROUPS.index(group) if group in FIRST_GROUPS else 99, item))
+    items[:] = [item for _, item in sorted(ranked, key=lambda pair: pair[0])]
 
 
 def _reason(report: pytest.TestReport | pytest.CollectReport) -> str:
@@ -44,10 +91,17 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report: pytest.TestReport = outcome.get_result()
     if not report.skipped or hasattr(report, "wasxfail"):
         return
-    if item.get_closest_marker(GPU_MARK) is not None:
-        _gpu_skipped.append(f"{item.nodeid}: {_reason(report).removeprefix('Skipped: ')}")
-        return
-    _as_failure(report)
+    if item.get_closest_marker(GPU_MARK) is None:
+        _as_failure(report)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the GPU-only skips where the summary is written (under xdist: the controller)."""
+    if report.skipped and GPU_MARK in report.keywords and not hasattr(report, "wasxfail"):
+        nodeid = report.nodeid  # xdist's loadgroup appends "@GROUP" (after any "[params]")
+        if nodeid.rfind("@") > nodeid.rfind("]"):
+            nodeid = nodeid.rpartition("@")[0]
+        _gpu_skipped.append(f"{nodeid}: {_reason(report).removeprefix('Skipped: ')}")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -51,6 +51,7 @@ def test_the_readme_commands_are_found_and_marked():
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("readme")  # beside the heavy group (tests/conftest.py)
 @pytest.mark.timeout(3600)
 def test_every_readme_command_runs_as_written(tmp_path):
     commands = readme_commands((ROOT / "README.md").read_text())

@@ -20,7 +20,8 @@ WITHOUT = ["aws_eks_pod_identity_association.cluster_autoscaler"]
 
 # Minutes: five applies/plans, each polling VPC and subnet state on a 10 s timer; under heavy load
 # (load average 17 on 2 cores) one apply took ~6 min.
-pytestmark = [pytest.mark.timeout(900), pytest.mark.slow]
+# It mostly waits, so it runs beside the heavy training runs (tests/conftest.py).
+pytestmark = [pytest.mark.timeout(900), pytest.mark.slow, pytest.mark.xdist_group("eks")]
 
 
 def cloudwise(directory, *args, path: str | None = None):

@@ -1,0 +1,63 @@
+"""tests/conftest.py under `make test`'s pytest-xdist workers: the slow training runs never overlap.
+
+Every `slow` test shares one worker (the `heavy` group) unless it names its own group; tests of
+one docker engine or Slurm cluster share a worker; the rest go by module.
+"""
+
+from pathlib import Path
+
+pytest_plugins = ["pytester"]
+
+POLICY = (Path(__file__).parent / "conftest.py").read_text()
+RECORD = """
+import os
+from pathlib import Path
+
+def record(name):
+    Path(os.environ["WHERE"], name).write_text(os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+
+def test_slow_tests_share_one_worker_and_own_groups_stay_apart(pytester, tmp_path, monkeypatch):
+    where = tmp_path / "where"
+    where.mkdir()
+    monkeypatch.setenv("WHERE", str(where))
+    pytester.makeconftest(POLICY)
+    pytester.makepyfile(record=RECORD)
+    for module in ("a", "b"):
+        pytester.makepyfile(
+            **{
+                f"test_{module}": f"""
+                import pytest
+                from record import record
+
+                @pytest.mark.slow
+                def test_{module}_slow():
+                    record("{module}_slow")
+
+                @pytest.mark.slow
+                @pytest.mark.xdist_group("readme")
+                def test_{module}_own_group():
+                    record("{module}_own")
+
+                @pytest.mark.docker
+                def test_{module}_docker():
+                    record("{module}_docker")
+
+                @pytest.mark.parametrize("i", range(3))
+                def test_{module}_quick(i):
+                    record(f"{module}_quick{{i}}")
+                """
+            }
+        )
+    pytester.makeini("[pytest]\nmarkers =\n    slow: x\n    docker: x\n")
+    result = pytester.runpytest_subprocess(
+        "-n", "3", "--dist", "loadgroup", "--no-loadscope-reorder", "-p", "no:cacheprovider"
+    )
+    result.assert_outcomes(passed=12)
+    worker = {p.name: p.read_text() for p in where.iterdir()}
+    assert len(set(worker.values())) > 1  # it did run in parallel
+    assert worker["a_slow"] == worker["b_slow"]
+    assert worker["a_own"] == worker["b_own"]
+    assert worker["a_docker"] == worker["b_docker"]
+    assert len({worker[f"a_quick{i}"] for i in range(3)}) == 1  # one module, one worker
