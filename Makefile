@@ -29,10 +29,10 @@ system-deps:
 demo: setup
 	$(BIN)/surreal launch ppo $(DEMO_ARGS)
 
-# Four pytest-xdist workers: the slow training runs one at a time on one worker, the README's
+# Three pytest-xdist workers: the slow training runs one at a time on one worker, the README's
 # commands on another, the rest beside them (tests/conftest.py groups the tests; most of them
 # wait on processes, timers or servers). PYTEST_WORKERS=0 runs serially.
-PYTEST_WORKERS ?= 4
+PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 test: setup system-deps
