@@ -269,7 +269,8 @@ def test_population_experiment_names_every_members_processes_and_services(tmp_pa
     assert learner.connected == ["m1-batches", "m1-metrics"]
     assert learner.env["SURREAL_SERVICE_PREFIX"] == "m1-" and learner.restart.mode == "on-failure"
     assert str(tmp_path) in learner.command[-3]  # its own run folder: RUN/m1
-    assert [m.config.algo.lr for m in pp.members] == [3e-4, 3e-4, 1e-6]
+    lr = base.config.algo.lr  # the default for CartPole's task family (surreal.algos.families)
+    assert [m.config.algo.lr for m in pp.members] == [lr, lr, 1e-6]
     assert len({m.config.run.seed for m in pp.members}) == 3
 
 
