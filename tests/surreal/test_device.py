@@ -188,6 +188,9 @@ def test_parameters_are_copied_to_numpy_once_per_version():
         None,
     )
     loop.publisher = type("P", (), {"publish": lambda self, topic, msg: sent.append(msg)})()
+    counted = []  # the Prometheus byte counters (surreal.monitoring) see every send
+    prom = type("M", (), {"port_traffic": lambda self, *a: counted.append(a[:2])})()
+    loop.comp = type("C", (), {"prom": prom})()
     for _ in range(3):  # re-sends while waiting for the first batch
         loop.publish()
     loop.counters["version"] = 2
@@ -195,6 +198,7 @@ def test_parameters_are_copied_to_numpy_once_per_version():
     assert Counting.calls == 2
     assert [m["version"] for m in sent] == [1, 1, 1, 2]
     assert sent[-1]["params"]["model/w"][0] == 2.0
+    assert counted == [("params-pub", "out")] * 4
 
 
 @pytest.mark.parametrize(("minibatch_size", "steps"), [(0, 2 * 4), (10, 2 * 5), (1000, 2 * 1)])
