@@ -36,7 +36,7 @@ PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
 test: setup system-deps
-	$(BIN)/python -m pytest -q -ra $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest -q -ra --durations=60 $(PYTEST_PARALLEL)
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_PARALLEL)

@@ -4,7 +4,8 @@ The metrics process hands every scalar it writes to TensorBoard to `WandbSink` t
 project `run.wandb_project`, group the experiment, name `experiment/trial`, id derived from
 them (so `--resume` continues the same W&B run), the run's config logged. Each scalar is logged
 with a `global_step` field that W&B uses as its x axis (`define_metric`), so scalars reported
-late for an earlier step (evaluations) are kept, not dropped as out of order. Files go to
+late for an earlier step (evaluations) are kept, not dropped as out of order. At the end, the
+run's summary holds each scalar's value at its highest step (not the one reported last). Files go to
 `RUN/wandb/` (or `$WANDB_DIR`). wandb runs in a thread of its own; an error inside it ends
 the logging with one line in the log, never the metrics process.
 
@@ -76,6 +77,7 @@ class WandbSink:
             "dir": str(folder),
         }
         self.pending: dict[int, dict[str, float]] = {}
+        self.latest: dict[str, tuple[int, float]] = {}
         self.queue: queue.Queue = queue.Queue()
         self.dropped = 0
         self.thread = threading.Thread(target=self._work, name="wandb-sink", daemon=True)
@@ -84,6 +86,8 @@ class WandbSink:
     def log(self, name: str, value: float, step: int) -> None:
         """Buffer one scalar at `step`."""
         self.pending.setdefault(int(step), {})[name] = float(value)
+        if int(step) >= self.latest.get(name, (int(step), 0.0))[0]:
+            self.latest[name] = (int(step), float(value))
 
     def commit(self) -> None:
         """Hand the buffered scalars to the thread, one W&B row per step."""
@@ -92,12 +96,16 @@ class WandbSink:
             if self.queue.qsize() >= self.MAX_QUEUED:
                 self.dropped += 1
                 continue
-            self.queue.put({**pending[step], "global_step": step})
+            self.queue.put(("log", {**pending[step], "global_step": step}))
 
     def close(self, timeout_s: float = 10.0) -> None:
         """Commit, let the thread log what is queued and finish the W&B run (at most
         `timeout_s` seconds)."""
         self.commit()
+        final = {name: value for name, (_, value) in self.latest.items()}
+        if self.latest:
+            final["global_step"] = max(step for step, _ in self.latest.values())
+        self.queue.put(("summary", final))
         self.queue.put(None)
         self.thread.join(timeout_s)
 
@@ -111,8 +119,12 @@ class WandbSink:
             run = wandb.init(**self.init_args, settings=wandb.Settings(console="off", silent=True))
             run.define_metric("global_step")
             run.define_metric("*", step_metric="global_step")
-            while (row := self.queue.get()) is not None:
-                run.log(row)
+            while (item := self.queue.get()) is not None:
+                kind, row = item
+                if kind == "summary":  # the end: each scalar at its highest step
+                    run.summary.update(row)
+                else:
+                    run.log(row)
         except Exception as err:  # wandb's own failures: report once, keep the run going
             print(f"wandb logging stopped: {type(err).__name__}: {err}", file=sys.stderr)
             return

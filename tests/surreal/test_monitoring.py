@@ -193,6 +193,8 @@ def test_the_wandb_sink_writes_an_offline_run_whose_summary_reader_sees_it(tmp_p
     sink.log("charts/episodic_return", 7.0, 300)
     sink.commit()
     sink.log("charts/eval_return", 42.5, 400)
+    sink.commit()
+    sink.log("charts/eval_return", 9.0, 350)  # a late one after the newest: not the final value
     sink.close(timeout_s=120)
     assert not sink.thread.is_alive()
     summary = wandb_sink.read_summary(tmp_path / "wb")

@@ -143,7 +143,8 @@ def test_the_wandb_offline_summary_holds_the_final_eval_return(monitored):
     evals = [r for r in metric_records(monitored.run) if r["name"] == "charts/eval_return"]
     assert evals
     summary = read_summary(monitored.tmp / "wandb")
-    assert summary["charts/eval_return"] == pytest.approx(evals[-1]["value"])
+    final = max(evals, key=lambda r: r["step"])  # evaluations may arrive out of step order
+    assert summary["charts/eval_return"] == pytest.approx(final["value"])
     assert summary["global_step"] >= STEPS * 0.5
     assert list((monitored.tmp / "wandb" / "wandb").glob("offline-run-*-mon-t1"))
 
