@@ -18,12 +18,22 @@ DETACHED = ("kube",)
 """Backends `surreal launch` starts and leaves running (the processes are the cluster's)."""
 
 
+STOP_GRACE_S = 30.0
+
+
 def options(plan: Any, backend: str, pairs: tuple[str, ...]) -> dict[str, Any]:
-    """The backend's options: config file, `-o` pairs, then what the run's Curve keys need."""
+    """The backend's options: config file, `-o` pairs, then what the run's Curve keys need.
+
+    On local and tmux a stopped run's processes get up to 30 s (`grace_s`, not symphony's 5)
+    between SIGTERM and SIGKILL: the learner's last checkpoint and the metrics process's
+    W&B finish must not be cut off on a busy machine; processes that stop sooner end sooner.
+    """
     from surreal import curve
     from symphony.cli import backend_options
 
     merged = backend_options(backend, pairs)
+    if backend in ("local", "tmux"):
+        merged.setdefault("grace_s", STOP_GRACE_S)
     if backend == "kube":  # the run folder's container path lives on the run storage
         merged.setdefault("volume_path", RUNS_ROOT)
     for key, value in curve.launch_options(plan).items():

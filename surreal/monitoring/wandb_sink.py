@@ -4,8 +4,9 @@ The metrics process hands every scalar it writes to TensorBoard to `WandbSink` t
 project `run.wandb_project`, group the experiment, name `experiment/trial`, id derived from
 them (so `--resume` continues the same W&B run), the run's config logged. Each scalar is logged
 with a `global_step` field that W&B uses as its x axis (`define_metric`), so scalars reported
-late for an earlier step (evaluations) are kept, not dropped as out of order. At the end, the
-run's summary holds each scalar's value at its highest step (not the one reported last). Files go to
+late for an earlier step (evaluations) are kept, not dropped as out of order. After every
+commit the run's summary holds each scalar's value at its highest step (not the one reported
+last), so a metrics process stopped before `finish` still leaves the right summary. Files go to
 `RUN/wandb/` (or `$WANDB_DIR`). wandb runs in a thread of its own; an error inside it ends
 the logging with one line in the log, never the metrics process.
 
@@ -97,15 +98,20 @@ class WandbSink:
                 self.dropped += 1
                 continue
             self.queue.put(("log", {**pending[step], "global_step": step}))
+        if pending:
+            self.queue.put(("summary", self.final_values()))
 
-    def close(self, timeout_s: float = 10.0) -> None:
+    def final_values(self) -> dict[str, float]:
+        """Each scalar's value at the highest step it was reported for, and that step."""
+        final: dict[str, float] = {name: value for name, (_, value) in self.latest.items()}
+        if self.latest:
+            final["global_step"] = max(step for step, _ in self.latest.values())
+        return final
+
+    def close(self, timeout_s: float = 25.0) -> None:
         """Commit, let the thread log what is queued and finish the W&B run (at most
         `timeout_s` seconds)."""
         self.commit()
-        final = {name: value for name, (_, value) in self.latest.items()}
-        if self.latest:
-            final["global_step"] = max(step for step, _ in self.latest.values())
-        self.queue.put(("summary", final))
         self.queue.put(None)
         self.thread.join(timeout_s)
 
@@ -116,12 +122,15 @@ class WandbSink:
         try:
             import wandb
 
-            run = wandb.init(**self.init_args, settings=wandb.Settings(console="off", silent=True))
+            run = wandb.init(
+                **self.init_args,
+                settings=wandb.Settings(console="off", silent=True, init_timeout=300),
+            )
             run.define_metric("global_step")
             run.define_metric("*", step_metric="global_step")
             while (item := self.queue.get()) is not None:
                 kind, row = item
-                if kind == "summary":  # the end: each scalar at its highest step
+                if kind == "summary":  # after each commit: each scalar at its highest step
                     run.summary.update(row)
                 else:
                     run.log(row)
