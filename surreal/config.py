@@ -67,6 +67,11 @@ class ActorConfig:
     max_ahead: int | None = 1
     """Segments an actor may run ahead of its share of the learner's batches before it waits for
     newer parameters: bounds the policy lag (0: synchronous PPO; None: never wait, off-policy)."""
+    inference: str = "local"
+    """Where actors' policies run: `local` (in each actor) or `remote` (on `run.policy_workers`
+    batched policy workers; actors only step environments; see docs/policy_workers.md)."""
+    inference_wait_ms: float = 2.0
+    """Remote inference: how long a policy worker waits for more actors' requests to batch."""
 
 
 @dataclass
@@ -85,6 +90,8 @@ class RunConfig:
 
     actors: int = 2
     """Number of actor processes."""
+    policy_workers: int = 1
+    """Policy worker processes with `actor.inference=remote` (actor i asks worker i % N)."""
     steps: int = 100_000
     """Stop after the learner consumed this many environment steps."""
     seed: int = 1

@@ -7,6 +7,7 @@ from typing import Any
 
 from surreal import config as config_io
 from surreal import config_check
+from surreal.components.remote_policy import check_inference
 from surreal.config import Config, ConfigError
 from surreal.portable import IMAGE_BACKENDS
 from surreal.rundir import RunDir, slug, write_json
@@ -75,6 +76,7 @@ def plan(
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
     _check_replicas(config, algo_class)
+    check_inference(config, algo_class)  # actor.inference, run.policy_workers
     algo_class.check_run(config)  # the whole run config, e.g. mappo: agents vs policies
     experiment = slug(
         name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"

@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from surreal.components.common import Component
+from surreal.components.remote_policy import actor_inference
 from surreal.core import Actor, ParameterClient
 
 
@@ -23,9 +24,8 @@ def main(run_dir: str, index: int = 0) -> None:
     seed = cfg.run.seed + 1000 * (index + 1)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    params = ParameterClient(comp.address("params").tcp, timeout=5.0)
+    policy, params = actor_inference(comp, index)  # actor.inference: local or remote
     pusher = caraml.Pusher(comp.address("experience").tcp, hwm=4)
-    policy = comp.algo.make_policy(cfg.algo, comp.env_info)
     env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
     actor = Actor(env, policy, cfg.actor.rollout_length)
     rollout = actor.rollout_episodes if comp.algo.episode_aligned else actor.rollout
