@@ -7,8 +7,8 @@ from typing import Any
 
 from surreal import config as config_io
 from surreal import config_check
-from surreal.components.remote_policy import check_inference
 from surreal.config import Config, ConfigError
+from surreal.policy_topology import check_inference, check_remote_actors
 from surreal.portable import IMAGE_BACKENDS
 from surreal.rundir import RunDir, slug, write_json
 from surreal.topology import LaunchPlan
@@ -171,6 +171,7 @@ def preflight(p: LaunchPlan) -> None:
     if p.backend in IMAGE_BACKENDS:  # the learner's device is the cluster's: check on the CPU
         config = dataclasses.replace(config, run=dataclasses.replace(config.run, device="cpu"))
     check_algorithm(p.algo_class, config, p.env_info)
+    check_remote_actors(p)  # actor.inference=remote: only with actors that ask policy workers
 
 
 def build_experiment(p: LaunchPlan) -> Any:

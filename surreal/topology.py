@@ -158,8 +158,8 @@ def add_actor_groups(
 ) -> None:
     """Add `run.actors` processes `PREFIX-i` running component ROLE --index i, connected to
     `connects`, in groups `GROUP_PREFIX-g` of `actor.group_size` (one machine / Pod each);
-    with `actor.inference=remote` also the policy workers each actor asks (`remote_policy`)."""
-    from surreal.components.remote_policy import add_policy_workers, policy_services
+    with `actor.inference=remote` also the policy workers each actor asks (`surreal.policy_topology`)."""
+    from surreal.policy_topology import add_policy_workers, policy_services
     from symphony import ProcessGroup
 
     cfg, services = plan.config, tuple(connects)
@@ -168,9 +168,9 @@ def add_actor_groups(
         group = ProcessGroup(f"{group_prefix}-{g}")
         for i in range(start, min(start + size, cfg.run.actors)):
             actor = process(plan, role, i, name=f"{prefix}-{i}")
-            group.add(actor.connects(*services, *policy_services(plan, i)))
+            group.add(actor.connects(*services, *policy_services(plan, i, role)))
         exp.add(group)
-    add_policy_workers(exp, plan)
+    add_policy_workers(exp, plan, role)
 
 
 def standard_experiment(plan: LaunchPlan) -> Any:

@@ -19,10 +19,6 @@ import numpy as np
 
 from surreal.core import Batch, ParameterClient, Params, Policy
 
-INFERENCE = ("local", "remote")
-SUPPORTED_ACTORS = frozenset({"surreal.components.actor:main", "surreal.algos.ddpg.actor:main"})
-"""Actor components that build their policy with `actor_inference` (remote inference works)."""
-
 
 class VersionClient(ParameterClient):
     """A ParameterClient that follows the parameter version without fetching the weights.
@@ -156,46 +152,3 @@ def actor_inference(comp: Any, index: int) -> tuple[Policy, ParameterClient]:
         comp.address(f"policy-{worker}").tcp, f"actor-{index}", local, comp.stopping
     )
     return remote, VersionClient(comp.address("params").tcp, timeout=5.0)
-
-
-def check_inference(config: Any, algo_class: type) -> None:
-    """Raise ConfigError for settings remote inference cannot run with (before anything starts)."""
-    from surreal.config import ConfigError
-
-    mode, workers = config.actor.inference, config.run.policy_workers
-    if mode not in INFERENCE:
-        raise ConfigError(f"actor.inference must be local or remote, got {mode!r}")
-    if workers < 1:
-        raise ConfigError(f"run.policy_workers must be >= 1, got {workers}")
-    if config.actor.inference_wait_ms < 0:
-        raise ConfigError("actor.inference_wait_ms must be >= 0")
-    actor = algo_class.components().get("actor")
-    if mode == "remote" and actor not in SUPPORTED_ACTORS:
-        raise ConfigError(
-            f"actor.inference=remote: {algo_class.__name__}'s actor ({actor}) runs its own "
-            "policy; remote inference works with the runtime's actor (ppo, your Learner) and DDPG/TD3"
-        )
-
-
-def policy_services(plan: Any, index: int) -> tuple[str, ...]:
-    """The policy worker service actor `index` connects to (none with local inference)."""
-    cfg = plan.config
-    if cfg.actor.inference != "remote":
-        return ()
-    return (f"policy-{index % cfg.run.policy_workers}",)
-
-
-def add_policy_workers(exp: Any, plan: Any) -> None:
-    """With `actor.inference=remote`: `run.policy_workers` processes `policy-worker-K` (binding
-    `policy-K`, restarted on failure like the actors) in the ProcessGroup `policy-workers`."""
-    from surreal.topology import process
-    from symphony import ProcessGroup
-
-    cfg = plan.config
-    if cfg.actor.inference != "remote":
-        return
-    group = ProcessGroup("policy-workers")
-    for k in range(cfg.run.policy_workers):
-        proc = process(plan, "policy-worker", k, name=f"policy-worker-{k}")
-        group.add(proc.binds(f"policy-{k}").connects("params", "metrics"))
-    exp.add(group)
