@@ -292,3 +292,36 @@ def test_launch_declares_policy_workers_and_rejects_what_cannot_work(tmp_path: P
     es = plan("es", env="gym:Pendulum-v1", overrides=("actor.inference=remote",))
     with pytest.raises(ConfigError, match="run their own policy"):
         preflight(es)
+
+
+VISION = EnvInfo((84 * 84 * 3 + 8,), False, 0, (2,), (-1.0, -1.0), (1.0, 1.0))
+
+
+def test_conv_lstm_policy_remote_matches_local_per_actor_with_resets_on_done():
+    """Two actors share a worker (batched); each one's LSTM memory there evolves exactly as in a
+    local VisionPolicy stepping the same observations, including the reset of ended episodes."""
+    service = Service("ppo-vision", VISION)
+    try:
+        address = service.start_worker()
+        rng = np.random.default_rng(3)
+        sizes = {"actor-0": 2, "actor-1": 3}
+        remotes = {c: _remote(service, address, c) for c in sizes}
+        locals_ = {c: service.local_policy() for c in sizes}
+        for t in range(4):
+            for client, n in sizes.items():
+                obs = rng.uniform(0, 255, size=(n, *VISION.obs_shape)).astype(np.float32)
+                got_a, got = remotes[client].act(obs, deterministic=True)
+                want_a, want = locals_[client].act(obs, deterministic=True)
+                np.testing.assert_allclose(got_a, want_a, rtol=1e-5, atol=1e-5)
+                for key in ("lstm_h", "lstm_c", "value"):
+                    np.testing.assert_allclose(got[key], want[key], rtol=1e-5, atol=1e-5)
+                done = np.zeros(n, bool)
+                done[t % n] = True  # one env per step ends its episode
+                remotes[client].reset(done)
+                locals_[client].reset(done)
+            if t >= 1:  # the reset env's state is zero at the next step
+                assert not np.any(got["lstm_h"][(t - 1) % n])
+        for remote in remotes.values():
+            remote.close()
+    finally:
+        service.close()
