@@ -325,3 +325,19 @@ def test_conv_lstm_policy_remote_matches_local_per_actor_with_resets_on_done():
             remote.close()
     finally:
         service.close()
+
+
+def test_launch_help_names_the_options_and_dry_run_shows_the_workers(tmp_path: Path):
+    from surreal.testing import surreal_cli
+
+    help_text = surreal_cli(["launch", "--help"], tmp_path, tmp_path / "home").stdout
+    assert "actor.inference=remote" in help_text and "run.policy_workers=N" in help_text
+    dry = surreal_cli(
+        ["launch", "ppo", "--env", "gym:CartPole-v1", "--dry-run"]
+        + ["--set", "actor.inference=remote", "--set", "run.policy_workers=2"],
+        tmp_path,
+        tmp_path / "home",
+    )
+    assert dry.returncode == 0, dry.stderr
+    assert "policy-worker-0" in dry.stdout and "policy-worker-1" in dry.stdout
+    assert not (tmp_path / "runs").exists()  # a dry run writes nothing
