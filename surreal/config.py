@@ -70,6 +70,9 @@ class ActorConfig:
     inference: str = "local"
     """Where actors' policies run: `local` (in each actor) or `remote` (on `run.policy_workers`
     batched policy workers; actors only step environments; see docs/policy_workers.md)."""
+    double_buffer: bool = True
+    """Remote inference: step two halves of the envs in turn, one while the other's actions are
+    computed (Sample Factory's double buffering; the runtime actor, env.num_envs >= 2)."""
     inference_wait_ms: float = 2.0
     """Remote inference: how long a policy worker waits for more actors' requests to batch."""
 

@@ -64,11 +64,23 @@ class RemotePolicy(Policy):
         self.stopping = stopping or threading.Event()
         self.timeout = timeout
         self._client = caraml.Client(address, timeout=timeout, retries=0)
-        self.min_version = 0
+        self._versions = {"min": 0}  # shared with twins: load_params on one raises them all
         self.version = 0
         """The parameter version of the worker's last answer."""
         self.outages = 0
         self._reset: np.ndarray | None = None
+
+    @property
+    def min_version(self) -> int:
+        """Answers must come from parameters at least this new (set by `load_params`)."""
+        return self._versions["min"]
+
+    def twin(self, client: str) -> RemotePolicy:
+        """Another client of the same worker (its own connection and recurrent memory there),
+        following the same `min_version`: for the halves of a double-buffered actor."""
+        other = RemotePolicy(self.address, client, self.local, self.stopping, self.timeout)
+        other._versions = self._versions
+        return other
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, Batch]:
         action, extras = self.call("act", obs, deterministic=deterministic)
@@ -87,10 +99,10 @@ class RemotePolicy(Policy):
         later answers come from parameters at least that new. No weights are loaded here."""
         version = params.get("version") if isinstance(params, dict) else None
         if isinstance(version, (int, np.integer)):
-            self.min_version = max(self.min_version, int(version))
+            self._versions["min"] = max(self.min_version, int(version))
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name in ("local", "methods"):
+        if name.startswith("_") or name in ("local", "methods", "address", "client"):
             raise AttributeError(name)
         if name in self.methods:
             return lambda obs, **kwargs: self.call(name, obs, **kwargs)

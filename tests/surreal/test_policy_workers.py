@@ -341,3 +341,33 @@ def test_launch_help_names_the_options_and_dry_run_shows_the_workers(tmp_path: P
     assert dry.returncode == 0, dry.stderr
     assert "policy-worker-0" in dry.stdout and "policy-worker-1" in dry.stdout
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
+
+
+def test_double_buffered_halves_give_one_segment_in_env_order(ppo):
+    """`build_actor` with remote inference: two halves (clients actor-0/0 and actor-0/1), each
+    stepped in its own thread; the segment has the shapes and keys of one `Actor`'s, envs in
+    order, and its actions are the policy's answers for its observations."""
+    from surreal.components.split_actor import SplitActor, build_actor
+
+    address = ppo.start_worker()
+    ppo.config.env.id, ppo.config.env.num_envs = "gym:CartPole-v1", 5
+    ppo.config.actor.inference, ppo.config.actor.rollout_length = "remote", 6
+    comp = SimpleNamespace(config=ppo.config)
+    env, actor = build_actor(comp, _remote(ppo, address), seed=7)
+    assert isinstance(actor, SplitActor) and env.num_envs == 5
+    assert [a.policy.client for a in actor.actors] == ["actor-0/0", "actor-0/1"]
+    segment = actor.rollout()
+    assert segment["obs"].shape == (6, 5, 4) and segment["action"].shape == (6, 5)
+    assert segment["logprob"].shape == (6, 5) and segment["next_value"].shape == (5,)
+    from surreal.envs import VectorEnv
+
+    fresh = VectorEnv("gym:CartPole-v1", ppo.config.env, 7).reset()  # env i keeps seed 7 + i
+    np.testing.assert_array_equal(segment["obs"][0], fresh)
+    np.testing.assert_allclose(  # values are deterministic: the worker's, in env order
+        segment["value"][0], ppo.local_policy().act(fresh)[1]["value"], rtol=1e-5
+    )
+    ppo.config.actor.double_buffer = False
+    _, single = build_actor(comp, _remote(ppo, address), seed=7)
+    assert not isinstance(single, SplitActor)
+    actor.close()
+    env.close()
