@@ -67,6 +67,14 @@ class ActorConfig:
     max_ahead: int | None = 1
     """Segments an actor may run ahead of its share of the learner's batches before it waits for
     newer parameters: bounds the policy lag (0: synchronous PPO; None: never wait, off-policy)."""
+    inference: str = "local"
+    """Where actors' policies run: `local` (in each actor) or `remote` (on `run.policy_workers`
+    batched policy workers; actors only step environments; see docs/policy_workers.md)."""
+    double_buffer: bool = True
+    """Remote inference: step two halves of the envs in turn, one while the other's actions are
+    computed (Sample Factory's double buffering; the runtime actor, env.num_envs >= 2)."""
+    inference_wait_ms: float = 2.0
+    """Remote inference: how long a policy worker waits for more actors' requests to batch."""
 
 
 @dataclass
@@ -85,6 +93,8 @@ class RunConfig:
 
     actors: int = 2
     """Number of actor processes."""
+    policy_workers: int = 1
+    """Policy worker processes with `actor.inference=remote` (actor i asks worker i % N)."""
     steps: int = 100_000
     """Stop after the learner consumed this many environment steps."""
     seed: int = 1

@@ -8,6 +8,7 @@ from typing import Any
 from surreal import config as config_io
 from surreal import config_check
 from surreal.config import Config, ConfigError
+from surreal.policy_topology import check_inference, check_remote_actors
 from surreal.portable import IMAGE_BACKENDS
 from surreal.rundir import RunDir, slug, write_json
 from surreal.topology import LaunchPlan
@@ -75,6 +76,7 @@ def plan(
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
     config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
     _check_replicas(config, algo_class)
+    check_inference(config, algo_class)  # actor.inference, run.policy_workers
     algo_class.check_run(config)  # the whole run config, e.g. mappo: agents vs policies
     experiment = slug(
         name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
@@ -169,6 +171,7 @@ def preflight(p: LaunchPlan) -> None:
     if p.backend in IMAGE_BACKENDS:  # the learner's device is the cluster's: check on the CPU
         config = dataclasses.replace(config, run=dataclasses.replace(config.run, device="cpu"))
     check_algorithm(p.algo_class, config, p.env_info)
+    check_remote_actors(p)  # actor.inference=remote: only with actors that ask policy workers
 
 
 def build_experiment(p: LaunchPlan) -> Any:

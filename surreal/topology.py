@@ -29,6 +29,7 @@ RUNTIME_COMPONENTS = {
     "param-server": "surreal.components.param_server:main",
     "evaluator": "surreal.components.evaluator:main",
     "metrics": "surreal.components.metrics:main",
+    "policy-worker": "surreal.components.policy_worker:main",
 }
 """role -> "module:function(run_dir, index)" of the runtime's own processes."""
 
@@ -156,7 +157,9 @@ def add_actor_groups(
     group_prefix: str = "actors",
 ) -> None:
     """Add `run.actors` processes `PREFIX-i` running component ROLE --index i, connected to
-    `connects`, in groups `GROUP_PREFIX-g` of `actor.group_size` (one machine / Pod each)."""
+    `connects`, in groups `GROUP_PREFIX-g` of `actor.group_size` (one machine / Pod each);
+    with `actor.inference=remote` also the policy workers each actor asks (`surreal.policy_topology`)."""
+    from surreal.policy_topology import add_policy_workers, policy_services
     from symphony import ProcessGroup
 
     cfg, services = plan.config, tuple(connects)
@@ -164,8 +167,10 @@ def add_actor_groups(
     for g, start in enumerate(range(0, cfg.run.actors, size)):
         group = ProcessGroup(f"{group_prefix}-{g}")
         for i in range(start, min(start + size, cfg.run.actors)):
-            group.add(process(plan, role, i, name=f"{prefix}-{i}").connects(*services))
+            actor = process(plan, role, i, name=f"{prefix}-{i}")
+            group.add(actor.connects(*services, *policy_services(plan, i, role)))
         exp.add(group)
+    add_policy_workers(exp, plan, role)
 
 
 def standard_experiment(plan: LaunchPlan) -> Any:

@@ -7,7 +7,9 @@ import time
 import numpy as np
 
 from surreal.components.common import Component
-from surreal.core import Actor, ParameterClient
+from surreal.components.remote_policy import actor_inference
+from surreal.components.split_actor import build_actor
+from surreal.core import ParameterClient
 
 
 def main(run_dir: str, index: int = 0) -> None:
@@ -15,7 +17,6 @@ def main(run_dir: str, index: int = 0) -> None:
     import torch
 
     import caraml
-    from surreal.envs import VectorEnv
 
     torch.set_num_threads(1)
     comp = Component(run_dir, "actor", index)
@@ -23,11 +24,9 @@ def main(run_dir: str, index: int = 0) -> None:
     seed = cfg.run.seed + 1000 * (index + 1)
     np.random.seed(seed)
     torch.manual_seed(seed)
-    params = ParameterClient(comp.address("params").tcp, timeout=5.0)
+    policy, params = actor_inference(comp, index)  # actor.inference: local or remote
     pusher = caraml.Pusher(comp.address("experience").tcp, hwm=4)
-    policy = comp.algo.make_policy(cfg.algo, comp.env_info)
-    env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
-    actor = Actor(env, policy, cfg.actor.rollout_length)
+    env, actor = build_actor(comp, policy, seed)  # two halves: actor.double_buffer (remote)
     rollout = actor.rollout_episodes if comp.algo.episode_aligned else actor.rollout
     per_batch = comp.algo.segments_per_batch(cfg)
     sent, env_steps, last_report, steps_at_report = 0, 0, time.monotonic(), 0

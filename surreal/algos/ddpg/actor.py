@@ -76,7 +76,7 @@ def main(run_dir: str, index: int = 0) -> None:
 
     import caraml
     from surreal.components.common import Component
-    from surreal.core import ParameterClient
+    from surreal.components.remote_policy import actor_inference
     from surreal.envs import VectorEnv
 
     torch.set_num_threads(1)
@@ -85,14 +85,13 @@ def main(run_dir: str, index: int = 0) -> None:
     seed = cfg.run.seed + 1000 * (index + 1)
     rng = np.random.default_rng(seed)
     env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
-    policy = comp.algo.make_policy(algo, comp.env_info)
+    policy, params = actor_inference(comp, index)  # actor.inference: local or remote
     sigma = actor_sigma(algo.sigma, algo.sigma_spread, index, cfg.run.actors)
     noises = [
         make_noise(algo.noise, comp.env_info.action_dim, sigma, algo.ou_theta, seed + i)
         for i in range(env.num_envs)
     ]
     writer = ChunkWriter(env.num_envs, algo.n_step, algo.gamma, algo.chunk_size, algo.dedup_obs)
-    params = ParameterClient(comp.address("params").tcp, timeout=5.0)
     pusher = caraml.Pusher(comp.address("replay").tcp, hwm=64)
     pace = Pacer(algo, cfg.run.actors)
     obs, env_steps, last, steps_at_last, has_params = env.reset(), 0, time.monotonic(), 0, False

@@ -1,0 +1,115 @@
+"""PPO CartPole with remote inference (`actor.inference=remote`) learns, and survives a kill -9 of
+its policy worker: one launch (module-scoped) serves both tests.
+
+The settings are the CartPole learning tests' (`test_ppo_learns.CARTPOLE`: eval >= 475 ends the
+run, the default 100k-step budget caps it), with the 4 actors' policies on one policy worker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.surreal.helpers import (
+    metric_records,
+    processes_of,
+    start_launch,
+    status,
+    wait_until,
+)
+from tests.surreal.run_ports import restarts_in_logs
+from tests.surreal.test_ppo_learns import CARTPOLE
+
+pytest.importorskip("torch")
+pytest.importorskip("gymnasium")
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+BUDGET = 100_000
+
+
+def _worker(run: Path) -> psutil.Process | None:
+    for proc in processes_of(run):
+        try:
+            if "policy-worker" in proc.cmdline():
+                return proc
+        except psutil.NoSuchProcess:
+            continue
+    return None
+
+
+@pytest.fixture(scope="module")
+def remote_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("remote")
+    home, run = tmp / "home", tmp / "runs" / "remote" / "a"
+    started = time.monotonic()
+    proc = start_launch(
+        [
+            "ppo",
+            "--env",
+            "gym:CartPole-v1",
+            "--actors",
+            "4",
+            "--steps",
+            str(BUDGET),
+            "--name",
+            "remote",
+            "--trial",
+            "a",
+            *CARTPOLE,
+            "--set",
+            "actor.inference=remote",
+            "--set",
+            "run.policy_workers=1",
+        ],
+        tmp,
+        home,
+    )
+    lines: list[str] = []
+    drain = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    drain.start()
+    try:
+        # kill -9 the policy worker once the learner has learned from its answers
+        wait_until(lambda: status(run).get("global_step", 0) > 0, 300, "first learner step", proc)
+        victim = _worker(run)
+        assert victim is not None, "no policy worker process"
+        killed_at = status(run)["global_step"]
+        victim.kill()
+        new = wait_until(
+            lambda: (w := _worker(run)) is not None and w.pid != victim.pid and w,
+            120,
+            "a restarted policy worker",
+            proc,
+        )
+        proc.wait(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    drain.join(timeout=10)
+    wall = time.monotonic() - started
+    print(f"\nremote-inference CartPole: wall {wall:.0f} s, worker killed at step {killed_at}")
+    return run, proc.returncode, "".join(lines), killed_at, new.pid
+
+
+def test_a_killed_policy_worker_is_restarted_and_the_run_goes_on(remote_run):
+    run, returncode, out, killed_at, _ = remote_run
+    assert returncode == 0, out[-3000:]
+    assert any(line.startswith("policy-worker-0.log") for line in restarts_in_logs(run)), out[
+        -2000:
+    ]
+    assert status(run)["global_step"] > killed_at  # the actors resumed with the new worker
+    assert (
+        not (run / "crashes.jsonl").exists() or "actor" not in (run / "crashes.jsonl").read_text()
+    )
+
+
+def test_ppo_cartpole_with_remote_inference_reaches_475(remote_run):
+    run, returncode, out, killed_at, _ = remote_run
+    evals = [
+        (r["step"], r["value"]) for r in metric_records(run) if r["name"] == "charts/eval_return"
+    ]
+    solved = [step for step, value in evals if value >= 475]
+    assert solved, f"no evaluation reached 475 within {BUDGET} steps: {evals}"
+    assert solved[0] > killed_at  # learned on after the kill, not before it
