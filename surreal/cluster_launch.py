@@ -5,7 +5,9 @@ symphony config file's `backend_options.<backend>` first; a bare `-o DIR` is `ou
 `--dry-run` writes one file per Kubernetes object). On kube every container mounts the run
 storage at /runs (`-o volume=CLAIM`: a PersistentVolumeClaim all pods share; without it each
 pod's own scratch volume), and the run is launched detached: its processes live on the cluster,
-and `symphony describe/logs/delete EXPERIMENT` follow it.
+and `symphony describe/logs/delete EXPERIMENT` follow it. On compose every process container
+reads the run's private env file (`surreal.compose_env`: Curve keys, object-store settings), and
+`surreal launch` stays attached; the containers' output becomes `RUN/logs/` at the end.
 """
 
 from __future__ import annotations
@@ -19,16 +21,55 @@ DETACHED = ("kube",)
 
 
 def options(plan: Any, backend: str, pairs: tuple[str, ...]) -> dict[str, Any]:
-    """The backend's options: config file, `-o` pairs, then what the run's Curve keys need."""
+    """The backend's options: config file, `-o` pairs, then what the run's Curve keys need.
+
+    Raises:
+        symphony.errors.BackendError: compose with a run folder on this machine's disk (the
+            containers share none; the run folder must be an `s3://` URL).
+    """
     from surreal import curve
+    from surreal.portable import run_url
     from symphony.cli import backend_options
+    from symphony.errors import BackendError
+
+    if backend == "compose" and not run_url(plan):
+        raise BackendError(
+            f"--backend compose: the containers share no folder with this machine, so "
+            f"{plan.run_dir.where} would not reach them; put the run folder in an object store: "
+            "--folder s3://BUCKET/PREFIX (docs/storage.md)"
+        )
 
     merged = backend_options(backend, pairs)
     if backend == "kube":  # the run folder's container path lives on the run storage
         merged.setdefault("volume_path", RUNS_ROOT)
+    from surreal import compose_env
+
+    for key, value in compose_env.options(plan).items():  # compose: keys and storage settings
+        merged[key] = [*_listed(merged.get(key)), value]
     for key, value in curve.launch_options(plan).items():
         merged[key] = {**(merged.get(key) or {}), **value} if isinstance(value, dict) else value
     return merged
+
+
+def _listed(value: Any) -> list[Any]:
+    if not value:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def save_container_logs(handle: Any, logs: Any) -> None:
+    """On compose: each process container's output into `logs/PROCESS.log` (before the
+    containers are removed); elsewhere the backend's log files are kept instead."""
+    if handle.backend.name != "compose":
+        return
+    logs.mkdir(exist_ok=True)
+    for process in handle.record.experiment().process_names():
+        try:
+            lines = list(handle.backend.logs(handle.record, process))
+        except Exception:  # noqa: BLE001 - a container that never started has no output
+            continue
+        with (logs / f"{process}.log").open("a") as out:
+            out.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:

@@ -16,6 +16,9 @@ Options (keyword arguments, e.g. from `symphony launch --backend compose`):
     base_port       first port in "service" mode (default 7000).
     stop_grace_s    SIGTERM-to-SIGKILL grace when stopping (default 10).
     compose_command the compose CLI to run (default: detected; env SYMPHONY_COMPOSE_COMMAND).
+    env_file        a path, or a list of paths, of env files (`KEY=VALUE` lines) on this
+                    machine that compose reads at `up` into every process container's
+                    environment (secrets stay out of the compose file; keep the files mode 600).
 
 An attached launch (`detach=False`) polls until every process ended, and on Ctrl-C deletes the
 experiment's containers before returning.
@@ -57,7 +60,15 @@ from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
 
 COMPOSE_FILE = "compose.yaml"
-_OPTIONS = {"network", "image", "shm_size", "base_port", "stop_grace_s", "compose_command"}
+_OPTIONS = {
+    "network",
+    "image",
+    "shm_size",
+    "base_port",
+    "stop_grace_s",
+    "compose_command",
+    "env_file",
+}
 
 
 class ComposeBackend(Backend):
@@ -78,6 +89,7 @@ class ComposeBackend(Backend):
             shm_size=str(options.get("shm_size", "1g")),
             base_port=int(options.get("base_port", 7000)),
             stop_grace_s=int(options.get("stop_grace_s", 10)),
+            env_files=_paths(options.get("env_file")),
         )
         self._client: Any = None
 
@@ -247,6 +259,14 @@ class ComposeBackend(Backend):
             )
             summaries.append(self.describe(record).summary())
         return summaries
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    """The `env_file` option as absolute paths (one path, or a list of them)."""
+    if not value:
+        return ()
+    values = [value] if isinstance(value, (str, Path)) else list(value)
+    return tuple(str(Path(v).resolve()) for v in values)
 
 
 def _created(container: Any) -> float:
