@@ -16,6 +16,9 @@ from typing import Any
 
 from surreal.portable import IMAGE_BACKENDS, RUNS_ROOT
 
+STOP_GRACE_S = 30
+"""On compose: seconds a stopping process gets before SIGKILL (its last checkpoint and upload)."""
+
 DETACHED = ("kube",)
 """Backends `surreal launch` starts and leaves running (the processes are the cluster's)."""
 
@@ -40,6 +43,8 @@ def options(plan: Any, backend: str, pairs: tuple[str, ...]) -> dict[str, Any]:
         )
 
     merged = backend_options(backend, pairs)
+    if backend == "compose":  # the learner's last checkpoint and uploads, on a loaded machine
+        merged.setdefault("stop_grace_s", STOP_GRACE_S)
     if backend == "kube":  # the run folder's container path lives on the run storage
         merged.setdefault("volume_path", RUNS_ROOT)
     from surreal import compose_env

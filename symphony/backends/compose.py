@@ -30,6 +30,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -222,9 +223,8 @@ class ComposeBackend(Backend):
             return
         containers = engine.project_containers(self.client, project, role=None)
         grace = 0 if force else self.compose_options.stop_grace_s
-        for container in sorted(
-            containers, key=lambda c: c.labels.get("io.symphony.role") == "sandbox"
-        ):
+
+        def remove(container: Any) -> None:
             try:
                 if not force and container.status == "running":
                     container.stop(timeout=grace)
@@ -234,6 +234,12 @@ class ComposeBackend(Backend):
                     raise BackendError(
                         f"could not remove container {container.name}: {exc}"
                     ) from exc
+
+        # the processes stop together (one grace period in all, not one each), then the
+        # sandboxes that hold their namespaces
+        sandboxes = [c for c in containers if c.labels.get("io.symphony.role") == "sandbox"]
+        _all(remove, [c for c in containers if c not in sandboxes])
+        _all(remove, sandboxes)
         for network in self.client.networks.list(
             filters={"label": f"{engine.PROJECT_LABEL}={project}"}
         ):
@@ -259,6 +265,16 @@ class ComposeBackend(Backend):
             )
             summaries.append(self.describe(record).summary())
         return summaries
+
+
+def _all(fn: Any, items: list[Any]) -> None:
+    """`fn(item)` for every item at once (threads); the first error is raised after all ran."""
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+    for future in futures:
+        future.result()
 
 
 def _paths(value: Any) -> tuple[str, ...]:
