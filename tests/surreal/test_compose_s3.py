@@ -22,7 +22,6 @@ from pathlib import Path
 import pytest
 
 from surreal.testing import surreal_cli
-from tests.surreal.test_ppo_learns import CARTPOLE
 from tests.surreal.test_storage_s3 import BUCKET, checkpoint, metrics, objects, read, store
 from tests.symphony.docker_engine import MAKE_BASE, DockerEngine
 
@@ -34,7 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
 IMAGE = "surreal-test/compose-s3:latest"
 PREFIX = "compose/cartpole/c1"
 RUN_URL = f"s3://{BUCKET}/{PREFIX}"
-GOAL = 475.0  # the local test's goal (test_ppo_learns); CARTPOLE's run.stop_at_return
+GOAL = 475.0  # the local test's goal (test_ppo_learns)
+# test_ppo_learns' claim, as the README line runs it (4 actors, the classic family defaults,
+# 3 of 3 seeds at 475 within 44k steps): its faster CARTPOLE recipe (observation normalization,
+# no clip annealing) got stuck near 170 in one of three runs here (docs/learning.md says why)
+RECIPE = ["--actors", "4", "--steps", "150000", "--set", f"run.stop_at_return={GOAL}"]
 # the project's runtime dependencies (base, rl without its extras, s3), as installed here
 RUNTIME = ("click", "pyyaml", "numpy", "pyzmq", "pyarrow", "psutil", "boto3")
 RUNTIME += ("torch", "gymnasium", "tensorboardX", "rich", "prometheus-client")
@@ -97,9 +100,9 @@ def image(request: pytest.FixtureRequest) -> str:
 def compose_run(store, image):
     """One PPO CartPole run on compose whose folder is RUN_URL, ended by its eval goal."""
     root, client = store
-    args = ["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "300000"]
+    args = ["launch", "ppo", "--env", "gym:CartPole-v1", *RECIPE, "--set", "run.seed=2"]
     args += [*COMPOSE, "--folder", f"s3://{BUCKET}/compose", "--name", "cartpole"]
-    args += ["--trial", "c1", "--quiet", *CARTPOLE, "--set", "run.checkpoint_every=5"]
+    args += ["--trial", "c1", "--quiet", "--set", "run.checkpoint_every=5"]
     started = time.monotonic()
     result = surreal_cli(args, root, root / "home", timeout=1000)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -125,7 +128,8 @@ def test_the_run_learns_in_containers_and_its_files_are_in_the_bucket(compose_ru
     spec = read(client, f"{PREFIX}/experiment.yaml").decode()
     assert f"- {RUN_URL}" in spec and sys.executable not in spec and str(root) not in spec
     assert "CARAML_CURVE_KEYS: /tmp/surreal-curve-keys" in spec
-    roles = {"learner", "buffer", "param-server", "evaluator", "metrics", "actor-0", "actor-1"}
+    roles = {"learner", "buffer", "param-server", "evaluator", "metrics"}
+    roles |= {f"actor-{i}" for i in range(4)}
     assert {f"logs/{role}.log" for role in roles} <= set(stored)  # each container's output
     env_file = next((root / "mirrors" / "launch").rglob("keys/compose.env"))
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
