@@ -328,6 +328,9 @@ def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
 
 def _stop_and_keep_logs(handle, logs: Path) -> None:
     """Stop every process, append their logs to RUN_DIR/logs/, then drop symphony's record."""
+    from surreal.cluster_launch import save_container_logs
+
+    save_container_logs(handle, logs)  # compose: the containers' output, before they go
     handle.backend.delete(handle.record)
     logs.mkdir(exist_ok=True)
     for process, source in (handle.record.logs or {}).items():

@@ -5,7 +5,9 @@ symphony config file's `backend_options.<backend>` first; a bare `-o DIR` is `ou
 `--dry-run` writes one file per Kubernetes object). On kube every container mounts the run
 storage at /runs (`-o volume=CLAIM`: a PersistentVolumeClaim all pods share; without it each
 pod's own scratch volume), and the run is launched detached: its processes live on the cluster,
-and `symphony describe/logs/delete EXPERIMENT` follow it.
+and `symphony describe/logs/delete EXPERIMENT` follow it. On compose every process container
+reads the run's private env file (`surreal.compose_env`: Curve keys, object-store settings), and
+`surreal launch` stays attached; the containers' output becomes `RUN/logs/` at the end.
 """
 
 from __future__ import annotations
@@ -14,31 +16,73 @@ from typing import Any
 
 from surreal.portable import IMAGE_BACKENDS, RUNS_ROOT
 
+STOP_GRACE_S = 30
+"""Seconds a stopping process gets before SIGKILL on local, tmux and compose (its last
+checkpoint, uploads and W&B finish)."""
+
 DETACHED = ("kube",)
 """Backends `surreal launch` starts and leaves running (the processes are the cluster's)."""
-
-
-STOP_GRACE_S = 30.0
 
 
 def options(plan: Any, backend: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     """The backend's options: config file, `-o` pairs, then what the run's Curve keys need.
 
-    On local and tmux a stopped run's processes get up to 30 s (`grace_s`, not symphony's 5)
-    between SIGTERM and SIGKILL: the learner's last checkpoint and the metrics process's
-    W&B finish must not be cut off on a busy machine; processes that stop sooner end sooner.
+    On local, tmux and compose a stopped run's processes get up to 30 s (not symphony's
+    default) between SIGTERM and SIGKILL: the learner's last checkpoint, uploads and the
+    metrics process's W&B finish must not be cut off on a busy machine; processes that stop
+    sooner end sooner.
+
+    Raises:
+        symphony.errors.BackendError: compose with a run folder on this machine's disk (the
+            containers share none; the run folder must be an `s3://` URL).
     """
     from surreal import curve
+    from surreal.portable import run_url
     from symphony.cli import backend_options
+    from symphony.errors import BackendError
+
+    if backend == "compose" and not run_url(plan):
+        raise BackendError(
+            f"--backend compose: the containers share no folder with this machine, so "
+            f"{plan.run_dir.where} would not reach them; put the run folder in an object store: "
+            "--folder s3://BUCKET/PREFIX (docs/storage.md)"
+        )
 
     merged = backend_options(backend, pairs)
     if backend in ("local", "tmux"):
         merged.setdefault("grace_s", STOP_GRACE_S)
+    if backend == "compose":
+        merged.setdefault("stop_grace_s", STOP_GRACE_S)
     if backend == "kube":  # the run folder's container path lives on the run storage
         merged.setdefault("volume_path", RUNS_ROOT)
+    from surreal import compose_env
+
+    for key, value in compose_env.options(plan).items():  # compose: keys and storage settings
+        merged[key] = [*_listed(merged.get(key)), value]
     for key, value in curve.launch_options(plan).items():
         merged[key] = {**(merged.get(key) or {}), **value} if isinstance(value, dict) else value
     return merged
+
+
+def _listed(value: Any) -> list[Any]:
+    if not value:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def save_container_logs(handle: Any, logs: Any) -> None:
+    """On compose: each process container's output into `logs/PROCESS.log` (before the
+    containers are removed); elsewhere the backend's log files are kept instead."""
+    if handle.backend.name != "compose":
+        return
+    logs.mkdir(exist_ok=True)
+    for process in handle.record.experiment().process_names():
+        try:
+            lines = list(handle.backend.logs(handle.record, process))
+        except Exception:  # noqa: BLE001 - a container that never started has no output
+            continue
+        with (logs / f"{process}.log").open("a") as out:
+            out.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
 def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:

@@ -7,7 +7,9 @@ or `false` forces it. When on, `surreal launch` writes a fresh server and client
 `CARAML_CURVE_KEYS` on every process, so every caraml socket of the run is a Curve server (binds)
 or client (connects) with those keys (see `caraml.curve_env`). On kube the folder becomes the
 Kubernetes Secret `surreal-curve` in the experiment's namespace, mounted read-only into every
-pod; the experiment YAML only names the Secret and its mount path, never a key.
+pod; the experiment YAML only names the Secret and its mount path, never a key. On compose the
+keys travel in a private env file (`surreal.compose_env`) and each process writes them into its
+own container.
 """
 
 from __future__ import annotations
@@ -43,6 +45,10 @@ def process_folder(plan: Any) -> str:
         from symphony.kube_manifests import SECRETS_ROOT
 
         return f"{SECRETS_ROOT}/{SECRET}"
+    if plan.backend == "compose":  # written there by each process (surreal.compose_env)
+        from surreal.compose_env import CONTAINER_KEYS
+
+        return CONTAINER_KEYS
     return str(key_folder(plan))
 
 

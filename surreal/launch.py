@@ -205,6 +205,9 @@ def create_run(p: LaunchPlan) -> None:
     from surreal import curve
 
     curve.prepare(p)  # RUN/keys/ (mode 600) when the run's traffic uses Curve
+    from surreal import compose_env
+
+    compose_env.prepare(p)  # compose: RUN/keys/compose.env for the containers (mode 600)
     from surreal import monitoring
 
     monitoring.prepare(p.run_dir.path)  # restart counts and /metrics targets start afresh

@@ -23,11 +23,13 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
     import importlib
     from pathlib import Path
 
+    from surreal.compose_env import materialize_keys
     from surreal.portable import materialize
     from surreal.rundir import RunDir
     from surreal.storage_sync import attached
 
     materialize(run_dir)  # compose, kube: the run's config files travel in the environment
+    materialize_keys()  # compose: the run's Curve keys travel in the environment
     with attached(run_dir) as local:  # an s3:// run: a local mirror, uploaded as it is written
         roles = RunDir(Path(local)).algo_class().components()
         if role not in roles:

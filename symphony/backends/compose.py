@@ -16,6 +16,9 @@ Options (keyword arguments, e.g. from `symphony launch --backend compose`):
     base_port       first port in "service" mode (default 7000).
     stop_grace_s    SIGTERM-to-SIGKILL grace when stopping (default 10).
     compose_command the compose CLI to run (default: detected; env SYMPHONY_COMPOSE_COMMAND).
+    env_file        a path, or a list of paths, of env files (`KEY=VALUE` lines) on this
+                    machine that compose reads at `up` into every process container's
+                    environment (secrets stay out of the compose file; keep the files mode 600).
 
 An attached launch (`detach=False`) polls until every process ended, and on Ctrl-C deletes the
 experiment's containers before returning.
@@ -27,6 +30,7 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -57,7 +61,15 @@ from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
 
 COMPOSE_FILE = "compose.yaml"
-_OPTIONS = {"network", "image", "shm_size", "base_port", "stop_grace_s", "compose_command"}
+_OPTIONS = {
+    "network",
+    "image",
+    "shm_size",
+    "base_port",
+    "stop_grace_s",
+    "compose_command",
+    "env_file",
+}
 
 
 class ComposeBackend(Backend):
@@ -78,6 +90,7 @@ class ComposeBackend(Backend):
             shm_size=str(options.get("shm_size", "1g")),
             base_port=int(options.get("base_port", 7000)),
             stop_grace_s=int(options.get("stop_grace_s", 10)),
+            env_files=_paths(options.get("env_file")),
         )
         self._client: Any = None
 
@@ -210,9 +223,8 @@ class ComposeBackend(Backend):
             return
         containers = engine.project_containers(self.client, project, role=None)
         grace = 0 if force else self.compose_options.stop_grace_s
-        for container in sorted(
-            containers, key=lambda c: c.labels.get("io.symphony.role") == "sandbox"
-        ):
+
+        def remove(container: Any) -> None:
             try:
                 if not force and container.status == "running":
                     container.stop(timeout=grace)
@@ -222,6 +234,12 @@ class ComposeBackend(Backend):
                     raise BackendError(
                         f"could not remove container {container.name}: {exc}"
                     ) from exc
+
+        # the processes stop together (one grace period in all, not one each), then the
+        # sandboxes that hold their namespaces
+        sandboxes = [c for c in containers if c.labels.get("io.symphony.role") == "sandbox"]
+        _all(remove, [c for c in containers if c not in sandboxes])
+        _all(remove, sandboxes)
         for network in self.client.networks.list(
             filters={"label": f"{engine.PROJECT_LABEL}={project}"}
         ):
@@ -247,6 +265,24 @@ class ComposeBackend(Backend):
             )
             summaries.append(self.describe(record).summary())
         return summaries
+
+
+def _all(fn: Any, items: list[Any]) -> None:
+    """`fn(item)` for every item at once (threads); the first error is raised after all ran."""
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(items))) as pool:
+        futures = [pool.submit(fn, item) for item in items]
+    for future in futures:
+        future.result()
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    """The `env_file` option as absolute paths (one path, or a list of them)."""
+    if not value:
+        return ()
+    values = [value] if isinstance(value, (str, Path)) else list(value)
+    return tuple(str(Path(v).resolve()) for v in values)
 
 
 def _created(container: Any) -> float:

@@ -48,6 +48,9 @@ class ComposeOptions:
         shm_size: /dev/shm size of each group (shared by its processes), e.g. "1g".
         base_port: first port of the stable numbering in "service" mode.
         stop_grace_s: seconds between SIGTERM and SIGKILL when stopping.
+        env_files: env files on the launching machine (`KEY=VALUE` lines) that compose reads
+            at `up` into every process container's environment; the compose file names them
+            only, so secrets in them stay out of it and out of the experiment spec.
     """
 
     network: str = "service"
@@ -55,6 +58,7 @@ class ComposeOptions:
     shm_size: str = "1g"
     base_port: int = 7000
     stop_grace_s: int = 10
+    env_files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.network not in NETWORK_MODES:
@@ -183,6 +187,8 @@ def _process_service(
         "stop_grace_period": f"{options.stop_grace_s}s",
         **_resources(proc),
     }
+    if options.env_files:
+        service["env_file"] = list(options.env_files)
     if proc.cwd:
         service["working_dir"] = proc.cwd
     if sandboxed:

@@ -8,7 +8,7 @@ import stat
 import pytest
 import yaml
 
-from surreal import curve, portable
+from surreal import compose_env, curve
 from surreal import launch as launching
 
 pytestmark = pytest.mark.timeout(120)
@@ -37,8 +37,8 @@ def test_keys_and_env_follow_the_backend(tmp_path, backend, overrides, on):
     exp = launching.build_experiment(plan)
     envs = [p.env.get("CARAML_CURVE_KEYS") for p in exp.processes()]
     assert keys.exists() is on
-    # compose runs the processes in the image: the run folder is its container path there
-    inside = f"{portable.container_run_dir(plan)}/keys" if backend == "compose" else None
+    # compose: each process writes the keys into its own container (surreal.compose_env)
+    inside = compose_env.CONTAINER_KEYS if backend == "compose" else None
     assert envs == [(inside or str(keys.resolve())) if on else None] * len(envs)
     if on:
         assert stat.S_IMODE(keys.stat().st_mode) == 0o700

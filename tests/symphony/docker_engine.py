@@ -79,7 +79,7 @@ class DockerEngine:
         if out.returncode != 0:
             raise RuntimeError(f"scripts/dockerd-down.sh failed:\n{out.stderr}")
 
-    def ensure_image(self, kind: str, tag: str, **env: str) -> str:
+    def ensure_image(self, kind: str, tag: str, timeout: float = 300, **env: str) -> str:
         """`tag`, made by make-base-image.sh KIND if the engine does not have it yet."""
         import docker
 
@@ -92,7 +92,7 @@ class DockerEngine:
             ["bash", str(MAKE_BASE), kind, tag],
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=timeout,
             env={**os.environ, **env},
         )
         if out.returncode != 0:

@@ -163,3 +163,20 @@ def test_compose_command_prefers_the_plugin_then_docker_compose(
         compose_command()
     monkeypatch.setenv("SYMPHONY_COMPOSE_COMMAND", "podman-compose --verbose")
     assert compose_command() == ["podman-compose", "--verbose"]
+
+
+def test_env_files_are_named_on_every_process_and_never_inlined(tmp_path: Path) -> None:
+    """The backend's `env_file` option: every process container (not the sandboxes) reads the
+    files at `up`; the compose file holds their paths, not their contents."""
+    from symphony.backends.compose import ComposeBackend
+
+    secret = tmp_path / "run.env"
+    secret.write_text("TOKEN=s3cr3t\n")
+    backend = ComposeBackend(env_file=str(secret), network="host")
+    compose = backend.render(_experiment(), "alice")
+    processes = {"learner", "fetcher", "replay", "actor-0"}
+    assert {n for n, s in compose["services"].items() if "env_file" in s} == processes
+    assert all(compose["services"][n]["env_file"] == [str(secret)] for n in processes)
+    assert "s3cr3t" not in yaml.safe_dump(compose)
+    two = ComposeBackend(env_file=[secret, tmp_path / "b.env"]).compose_options.env_files
+    assert two == (str(secret), str(tmp_path / "b.env"))
