@@ -8,11 +8,14 @@ Each round launches every system once, in an order that alternates between round
 the list reversed), with the same wall budget. From each system's own counter (env steps consumed
 by its learner: surreal's global step, CleanRL's global_step after each update, Sample Factory's
 "Total num frames", RLlib's num_env_steps_trained_lifetime) the table reports start-up (launch to
-the first counted step) and the steady rate over the window that starts `--skip` seconds later;
-medians and [min-max] over rounds, ratios to the CleanRL file of the same algorithm paired round
+the first counted step) and the steady rate over the window that starts `--skip` seconds later
+and ends at the wall budget (counts after it, e.g. during a slow shutdown, are ignored), the
+training return each system last reported by the budget (TD3 systems: the window starts after
+their random-action warm-up, `learning_starts`); medians and [min-max] over rounds, ratios to the CleanRL file of the same algorithm paired round
 by round, torch threads, and the load average before and after every run. Peers that cannot be
 installed or run here are listed with the reason, never with a number. Plots go to bench/out/:
-peers_throughput.png and peers_learning.png (return vs wall-clock, every system, every round).
+peers_throughput.png and peers_learning.png (return vs wall-clock, every system, every round),
+and the raw samples to peers.json (`--table-from bench/out/peers.json` re-prints the table).
 """
 
 from __future__ import annotations
@@ -26,14 +29,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import stats  # noqa: E402
-from systems import BASELINE, SYSTEMS, Unavailable, td3_learning_starts  # noqa: E402
+from systems import BASELINE, SYSTEMS, Run, Unavailable, td3_learning_starts  # noqa: E402
 
 OUT = Path(__file__).resolve().parents[1] / "out"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 rounds x 75 s per system")
+    parser.add_argument("--quick", action="store_true", help="2 rounds x 80 s per system")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=180.0, help="wall budget per launch")
     parser.add_argument(
@@ -45,7 +48,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.quick:
-        args.rounds, args.seconds, args.skip = 2, 75.0, 10.0
+        args.rounds, args.seconds, args.skip = 2, 80.0, 10.0
     names = [n.strip() for n in args.systems.split(",") if n.strip()]
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:
@@ -75,15 +78,31 @@ def main() -> None:
             )
     _table(names, results, unavailable, loads, args)
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "peers.json").write_text(
-        json.dumps({n: [vars(run) for run in runs] for n, runs in results.items()}, indent=1)
-    )
+    saved = {
+        "args": {k: v for k, v in vars(args).items() if k != "table_from"},
+        "names": names,
+        "unavailable": unavailable,
+        "loads": loads,
+        "runs": {n: [vars(run) for run in runs] for n, runs in results.items()},
+    }
+    (OUT / "peers.json").write_text(json.dumps(saved, indent=1))
     _plots(names, results, args)
+
+
+def _replay(path: Path) -> None:
+    """The table and plots of a run saved in `path` (no system is launched)."""
+    saved = json.loads(path.read_text())
+    args = argparse.Namespace(**saved["args"])
+    results = {n: [Run(**run) for run in runs] for n, runs in saved["runs"].items()}
+    _table(saved["names"], results, saved["unavailable"], saved["loads"], args)
+    _plots(saved["names"], results, args)
 
 
 def _window(name: str, run, args) -> stats.Window | None:
     floor = td3_learning_starts(args.quick) if SYSTEMS[name].algo == "td3" else 0
-    return stats.steady_rate(run.steps, args.skip, min_steps=floor)
+    # the same wall budget for everyone: samples after it (a slow shutdown) do not count
+    inside = [(t, steps) for t, steps in run.steps if t <= args.seconds]
+    return stats.steady_rate(inside, args.skip, min_steps=floor)
 
 
 def _table(names, results, unavailable, loads, args) -> None:
@@ -95,7 +114,7 @@ def _table(names, results, unavailable, loads, args) -> None:
     )
     print(
         f"{'system':<20} {'steady env steps/s':>22} {'start-up s':>16} {'ratio to CleanRL':>22} "
-        f"{'return at end':>20}"
+        f"{'return at budget':>20}"
     )
     for name in names:
         if name in unavailable:
@@ -110,7 +129,7 @@ def _table(names, results, unavailable, loads, args) -> None:
                 w.rate if w else None for w in (_window(base, r, args) for r in results[base])
             ]
             ratio = str(stats.spread(stats.paired_ratios(rates, base_rates))) + "x"
-        final = [run.returns[-1][1] if run.returns else None for run in results[name]]
+        final = [stats.value_at(run.returns, args.seconds) for run in results[name]]
         errors = {run.error for run in results[name] if run.error}
         note = (
             f"  no steady window: {'; '.join(errors) or 'too few counter samples'}"
@@ -148,8 +167,9 @@ def _plots(names, results, args) -> None:
     for i, name in enumerate(names):
         ax = axes[0 if SYSTEMS[name].algo == "ppo" else 1]
         for j, run in enumerate(results[name]):
-            if run.returns:
-                ts, vs = zip(*run.returns, strict=True)
+            curve = [(t, v) for t, v in run.returns if t <= args.seconds]
+            if curve:
+                ts, vs = zip(*curve, strict=True)
                 ax.plot(ts, vs, color=f"C{i}", alpha=0.8, label=name if j == 0 else None)
     for ax, algo in zip(axes, ("PPO", "TD3"), strict=True):
         ax.set_xlabel("wall-clock s since launch")
