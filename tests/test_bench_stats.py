@@ -76,3 +76,61 @@ def test_value_at_reads_a_curve_at_equal_wall_time():
     assert stats.value_at(curve, 5.0) is None
     assert stats.value_at(curve, 25.0) == 3.0
     assert stats.value_at(curve, 100.0) == 9.0
+
+
+RUN = Path(__file__).resolve().parents[1] / "bench" / "peers" / "run.py"
+
+
+def test_the_runner_explains_itself_and_refuses_an_unknown_system():
+    import subprocess
+
+    helped = subprocess.run([sys.executable, str(RUN), "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0
+    assert "--quick" in helped.stdout and "cleanrl-td3" in helped.stdout
+    bad = subprocess.run(
+        [sys.executable, str(RUN), "--systems", "cleanrl-ppo,nope"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "unknown system(s) ['nope']" in bad.stderr
+
+
+def test_the_table_pairs_rounds_and_names_a_peer_that_could_not_run(tmp_path):
+    import json
+    import subprocess
+
+    def counter(rate):  # start-up 5 s, then `rate` steps/s, one sample a second up to 60 s
+        return [[0.0, 0.0]] + [[5.0 + t, 1 + rate * t] for t in range(56)]
+
+    runs = {
+        "surreal-ppo": [{"steps": counter(300), "returns": [[50.0, -10.0]], "error": ""}] * 2,
+        "cleanrl-ppo": [
+            {"steps": counter(100), "returns": [], "error": ""},
+            {"steps": counter(150), "returns": [], "error": ""},
+        ],
+    }
+    saved = {
+        "args": {
+            "quick": False,
+            "rounds": 2,
+            "seconds": 60.0,
+            "skip": 10.0,
+            "threads": 1,
+            "systems": "surreal-ppo,cleanrl-ppo,rllib-ppo",
+        },
+        "names": ["surreal-ppo", "cleanrl-ppo", "rllib-ppo"],
+        "unavailable": {"rllib-ppo": "raylet did not start"},
+        "loads": [1.0, 2.5],
+        "runs": runs,
+    }
+    path = tmp_path / "peers.json"
+    path.write_text(json.dumps(saved))
+    out = subprocess.run(
+        [sys.executable, str(RUN), "--table-from", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    ).stdout
+    row = next(line for line in out.splitlines() if line.startswith("surreal-ppo"))
+    # rate 300 every round; start-up 5 s; ratios 300/100 and 300/150 paired: median 2.5 [2-3]
+    assert "300 [300-300]" in row and "5.00 [5.00-5.00]" in row and "2.50 [2.00-3.00]x" in row
+    assert "rllib-ppo            not run: raylet did not start" in out
+    assert "load average 1.0-2.5" in out

@@ -46,7 +46,12 @@ def main() -> None:
     parser.add_argument(
         "--systems", default=",".join(SYSTEMS), help="comma-separated: " + ",".join(SYSTEMS)
     )
+    parser.add_argument(
+        "--table-from", type=Path, help="re-print the table and plots of a saved peers.json"
+    )
     args = parser.parse_args()
+    if args.table_from:
+        return _replay(args.table_from)
     if args.quick:
         args.rounds, args.seconds, args.skip = 2, 80.0, 10.0
     names = [n.strip() for n in args.systems.split(",") if n.strip()]
@@ -95,7 +100,7 @@ def _replay(path: Path) -> None:
     args = argparse.Namespace(**saved["args"])
     results = {n: [Run(**run) for run in runs] for n, runs in saved["runs"].items()}
     _table(saved["names"], results, saved["unavailable"], saved["loads"], args)
-    _plots(saved["names"], results, args)
+    _plots(saved["names"], results, args, out=path.parent)  # beside the saved run
 
 
 def _window(name: str, run, args) -> stats.Window | None:
@@ -145,7 +150,7 @@ def _table(names, results, unavailable, loads, args) -> None:
         print(f"  {name}: {SYSTEMS[name].setup}")
 
 
-def _plots(names, results, args) -> None:
+def _plots(names, results, args, out: Path = OUT) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -162,7 +167,7 @@ def _plots(names, results, args) -> None:
     ax.set_ylabel("steady env steps/s (each round, median bar)")
     ax.set_title(f"HalfCheetah, {os.cpu_count()} cores, {args.threads} torch thread/process")
     fig.tight_layout()
-    fig.savefig(OUT / "peers_throughput.png", dpi=100)
+    fig.savefig(out / "peers_throughput.png", dpi=100)
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for i, name in enumerate(names):
         ax = axes[0 if SYSTEMS[name].algo == "ppo" else 1]
@@ -178,8 +183,8 @@ def _plots(names, results, args) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(OUT / "peers_learning.png", dpi=100)
-    print(f"plots: {OUT / 'peers_throughput.png'}, {OUT / 'peers_learning.png'}")
+    fig.savefig(out / "peers_learning.png", dpi=100)
+    print(f"plots: {out / 'peers_throughput.png'}, {out / 'peers_learning.png'}")
 
 
 if __name__ == "__main__":
