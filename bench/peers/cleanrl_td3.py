@@ -7,7 +7,7 @@ gamma 0.99, batch 256, lr 3e-4 for both Adams, exploration noise 0.1 x action sc
 networks, a 1M-transition replay. The replay is a numpy ring sampled uniformly (CleanRL uses
 stable-baselines3's ReplayBuffer, also uniform; sb3 is not installed here); time-limit ends are
 not treated as terminal, as there. Progress goes to stdout as JSON lines: `{"t", "step"}` every
-1,000 env steps (each step after `learning_starts` is one update) and `{"t", "step", "return"}`
+1,000 env steps or 1 s (each step after `learning_starts` is one update) and `{"t", "step", "return"}`
 per finished episode.
 
     python bench/peers/cleanrl_td3.py --env HalfCheetah-v5 --seconds 60 --threads 1
@@ -101,7 +101,7 @@ def main() -> None:
     b_act = np.zeros((cap, act_dim), np.float32)
     b_rew, b_term = np.zeros(cap, np.float32), np.zeros(cap, np.float32)
     obs, _ = env.reset(seed=a.seed)
-    start = time.time()
+    start = last_emit = time.time()
     emit(step=0, event="start")
     for step in range(1, a.total_timesteps + 1):
         if step < a.learning_starts:
@@ -143,9 +143,10 @@ def main() -> None:
                 for target_net, src in ((actor_t, actor), (qf1_t, qf1), (qf2_t, qf2)):
                     for tp, sp in zip(target_net.parameters(), src.parameters(), strict=True):
                         tp.data.copy_(tau * sp.data + (1 - tau) * tp.data)
-        if step % 1000 == 0:
+        if step % 1000 == 0 or time.time() - last_emit > 1.0:
             emit(step=step)
-            if time.time() - start > a.seconds:
+            last_emit = time.time()
+            if last_emit - start > a.seconds:
                 break
     env.close()
 
