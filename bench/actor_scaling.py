@@ -194,6 +194,8 @@ def main() -> None:
             of_linear = f"{share.median:.0%} [{share.low:.0%}-{share.high:.0%}]"
         print(f"{label:<32} {str(spread(rates[label])):>22} {vs_loop:>6.2f}x {of_linear:>18}")
     print(f"(frames counted as the learner received them; the buffer dropped {dropped:,.0f})")
+    if None in one:
+        print(f"{one.count(None)} 1-actor round(s) measured no window (too few learner records)")
     if above:
         print(
             "of linear above 100%: the 1-actor run shares the cores with its buffer, learner "
@@ -214,7 +216,8 @@ def _plot(labels: list[str], rates: dict[str, list], cores: int) -> None:
     med = [spread(rates[label]).median for label in ours]
     fig, ax = plt.subplots(figsize=(6, 4))
     for x, label in zip(xs, ours, strict=True):
-        ax.scatter([x] * len(rates[label]), [v for v in rates[label] if v], color="C0", s=10)
+        measured = [v for v in rates[label] if v]
+        ax.scatter([x] * len(measured), measured, color="C0", s=10)
     ax.plot(xs, med, "o-", label="surreal actors (total, median)")
     ax.plot(xs, [med[0] * min(n, cores) for n in xs], "k--", label=f"linear over {cores} cores")
     ax.axhline(spread(rates[labels[0]]).median, color="gray", ls=":", label="gymnasium loop")
