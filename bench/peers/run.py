@@ -133,7 +133,8 @@ def _table(names, results, unavailable, loads, args) -> None:
             base_rates = [
                 w.rate if w else None for w in (_window(base, r, args) for r in results[base])
             ]
-            ratio = str(stats.spread(stats.paired_ratios(rates, base_rates))) + "x"
+            paired = stats.spread(stats.paired_ratios(rates, base_rates))
+            ratio = f"{paired}x" if paired.n else "-"
         final = [stats.value_at(run.returns, args.seconds) for run in results[name]]
         errors = {run.error for run in results[name] if run.error}
         note = (
