@@ -113,7 +113,7 @@ def _window(name: str, run, args) -> stats.Window | None:
 def _table(names, results, unavailable, loads, args) -> None:
     print(
         f"\nHalfCheetah-v5, {os.cpu_count()} cores, {args.rounds} alternating rounds, {args.seconds:.0f} s per "
-        f"launch, window from {args.skip:.0f} s after the first counted step to the last sample, "
+        f"launch, window from {args.skip:.0f} s after the first counted step to the budget, "
         f"torch threads {args.threads} per process (OMP/MKL {args.threads}), "
         f"load average {min(loads, default=0):.1f}-{max(loads, default=0):.1f}"
     )
