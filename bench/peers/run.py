@@ -36,7 +36,9 @@ OUT = Path(__file__).resolve().parents[1] / "out"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 rounds x 80 s per system")
+    parser.add_argument(
+        "--quick", action="store_true", help="2 rounds x 70 s per system (< 20 min for all six)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=180.0, help="wall budget per launch")
     parser.add_argument(
@@ -53,7 +55,7 @@ def main() -> None:
     if args.table_from:
         return _replay(args.table_from)
     if args.quick:
-        args.rounds, args.seconds, args.skip = 2, 80.0, 10.0
+        args.rounds, args.seconds, args.skip = 2, 70.0, 10.0
     names = [n.strip() for n in args.systems.split(",") if n.strip()]
     unknown = [n for n in names if n not in SYSTEMS]
     if unknown:

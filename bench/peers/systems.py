@@ -69,7 +69,7 @@ def _jsonl_run(cmd: list[str], seconds: float, env: dict[str, str], grace: float
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGINT)  # lets ray stop its raylet and GCS
         try:
-            out, err = proc.communicate(timeout=20)
+            out, err = proc.communicate(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             out, err = proc.communicate()
@@ -173,7 +173,7 @@ def surreal(algo: str, actors: int, sets: dict[str, object]):
             if early is None:
                 os.killpg(proc.pid, signal.SIGINT)
                 try:
-                    proc.wait(timeout=30)  # its checkpoint; the window ended at the budget
+                    proc.wait(timeout=15)  # its checkpoint; the window ended at the budget
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
