@@ -181,6 +181,8 @@ class PPOLearner(Learner):
             if cfg.target_kl is not None and cfg.loss == "clip":
                 if self._replica_mean(stats["losses/approx_kl"]) > cfg.target_kl:
                     break  # early stop on KL (every replica decides alike)
+        if not stats:  # update_epochs=0 (bench/actor_scaling.py switches learning off)
+            return {"losses/epochs": 0.0}
         metrics = {k: float(v) for k, v in stats.items()}
         metrics["losses/approx_kl"] = self._replica_mean(metrics["losses/approx_kl"])
         if cfg.loss == "kl":
