@@ -110,7 +110,7 @@ def test_curve_slurm_run_learns_on_both_nodes_and_refuses_a_client_without_the_k
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGINT)
-            launcher.communicate(timeout=60)
+            launcher.communicate(timeout=180)
     assert launcher.returncode == 0, out
     state = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     assert state["counters"]["global_step"] > 0  # the learner's jobs wrote to the shared folder

@@ -229,11 +229,11 @@ def test_kill_9_of_a_replay_shard_and_a_parameter_server_training_goes_on(tmp_pa
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=60)
+            proc.wait(timeout=180)
     wait_until(lambda: not processes_of(run), 30, "every process to end")
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 def test_resume_continues_the_learner_from_its_checkpoint(tmp_path):
     import torch
 

@@ -70,7 +70,7 @@ def population(tmp_path_factory):
     finally:
         if proc.poll() is None:
             ctrl_c(proc)
-            proc.communicate(timeout=60)
+            proc.communicate(timeout=180)
     wall = time.monotonic() - started
     print(f"\nPBT CartPole population of 4: wall {wall:.0f} s\n{out[-3000:]}")
     return proc.returncode, out, run, cwd, (restarts, killed_at)

@@ -18,7 +18,7 @@ from tests.surreal.helpers import (
     wait_until,
 )
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(600)
 
 
 def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
@@ -65,7 +65,7 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
         assert describe(home, "rel-a").process("learner").state == "running"
         assert processes_of(run)
         ctrl_c(proc)
-        proc.wait(timeout=60)
+        proc.wait(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -106,7 +106,7 @@ def test_killed_learner_resumes_with_optimizer_state(tmp_path):
         )
         learner = describe(home, "kill-a").process("learner")
         os.kill(learner.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()

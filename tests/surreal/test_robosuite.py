@@ -10,7 +10,7 @@ from surreal.testing import surreal_cli
 from tests.surreal.helpers import metric_records
 
 pytest.importorskip("robosuite")
-pytestmark = pytest.mark.timeout(300)
+pytestmark = pytest.mark.timeout(900)
 
 CAMERA_KEYS = "env.obs_keys=agentview_image,robot0_proprio-state"
 SHORT = [
@@ -104,7 +104,7 @@ def launch(tmp_path, name: str, steps: int, *args: str, algo: str = "ppo"):
         ],
         tmp_path,
         tmp_path / "home",
-        timeout=280,
+        timeout=600,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     run = tmp_path / "runs" / name / "a"
@@ -153,7 +153,7 @@ def test_ppo_on_lift_from_camera_with_conv_lstm_and_a_video(tmp_path):
         ["eval", str(run), "--episodes", "1", "--video", str(video)],
         tmp_path,
         tmp_path / "home",
-        timeout=200,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     import imageio.v2 as imageio
