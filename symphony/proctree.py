@@ -15,6 +15,8 @@ from collections.abc import Iterable
 import psutil
 
 RUN_ID_ENV = "SYMPHONY_RUN_ID"
+REST_GRACE_S = 5.0
+"""Seconds a process gets after SIGTERM once the root of its tree has stopped (`stop_all`)."""
 
 
 def die_with_parent() -> None:
@@ -110,8 +112,21 @@ def terminate(procs: list[psutil.Process], grace_s: float = 5.0) -> list[psutil.
 def stop_all(
     pids: Iterable[int], run_id: str | None = None, grace_s: float = 5.0
 ) -> list[psutil.Process]:
-    """Stop the trees of `pids` and everything marked `run_id`; sweeps again for late children."""
+    """Stop the trees of `pids` and everything marked `run_id`; sweeps again for late children.
+
+    The roots (`pids`) get SIGTERM first and the grace period to stop their own children (a
+    service they started, worker processes), as `docker stop` signals only a container's main
+    process; what is left of their trees then gets SIGTERM, at most `REST_GRACE_S`, SIGKILL.
+    Signalling the whole tree at once would kill such a child before its parent has used it to
+    finish (e.g. the W&B service a metrics process still writes its last rows through).
+    """
     pids = list(pids)
-    left = terminate(gather(pids, run_id), grace_s)
+    procs = gather(pids, run_id)
+    roots = [p for p in procs if p.pid in pids]
+    rest = [p for p in procs if p.pid not in pids]
+    left = terminate(roots, grace_s) if roots else []
+    if roots:
+        rest = [p for p in rest if alive(p.pid)]
+    left += terminate(rest, min(grace_s, REST_GRACE_S) if roots else grace_s)
     late = gather([], run_id)  # started by a dying parent after the first sweep
     return left + terminate(late, 0.0 if grace_s == 0 else 1.0) if late else left
