@@ -63,8 +63,8 @@ def main() -> None:
     type=int,
     show_default=f"{RunConfig.actors}; with --resume, the run's",
     help=f"Actor processes (each steps env.num_envs = {EnvConfig.num_envs} environments). "
-    "With --set actor.inference=remote they only step environments and N policy workers "
-    "(--set run.policy_workers=N) run the policy for them, batched (docs/policy_workers.md).",
+    "With actor.inference=remote they only step environments and run.policy_workers=N "
+    "policy workers run the policy for them, batched (docs/policy_workers.md).",
 )
 @click.option(
     "--backend",

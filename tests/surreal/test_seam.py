@@ -42,6 +42,7 @@ def test_the_defaults_are_the_standard_on_policy_runtime():
         "param-server",
         "evaluator",
         "metrics",
+        "policy-worker",  # started with actor.inference=remote
     }
     assert learner_class.example_batch(
         config, CARTPOLE, learner_class.make_policy(config.algo, CARTPOLE)
