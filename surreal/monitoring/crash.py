@@ -30,6 +30,13 @@ def crashes_file(run_path: Path) -> Path:
     return run_path / "crashes.jsonl"
 
 
+def crash_files(run_path: Path) -> list[Path]:
+    """`RUN/crashes.jsonl` and, in a multi-agent run, each policy's
+    `RUN/policies/<P>/crashes.jsonl` (its buffer, learner, parameter server and metrics sink
+    run on the policy's folder; their logs are the run's `RUN/logs/<process>-<P>.log`)."""
+    return [crashes_file(run_path), *sorted(run_path.glob("policies/*/crashes.jsonl"))]
+
+
 def process_name(role: str, index: int) -> str:
     """This process's symphony name (`SYMPH_PROCESS`), else `role-index`."""
     return os.environ.get("SYMPH_PROCESS") or f"{role}-{index}"
@@ -55,20 +62,24 @@ def record(run_path: Path, role: str, index: int, error: BaseException) -> dict[
 
 
 def read(run_path: Path, since: float = 0.0) -> list[dict[str, Any]]:
-    """The crashes recorded at or after `since` (epoch seconds), oldest first."""
-    try:
-        lines = crashes_file(run_path).read_text().splitlines()
-    except FileNotFoundError:
-        return []
+    """The crashes recorded at or after `since` (epoch seconds), oldest first (the run's and,
+    in a multi-agent run, its policies' with the log path in the run's `logs/`)."""
     found = []
-    for line in lines:
+    for path in crash_files(run_path):
         try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # a line being written right now
-        if isinstance(entry, dict) and entry.get("time", 0) >= since:
-            found.append(entry)
-    return found
+            lines = path.read_text().splitlines()
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line being written right now
+            if isinstance(entry, dict) and entry.get("time", 0) >= since:
+                if path.parent != run_path and "process" in entry:
+                    entry["log"] = str(run_path / "logs" / f"{entry['process']}.log")
+                found.append(entry)
+    return sorted(found, key=lambda entry: entry.get("time", 0))
 
 
 def tail(entry: dict[str, Any], lines: int = TAIL_LINES) -> str:
@@ -111,10 +122,7 @@ class CrashWatch:
 
     def poll(self) -> list[dict[str, Any]]:
         """Re-read the file when it grew; the crashes since the launch."""
-        try:
-            size = crashes_file(self.run_path).stat().st_size
-        except FileNotFoundError:
-            size = 0
+        size = sum(p.stat().st_size for p in crash_files(self.run_path) if p.exists())
         if size != self._size:
             self._size, self.crashes = size, read(self.run_path, self.since)
         return self.crashes

@@ -127,6 +127,30 @@ def test_monitor_stops_a_crash_looping_run_with_the_traceback(tmp_path):
     assert text.rstrip().endswith("ValueError: boom in act")
 
 
+def test_a_failed_policy_learner_of_a_multiagent_run_is_shown_with_its_traceback(tmp_path):
+    # a policy's processes run on RUN/policies/<P>/ and record their crashes there
+    policy = tmp_path / "policies" / "r"
+    policy.mkdir(parents=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SYMPH_PROCESS", "learner-r")
+        try:
+            raise RuntimeError("batches never came")
+        except RuntimeError as err:
+            crash.record(policy, "policy-learner", 0, err)
+    processes = [
+        SimpleNamespace(name="learner", state="running", exit_code=None, restarts=0),
+        SimpleNamespace(name="learner-r", state="failed", exit_code=1, restarts=0),
+    ]
+    handle = SimpleNamespace(status=lambda: SimpleNamespace(processes=processes))
+    out = io.StringIO()
+    assert monitor(handle, RunDir(tmp_path), out=out, live=False, crashes_since=0.0) == 1
+    text = out.getvalue()
+    assert "process(es) learner-r failed" in text
+    assert "learner-r (role policy-learner, index 0) crashed" in text
+    assert str(tmp_path / "logs" / "learner-r.log") in text  # where symphony writes its output
+    assert text.rstrip().endswith("RuntimeError: batches never came")
+
+
 def test_the_progress_line_counts_restarts_and_shows_the_latest_crash(tmp_path):
     (tmp_path / "status.json").write_text(json.dumps({"global_step": 10, "total_steps": 1000}))
     _crash(tmp_path, "actor-1", "once")

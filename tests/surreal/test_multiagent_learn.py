@@ -21,8 +21,17 @@ def launch(tmp_path: Path, env: str, steps: int, *sets: str) -> Path:
     for item in sets:
         args += ["--set", item]
     result = surreal_cli(args, tmp_path, tmp_path / "home", timeout=560)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return tmp_path / "runs" / "ma" / "ci"
+    run = tmp_path / "runs" / "ma" / "ci"
+    assert result.returncode == 0, result.stdout + result.stderr + _log_tails(run)
+    return run
+
+
+def _log_tails(run: Path, lines: int = 15) -> str:
+    """The end of every process's log (what a failed run's assertion shows)."""
+    return "".join(
+        f"\n--- {log.name}:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        for log in sorted((run / "logs").glob("*.log"))
+    )
 
 
 @pytest.mark.slow
