@@ -419,13 +419,33 @@ class ParameterClient:
 
     def __init__(self, address: str, timeout: float = 5.0, outage_s: float = 600.0) -> None:
         import caraml
+        from surreal.asking import Asker
 
         self._client = caraml.Client(address, timeout=timeout, retries=0)
         self.address, self.timeout, self.outage_s = address, timeout, outage_s
+        self._asker = Asker(
+            self._client,
+            f"parameter server at {address}",
+            timeout,
+            f"retrying for up to {outage_s:.0f} s",
+        )
         self.version = 0
         self.step = 0
         self.latest_version = 0
-        self.outages = 0
+
+    @property
+    def outages(self) -> int:
+        """How many times the server was silent for `timeout` seconds (each printed once)."""
+        return self._asker.outages
+
+    def _give_up(self, silent: float, error: Exception) -> None:
+        import caraml
+
+        if silent > self.outage_s:
+            raise caraml.RequestTimeout(
+                f"parameter server at {self.address} gave no valid answer for "
+                f"{self.outage_s:.0f} s; check that it runs (`surreal status RUN_DIR`)"
+            ) from error
 
     def fetch(self) -> Params | None:
         """Ask for parameters newer than the ones held; returns them, or None if unchanged.
@@ -433,39 +453,15 @@ class ParameterClient:
         Raises:
             caraml.RequestTimeout: no valid answer for `outage_s` seconds.
         """
-        import caraml
-        from surreal.guard import Invalid
         from surreal.schemas import params_reply
 
-        started, wait, announced = time.monotonic(), min(1.0, self.timeout), False
-        while True:
-            try:
-                request = {"version": self.version}
-                reply = params_reply(self._client.request(request, timeout=wait))
-                break
-            except (caraml.CaramlError, Invalid) as exc:
-                silent = time.monotonic() - started
-                if not announced and silent >= self.timeout:
-                    announced, self.outages = True, self.outages + 1
-                    print(
-                        f"parameter server at {self.address} did not answer for {silent:.0f} s "
-                        f"({exc}); retrying for up to {self.outage_s:.0f} s",
-                        flush=True,
-                    )
-                if silent > self.outage_s:
-                    raise caraml.RequestTimeout(
-                        f"parameter server at {self.address} gave no valid answer for "
-                        f"{self.outage_s:.0f} s; check that it runs (`surreal status RUN_DIR`)"
-                    ) from exc
-                if isinstance(exc, caraml.RequestTimeout):
-                    wait = min(wait * 2, self.timeout)
-                else:
-                    self._client_wait(0.5)  # an immediate error: pace the retries
-        if announced:
-            print(
-                f"parameter server answers again after {time.monotonic() - started:.1f} s",
-                flush=True,
-            )
+        reply = self._asker.ask(
+            {"version": self.version},
+            params_reply,
+            self._give_up,
+            self._client_wait,
+            backoff=True,
+        )
         self.latest_version = reply["version"]
         if reply.get("params") is None:
             return None

@@ -12,7 +12,6 @@ A worker that dies is restarted by the launcher; meanwhile the actor waits and r
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
@@ -57,17 +56,22 @@ class RemotePolicy(Policy):
         import threading
 
         import caraml
+        from surreal.asking import Asker
         from surreal.components.policy_protocol import inference_methods
 
         self.address, self.client, self.local = address, client, local
         self.methods = inference_methods(local)
         self.stopping = stopping or threading.Event()
-        self.timeout = timeout
         self._client = caraml.Client(address, timeout=timeout, retries=0)
+        self._asker = Asker(
+            self._client,
+            f"policy worker at {address}",
+            timeout,
+            "waiting for it (the launcher restarts it)",
+        )
         self._versions = {"min": 0}  # shared with twins: load_params on one raises them all
         self.version = 0
         """The parameter version of the worker's last answer."""
-        self.outages = 0
         self._reset: np.ndarray | None = None
 
     @property
@@ -111,9 +115,7 @@ class RemotePolicy(Policy):
     def call(self, method: str, obs: np.ndarray, **kwargs: Any) -> Any:
         """`method(obs, **kwargs)` on the worker; retries (printing once per outage) until it
         answers or `stopping` is set."""
-        import caraml
         from surreal.components.policy_protocol import check_reply
-        from surreal.guard import Invalid
 
         obs = np.ascontiguousarray(obs, np.float32)
         request: dict[str, Any] = {
@@ -125,28 +127,29 @@ class RemotePolicy(Policy):
         }
         if self._reset is not None and len(self._reset) == len(obs):
             request["reset"] = self._reset
-        started, announced = time.monotonic(), False
-        while True:
-            try:
-                self.version, result = check_reply(self._client.request(request))
-                break
-            except (caraml.CaramlError, Invalid) as exc:
-                if self.stopping.is_set():
-                    raise SystemExit(0) from exc
-                silent = time.monotonic() - started
-                if not announced and silent >= self.timeout:
-                    announced, self.outages = True, self.outages + 1
-                    print(
-                        f"policy worker at {self.address} did not answer for {silent:.0f} s "
-                        f"({exc}); waiting for it (the launcher restarts it)",
-                        flush=True,
-                    )
-                if not isinstance(exc, caraml.RequestTimeout):
-                    self.stopping.wait(0.05)  # refused (e.g. no parameters yet): pace retries
-        if announced:
-            print(f"policy worker at {self.address} answers again", flush=True)
+        self.version, result = self._asker.ask(
+            request, check_reply, self._give_up, self.stopping.wait
+        )
         self._reset = None
         return result
+
+    @property
+    def timeout(self) -> float:
+        """Seconds of silence before an outage is announced (and one attempt's wait)."""
+        return self._asker.timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        self._asker.timeout = self._client.timeout = seconds
+
+    @property
+    def outages(self) -> int:
+        """How many times the worker was silent for `timeout` seconds (each printed once)."""
+        return self._asker.outages
+
+    def _give_up(self, silent: float, error: Exception) -> None:
+        if self.stopping.is_set():
+            raise SystemExit(0) from error
 
     def close(self) -> None:
         """Close the connection to the worker."""
