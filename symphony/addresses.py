@@ -26,6 +26,7 @@ ports on named hosts (compose, kube, slurm).
 from __future__ import annotations
 
 import os
+import random
 import socket
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
@@ -112,8 +113,37 @@ def process_env(
     return env
 
 
+SERVICE_PORT_SPAN = 12_000
+"""How many ports below the kernel's ephemeral range `free_port` chooses from."""
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The kernel's ephemeral port range (Linux's `ip_local_port_range`; 32768-60999 if unknown)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = (int(x) for x in f.read().split()[:2])
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port(host: str = LOCAL_HOST) -> int:
-    """A TCP port that is free on `host` right now (bound to port 0, then released)."""
+    """A TCP port that is free on `host` right now, chosen at random just below the kernel's
+    ephemeral range.
+
+    Ports handed out for port 0, and the local ports of outgoing connections, come from the
+    ephemeral range: on a busy machine one of them can take a service's port between its choice
+    here and its process's bind (the process then fails with EADDRINUSE). Below that range only
+    another explicit choice can collide. Falls back to port 0 when that range is too narrow.
+    """
+    low = ephemeral_ports()[0]
+    first = max(1024, low - SERVICE_PORT_SPAN)
+    if low - first >= 1000:
+        pick = random.SystemRandom()
+        for _ in range(200):
+            port = pick.randrange(first, low)
+            if port_is_free(port, host):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]

@@ -5,7 +5,7 @@ import socket
 import pytest
 
 from symphony import AddressError, Experiment, Process, address
-from symphony.addresses import fixed_endpoints, local_endpoints, process_env
+from symphony.addresses import ephemeral_ports, fixed_endpoints, local_endpoints, process_env
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -51,6 +51,9 @@ def test_local_endpoints_are_distinct_free_ports_bound_on_loopback():
         assert addr.bind_tcp == f"tcp://127.0.0.1:{addr.port}"
         with socket.socket() as sock:
             sock.bind((addr.host, addr.port))  # free: binding works
+        # outside the range the kernel takes outgoing connections' local ports from, so a busy
+        # machine's clients cannot take the port before the service's process binds it
+        assert addr.port < ephemeral_ports()[0]
 
 
 def test_fixed_endpoints_use_the_host_of_each_binder():
