@@ -20,7 +20,16 @@ The long groups go first (FIRST_GROUPS), then the modules in order. A test that 
 
 from __future__ import annotations
 
+import signal
+
 import pytest
+
+# The tests that press Ctrl-C (SIGINT to an attached launcher) need SIGINT to reach it. A shell
+# script that starts the suite in the background (`bash .ci/run &`) hands every process SIGINT
+# *ignored*, the launchers inherit that, and those tests hang. A handler here (not SIG_IGN) is
+# reset to the default in every process the tests start, as a terminal's user would have it.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 GPU_MARK = "gpu"
 _gpu_skipped: list[str] = []
