@@ -72,24 +72,3 @@ class Asker:
         if announced:
             print(f"{self.peer} answers again after {time.monotonic() - started:.1f} s", flush=True)
         return reply
-
-
-class AsksPeer:
-    """`timeout` and `outages` of a client that asks its peer through `self._asker`."""
-
-    _asker: Asker
-    _client: Any
-
-    @property
-    def timeout(self) -> float:
-        """The longest wait for one reply, and the silence before an outage is announced."""
-        return self._asker.timeout
-
-    @timeout.setter
-    def timeout(self, seconds: float) -> None:
-        self._asker.timeout = self._client.timeout = seconds
-
-    @property
-    def outages(self) -> int:
-        """How many times the peer was silent for `timeout` seconds (each announced once)."""
-        return self._asker.outages

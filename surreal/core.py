@@ -9,7 +9,6 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from surreal.asking import AsksPeer
 from surreal.config import Config
 from surreal.replay import Replay
 from surreal.spaces import EnvInfo
@@ -403,7 +402,7 @@ class Actor:
         return returns, lengths
 
 
-class ParameterClient(AsksPeer):
+class ParameterClient:
     """Fetches the learner's latest parameters from the parameter server, only when they changed.
 
     A parameter server that restarts (or a reply that is lost or garbled) does not end the
@@ -423,7 +422,7 @@ class ParameterClient(AsksPeer):
         from surreal.asking import Asker
 
         self._client = caraml.Client(address, timeout=timeout, retries=0)
-        self.address, self.outage_s = address, outage_s
+        self.address, self.timeout, self.outage_s = address, timeout, outage_s
         self._asker = Asker(
             self._client,
             f"parameter server at {address}",
@@ -433,6 +432,11 @@ class ParameterClient(AsksPeer):
         self.version = 0
         self.step = 0
         self.latest_version = 0
+
+    @property
+    def outages(self) -> int:
+        """How many times the server was silent for `timeout` seconds (each printed once)."""
+        return self._asker.outages
 
     def _give_up(self, silent: float, error: Exception) -> None:
         import caraml

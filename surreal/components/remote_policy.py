@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from surreal.asking import AsksPeer
 from surreal.core import Batch, ParameterClient, Params, Policy
 
 
@@ -40,7 +39,7 @@ class VersionClient(ParameterClient):
         return None
 
 
-class RemotePolicy(Policy, AsksPeer):
+class RemotePolicy(Policy):
     """A Policy answered by a policy worker at `address`, as client `client`.
 
     Args:
@@ -133,6 +132,20 @@ class RemotePolicy(Policy, AsksPeer):
         )
         self._reset = None
         return result
+
+    @property
+    def timeout(self) -> float:
+        """Seconds of silence before an outage is announced (and one attempt's wait)."""
+        return self._asker.timeout
+
+    @timeout.setter
+    def timeout(self, seconds: float) -> None:
+        self._asker.timeout = self._client.timeout = seconds
+
+    @property
+    def outages(self) -> int:
+        """How many times the worker was silent for `timeout` seconds (each printed once)."""
+        return self._asker.outages
 
     def _give_up(self, silent: float, error: Exception) -> None:
         if self.stopping.is_set():
