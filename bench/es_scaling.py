@@ -3,8 +3,9 @@
 The Surreal paper's Fig. 4 shows near-linear growth of ES throughput with the number of actors.
 Here the real master (caraml request-reply, seeds and returns only) runs in this process and N
 worker processes share one noise table in /dev/shm; beside them, in the same run, the
-single-process ES loop with the same config. Ratios are to the single-process loop and to linear
-scaling over the cores present (N workers cannot beat min(N, cores) x one loop).
+single-process ES loop with the same config, in a fresh process of its own as each worker is.
+Ratios are to the single-process loop and to linear scaling over the cores present (N workers
+cannot beat min(N, cores) x one loop).
 
     .venv/bin/python bench/es_scaling.py [--env gym:HalfCheetah-v5] [--workers 1,2,4] [--generations 3]
         [--rounds 3]
@@ -22,6 +23,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -48,15 +50,27 @@ def thread_settings() -> str:
     return ", ".join(f"{v}={os.environ.get(v, 'unset')}" for v in THREAD_VARS)
 
 
-def single_process(env_id: str, cfg, generations: int, noise_dir: str) -> dict:
-    """Env steps per second and cores used of the single-process ES loop (after a warm-up)."""
+def single_process(env_id: str, cfg_json: str, generations: int, noise_dir: str) -> dict:
+    """Env steps per second and cores used of the single-process ES loop, in a fresh process of
+    its own (as each worker is), after a one-generation warm-up there."""
+    cmd = [sys.executable, __file__, "--single-run", cfg_json, "--env", env_id]
+    cmd += ["--generations", str(generations), "--noise-dir", noise_dir]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # thread settings as the caller has them
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _single_run(env_id: str, cfg_json: str, generations: int, noise_dir: str) -> None:
+    """The child of single_process: prints its rate and cores used as one JSON line."""
+    from surreal.algos.es.config import ESConfig
     from surreal.algos.es.loop import train
 
-    train(env_id, cfg, 1, seed=0, noise_dir=noise_dir)  # warm-up (imports, noise table)
-    cpu0 = _cpu_seconds([os.getpid()])
+    cfg = ESConfig(**json.loads(cfg_json))
+    train(env_id, cfg, 1, seed=0, noise_dir=noise_dir)  # warm-up (imports, caches)
+    cpu0 = time.process_time()
     _, res = train(env_id, cfg, generations, seed=0, noise_dir=noise_dir)
-    used = (_cpu_seconds([os.getpid()]) - cpu0) / res.wall_s
-    return {"rate": res.env_steps / res.wall_s, "cores": used}
+    used = (time.process_time() - cpu0) / res.wall_s
+    print(json.dumps({"rate": res.env_steps / res.wall_s, "cores": used}))
 
 
 def distributed(
@@ -140,7 +154,12 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (median, range)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "es_scaling.png"))
+    parser.add_argument("--single-run", metavar="CONFIG_JSON", help=argparse.SUPPRESS)
+    parser.add_argument("--noise-dir", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.single_run:  # the child process of single_process()
+        _single_run(args.env, args.single_run, args.generations, args.noise_dir)
+        return
     fields = {
         "hidden": [64, 64],
         "population": args.population,
@@ -158,7 +177,7 @@ def main() -> None:
             order = names if r % 2 == 0 else names[::-1]  # alternate the order between rounds
             for name in order:
                 if name == "single process":
-                    run = single_process(args.env, cfg, args.generations, noise_dir)
+                    run = single_process(args.env, cfg_json, args.generations, noise_dir)
                 else:
                     n = int(name.split()[0])
                     run = distributed(args.env, cfg, cfg_json, n, args.generations, noise_dir)
