@@ -31,6 +31,7 @@ def test_launch_applies_the_family_defaults_and_the_users_settings_win(tmp_path)
     p = plan("ppo", env="gym:CartPole-v1", folder=str(tmp_path))
     assert p.config.algo.norm_obs is False and p.config.algo.update_epochs == 20
     assert (p.config.algo.lr, p.config.algo.gamma, p.config.algo.gae_lambda) == (1e-3, 0.98, 0.8)
+    assert p.config.algo.clip_vloss is False and p.config.algo.anneal_clip is True
     mine = plan(
         "ppo",
         env="gym:CartPole-v1",

@@ -2,10 +2,10 @@
 
 The settings are the README's (default lr and step budget, the classic-control family defaults
 that `surreal launch` picks; docs/learning.md): at least two of seeds 1, 2, 3 reach a greedy
-evaluation of 475 within the default 100k-step budget (`run.stop_at_return=475` ends each run at the goal;
-the budget is the cap). Issue 22's second claim (over 300k steps the training return stays
-within 10% of its best in the last third) is not met yet and is not asserted here: two 300k
-runs held 500 for 100k+ steps and then fell to ~200-390 (docs/learning.md).
+evaluation of 475 within the default 100k-step budget (`run.stop_at_return=475` ends each run at
+the goal; the budget is the cap). Issue 22's second claim: over a 300k-step run of the line the
+training return stays within 10% of its best in the last third (it did not while the classic
+family clipped the value loss; docs/learning.md).
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ CARTPOLE = [
     "algo.gae_lambda=0.95",
     "--set",
     "algo.anneal_clip=false",
+    "--set",
+    "algo.clip_vloss=true",
     "--set",
     "eval.episodes=10",
     "--set",
@@ -114,3 +116,30 @@ def test_cartpole_defaults_reach_475_within_the_default_budget_in_two_of_three_s
         if len(solved) >= 2 or len(failed) >= 2:
             break
     assert len(solved) >= 2, f"seeds with no evaluation >= 475 within {DEFAULT_STEPS}: {failed}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_300k_step_run_keeps_its_training_return_within_10_percent_of_its_best(tmp_path):
+    """Issue 22: over the last third of a 300k-step run of the README line, the training return
+    (mean of 20 consecutive episodes) stays within 10% of its best. It fell to 72% and 43% of it
+    with the value loss clipped (docs/learning.md); the classic family now does not clip it."""
+    import numpy as np
+
+    total = 300_000
+    run, wall = _launch(
+        tmp_path, "long", "--steps", str(total), "--set", "run.seed=1", timeout=1400
+    )
+    episodes = sorted(
+        (r["step"], r["value"])
+        for r in metric_records(run)
+        if r["name"] == "charts/episodic_return"
+    )
+    steps = np.array([s for s, _ in episodes])
+    mean20 = np.convolve([v for _, v in episodes], np.ones(20) / 20, mode="valid")
+    best, last_third = mean20.max(), mean20[steps[19:] >= 2 * total / 3]
+    print(
+        f"\n300k CartPole: wall {wall:.0f} s, best {best:.1f}, last third min {last_third.min():.1f}"
+    )
+    assert steps[-1] >= total - 10_000 and len(last_third) >= 20
+    assert last_third.min() >= 0.9 * best, (best, last_third.min())

@@ -79,7 +79,10 @@ class PPOConfig(LearnerConfig):
         range both annealed to 0 (a solved policy drifted off 500 late in a run without the
         clip annealing), gamma 0.98,
         GAE lambda 0.8, 20 epochs (with 4 actors x 8 envs x 32 steps and 4 minibatches of 256,
-        as many gradient steps per sample as the zoo's 8 x 32 batches of 256). mujoco: CleanRL's
+        as many gradient steps per sample as the zoo's 8 x 32 batches of 256), and, as in the zoo
+        (SB3 clips no value by default), no value-loss clipping: with returns near 50 a value clip
+        of 0.2 lets the critic follow only slowly, and a solved policy fell from 500 late in
+        300k-step runs with it, never without it (docs/learning.md). mujoco: CleanRL's
         ppo_continuous_action (10 epochs x 32 minibatches, observation and reward normalization).
         robosuite: the defaults above (nothing measured here to choose better ones).
         """
@@ -91,6 +94,7 @@ class PPOConfig(LearnerConfig):
                 "algo.gae_lambda": 0.8,
                 "algo.update_epochs": 20,
                 "algo.anneal_clip": True,
+                "algo.clip_vloss": False,
             }
         if family == "mujoco":
             return {
