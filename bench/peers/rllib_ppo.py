@@ -4,7 +4,7 @@ Settings follow CleanRL's PPO where RLlib has the knob: 2048 env steps per train
 10 epochs of 64-step minibatches (32 per epoch), lr 3e-4, GAE(0.99, 0.95), clip 0.2, no entropy
 bonus, grad clip 0.5, 64x64 tanh networks, observation normalization (MeanStdFilter). Env
 runners: `--runners` processes with `--envs` envs each; 1 local learner; torch threads per
-process `--threads`. After each `train()`: `{"t", "step": num_env_steps_trained_lifetime}`, and
+process `--threads`. After each `train()`: `{"t", "step": num_env_steps_sampled_lifetime}`, and
 `{"t", "step", "return"}` with the iteration's mean episode return when one finished.
 
     bench/out/venvs/rllib/bin/python bench/peers/rllib_ppo.py --seconds 60 --threads 1
@@ -79,9 +79,10 @@ def main() -> None:
     emit(step=0, event="start")
     while time.time() - start < a.seconds:
         result = algo.train()
-        step = find(result, "num_env_steps_trained_lifetime") or find(
-            result, "num_env_steps_sampled_lifetime"
-        )
+        # Env steps sampled = env steps this synchronous PPO trained on (each train() learns from
+        # exactly the batch it sampled). Not `num_env_steps_trained_lifetime`: RLlib 2.60 adds
+        # every minibatch pass to it (666,672 after the first 2,048-step iteration here).
+        step = find(result, "num_env_steps_sampled_lifetime")
         emit(step=int(step or 0))
         ret = find(result, "episode_return_mean")
         if ret is not None and ret == ret:

@@ -7,7 +7,7 @@
 Each round launches every system once, in an order that alternates between rounds (round 2 runs
 the list reversed), with the same wall budget. From each system's own counter (env steps consumed
 by its learner: surreal's global step, CleanRL's global_step after each update, Sample Factory's
-"Total num frames", RLlib's num_env_steps_trained_lifetime) the table reports start-up (launch to
+"Total num frames", RLlib's num_env_steps_sampled_lifetime) the table reports start-up (launch to
 the first counted step) and the steady rate over the window that starts `--skip` seconds later
 and ends at the wall budget (counts after it, e.g. during a slow shutdown, are ignored), the
 training return each system last reported by the budget (TD3 systems: the window starts after
