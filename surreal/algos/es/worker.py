@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from surreal.algos.es.config import ESConfig
 from surreal.algos.es.noise_table import SharedNoiseTable
@@ -22,12 +23,15 @@ def run_worker(
     request_timeout: float = 2.0,
     give_up_s: float = 120.0,
     stopping: threading.Event | None = None,
+    spans: list[tuple[float, float, int]] | None = None,
 ) -> dict[str, int]:
     """Work until the master says stop; returns counts (pairs evaluated, full syncs, updates,
     dropped: tasks not run because the state had drifted) and the final generation and checksum.
 
     The worker keeps its own copy of the ES state and steps it with each generation record the
     master sends (indices and returns only); it asks for a full sync when it joins or drifts.
+    `spans`, if given, gets (start, end, env steps) of every pair it ran, on `time.monotonic`'s
+    clock (benchmarks: how busy a worker was, and how fast its rollouts ran).
     """
     import caraml
 
@@ -65,6 +69,7 @@ def run_worker(
                 idle = min(idle * 2, 0.05)
                 continue
             idle = 0.002
+            started = time.monotonic()
             pair = evaluate_pair(
                 env,
                 policy,
@@ -78,6 +83,8 @@ def run_worker(
                 config.max_episode_steps,
             )
             stats["pairs"] += 1
+            if spans is not None:
+                spans.append((started, time.monotonic(), pair.steps))
             result = {
                 "generation": reply["generation"],
                 "task": reply["task"],
@@ -107,11 +114,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise-dir", default=None)
     parser.add_argument("--config", default="{}", help="ESConfig fields as JSON")
+    parser.add_argument(
+        "--spans", action="store_true", help="also print (start, end, steps) of every pair"
+    )
     args = parser.parse_args(argv)
     config = ESConfig(**json.loads(args.config))
     env, policy, state, noise = build(args.env, config, args.seed, args.noise_dir)
-    stats = run_worker(env, policy, state, noise, config, args.master, args.name)
-    print(json.dumps({"name": args.name, **stats}), flush=True)
+    spans: list | None = [] if args.spans else None
+    stats = run_worker(env, policy, state, noise, config, args.master, args.name, spans=spans)
+    extra = {"spans": spans} if spans is not None else {}
+    print(json.dumps({"name": args.name, **stats, **extra}), flush=True)
 
 
 if __name__ == "__main__":
