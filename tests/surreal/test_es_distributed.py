@@ -35,11 +35,13 @@ def test_workers_follow_the_master_from_seeds_and_returns_only(tmp_path):
     cfg = ESConfig(hidden=(16, 16), population=12, noise_size=200_000, max_episode_steps=200)
     master = _master(cfg, tmp_path, generations=4)
     address = f"tcp://127.0.0.1:{free_port()}"
-    results, states = {}, {}
+    results, states, spans = {}, {}, {"w0": [], "w1": None}
 
     def work(name):
         env, policy, state, noise = build(ENV, cfg, 1, str(tmp_path))
-        results[name] = run_worker(env, policy, state, noise, cfg, address, name, give_up_s=30)
+        results[name] = run_worker(
+            env, policy, state, noise, cfg, address, name, give_up_s=30, spans=spans[name]
+        )
         states[name] = state
 
     workers = [threading.Thread(target=work, args=(f"w{i}",)) for i in range(2)]
@@ -51,6 +53,9 @@ def test_workers_follow_the_master_from_seeds_and_returns_only(tmp_path):
     assert sorted(states) == ["w0", "w1"], results  # both workers ended on the master's "stop"
     assert master.state.generation == 4 and len(master.finished) == 4
     assert sum(r["pairs"] for r in results.values()) >= 4 * 6
+    # w0 asked for timings (what bench/es_scaling.py reads): one (start, end, steps) per pair
+    assert len(spans["w0"]) == results["w0"]["pairs"]
+    assert all(t0 <= t1 and 2 <= n <= 2 * 200 for t0, t1, n in spans["w0"])
     for name, state in states.items():
         # parameters were sent once (the join); every later step came from indices and returns
         assert results[name]["syncs"] == 1, results[name]
