@@ -152,14 +152,18 @@ def main() -> None:
     parser.add_argument(
         "--device",
         default="cpu",
-        help="where policy workers run; only cpu: a Policy builds CPU tensors (docs/policy_workers.md)",
+        help="where policy workers run the policy (actor.inference_device: cpu, cuda, cuda:N); "
+        "local inference stays on the actors' CPUs",
     )
     args = parser.parse_args()
-    if args.device != "cpu":
-        parser.error(
-            f"--device {args.device}: policy workers run policies on the CPU only for now "
-            "(Policy.act builds CPU tensors); see docs/policy_workers.md"
-        )
+    from surreal.config import ConfigError
+    from surreal.device import check_device
+
+    try:  # a GPU this machine lacks: said here, before any process starts
+        check_device(args.device, name="actor.inference_device")
+    except ConfigError as exc:
+        parser.error(str(exc))
+    args.set.append(f"actor.inference_device={args.device}")
     import torch
 
     from caraml.testing import free_port
@@ -186,7 +190,7 @@ def main() -> None:
                 per_cpu[w].append(efficiency)
                 loads.append(os.getloadavg()[0])
                 print(
-                    f"round {r + 1} {_label(w)}: {fps:,.0f} frames/s, "
+                    f"round {r + 1} {_label(w, args.device)}: {fps:,.0f} frames/s, "
                     f"{efficiency:,.0f} frames per CPU-s",
                     flush=True,
                 )
@@ -195,8 +199,10 @@ def main() -> None:
     _table(args, results, per_cpu, loads)
 
 
-def _label(workers: int) -> str:
-    return "local inference" if workers == 0 else f"remote, {workers} policy worker(s)"
+def _label(workers: int, device: str = "cpu") -> str:
+    if workers == 0:
+        return "local inference"
+    return f"remote, {workers} policy worker(s)" + (f" on {device}" if device != "cpu" else "")
 
 
 def _table(args: Any, results: dict, per_cpu: dict, loads: list[float]) -> None:
@@ -209,7 +215,7 @@ def _table(args: Any, results: dict, per_cpu: dict, loads: list[float]) -> None:
         f"{min(loads):.1f}-{max(loads):.1f} during the run"
     )
     print(
-        f"{'setup':<32} {'frames/s median':>16} {'range':>14} {'vs local':>18} "
+        f"{'setup':<40} {'frames/s median':>16} {'range':>14} {'vs local':>18} "
         f"{'frames/CPU-s':>13} {'vs local':>18}"
     )
     for w, values in results.items():
@@ -224,7 +230,9 @@ def _table(args: Any, results: dict, per_cpu: dict, loads: list[float]) -> None:
                 )
             )
         (fps, rng, ratio), (eff, _, eff_ratio) = cells
-        print(f"{_label(w):<32} {fps:>16,.0f} {rng:>14} {ratio:>18} {eff:>13,.0f} {eff_ratio:>18}")
+        print(
+            f"{_label(w, args.device):<40} {fps:>16,.0f} {rng:>14} {ratio:>18} {eff:>13,.0f} {eff_ratio:>18}"
+        )
     print(
         "frames/s ratios on a loaded machine favour setups with more processes (each gets a "
         "share of the cores); frames per CPU-second is the cost, independent of that share"

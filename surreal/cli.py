@@ -64,7 +64,8 @@ def main() -> None:
     show_default=f"{RunConfig.actors}; with --resume, the run's",
     help=f"Actor processes (each steps env.num_envs = {EnvConfig.num_envs} environments). "
     "With actor.inference=remote they only step environments and run.policy_workers=N "
-    "policy workers run the policy for them, batched (docs/policy_workers.md).",
+    "policy workers run the policy for them, batched, on actor.inference_device=cpu|cuda "
+    "(docs/policy_workers.md).",
 )
 @click.option(
     "--backend",

@@ -75,6 +75,10 @@ class ActorConfig:
     computed (Sample Factory's double buffering; the runtime actor, env.num_envs >= 2)."""
     inference_wait_ms: float = 2.0
     """Remote inference: how long a policy worker waits for more actors' requests to batch."""
+    inference_device: str = "cpu"
+    """Remote inference: where policy workers run the policy: cpu, cuda, cuda:N or auto (a GPU
+    when the worker's machine has one). PPO (MLP, conv+LSTM) and DDPG/TD3 policies move; a
+    policy of your own needs a `to(device)` method and inputs that follow it."""
 
 
 @dataclass

@@ -30,8 +30,9 @@ def _cuda_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
-def check_device(spec: str, cuda_count: int | None = None) -> str:
-    """The device `spec` (`run.device`) resolves to here, as a string (`cpu`, `cuda:0`, ...).
+def check_device(spec: str, cuda_count: int | None = None, name: str = "run.device") -> str:
+    """The device `spec` (the setting NAME: `run.device`, `actor.inference_device`) resolves to
+    here, as a string (`cpu`, `cuda:0`, ...).
 
     Raises:
         ConfigError: a spec that is none of auto/cpu/cuda/cuda:N, or a GPU this machine lacks
@@ -46,19 +47,19 @@ def check_device(spec: str, cuda_count: int | None = None) -> str:
     if spec == "cuda" or spec.startswith("cuda:"):
         index_text = spec.partition(":")[2] or "0"
         if not index_text.isdigit():
-            raise ConfigError(f"run.device must be {DEVICE_CHOICES}, got {spec!r}")
+            raise ConfigError(f"{name} must be {DEVICE_CHOICES}, got {spec!r}")
         index = int(index_text)
         if count == 0:
             raise ConfigError(
-                f"run.device={spec}: torch sees no CUDA GPU on this machine; "
-                "use --set run.device=cpu (or auto)"
+                f"{name}={spec}: torch sees no CUDA GPU on this machine; "
+                f"use --set {name}=cpu (or auto)"
             )
         if index >= count:
             raise ConfigError(
-                f"run.device={spec}: this machine has {count} CUDA GPU(s) (cuda:0..cuda:{count - 1})"
+                f"{name}={spec}: this machine has {count} CUDA GPU(s) (cuda:0..cuda:{count - 1})"
             )
         return f"cuda:{index}"
-    raise ConfigError(f"run.device must be {DEVICE_CHOICES}, got {spec!r}")
+    raise ConfigError(f"{name} must be {DEVICE_CHOICES}, got {spec!r}")
 
 
 def wants_gpu(spec: str) -> bool:

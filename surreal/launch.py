@@ -132,6 +132,13 @@ def _check(config: Config, gpus_here: bool = True) -> None:
 
     # a GPU asked for but not there: a usage error, here (the cluster's GPUs: only the spelling)
     check_device(config.run.device, cuda_count=None if gpus_here else 1 << 16)
+    # policy workers' device: spelled right always; there, when they run on this machine
+    remote = config.actor.inference == "remote"
+    check_device(
+        config.actor.inference_device,
+        cuda_count=None if gpus_here and remote else 1 << 16,
+        name="actor.inference_device",
+    )
     from surreal import monitoring
 
     monitoring.check(config)  # run.wandb without wandb installed: a usage error, here

@@ -61,9 +61,11 @@ def serves(plan: Any, role: str) -> bool:
 
 def add_policy_workers(exp: Any, plan: Any, role: str = "actor") -> None:
     """With `actor.inference=remote`: `run.policy_workers` processes `policy-worker-K` (binding
-    `policy-K`, restarted on failure like the actors) in the ProcessGroup `policy-workers`."""
+    `policy-K`, restarted on failure like the actors) in the ProcessGroup `policy-workers`; each
+    declares one GPU when `actor.inference_device` asks for cuda (kube/compose/slurm request it)."""
+    from surreal.device import wants_gpu
     from surreal.topology import process
-    from symphony import ProcessGroup
+    from symphony import ProcessGroup, Resources
 
     cfg = plan.config
     if cfg.actor.inference != "remote" or not serves(plan, role):
@@ -71,5 +73,7 @@ def add_policy_workers(exp: Any, plan: Any, role: str = "actor") -> None:
     group = ProcessGroup("policy-workers")
     for k in range(cfg.run.policy_workers):
         proc = process(plan, "policy-worker", k, name=f"policy-worker-{k}")
+        if wants_gpu(cfg.actor.inference_device):
+            proc.resources = Resources(gpu=1)
         group.add(proc.binds(f"policy-{k}").connects("params", "metrics"))
     exp.add(group)

@@ -127,6 +127,31 @@ def _split(state: Any, sizes: list[int]) -> list[Any]:
     return [tuple(p[i] for p in pieces) for i in range(len(sizes))]
 
 
+def place(policy: Policy, spec: str, cuda_count: int | None = None) -> str:
+    """Move POLICY to the device `actor.inference_device` (SPEC) resolves to on this machine
+    (`surreal.device.check_device`; `cuda_count` as there) and return that device; `cpu` leaves
+    it where it is.
+
+    Raises:
+        ConfigError: no such device here, or a policy without a `to(device)` method (the
+            built-in PPO, conv+LSTM and DDPG/TD3 policies have one).
+    """
+    from surreal.config import ConfigError
+    from surreal.device import check_device
+
+    device = check_device(spec, cuda_count, name="actor.inference_device")
+    if device == "cpu":
+        return device
+    if not callable(getattr(policy, "to", None)):
+        raise ConfigError(
+            f"actor.inference_device={spec}: {type(policy).__name__} has no to(device) method "
+            "(move its modules there and put act's inputs on that device, as PPOPolicy does); "
+            "use actor.inference_device=cpu"
+        )
+    policy.to(device)
+    return device
+
+
 def main(run_dir: str, index: int = 0) -> None:
     """Serve `policy-INDEX` until stopped."""
     import torch
@@ -150,6 +175,7 @@ def serve(comp: Any, address: str) -> None:
 
     cfg = comp.config
     policy = comp.algo.make_policy(cfg.algo, comp.env_info)
+    device = place(policy, cfg.actor.inference_device)
     server = PolicyServer(policy, tuple(comp.env_info.obs_shape))
     obs_bytes = 4 * int(np.prod(comp.env_info.obs_shape))
     port = Endpoint(zmq.ROUTER, address, True, max_size=(1 << 14) * obs_bytes + (1 << 20))
@@ -158,7 +184,7 @@ def serve(comp: Any, address: str) -> None:
     seen: dict[str, float] = {}
     last_fetch = last_report = time.monotonic()
     reported = (0, 0)
-    print(f"policy worker {index_of(comp)} serving {address}", flush=True)
+    print(f"policy worker {index_of(comp)} serving {address} on {device}", flush=True)
     try:
         while not comp.stopping.is_set():
             pending = _gather(port, server, seen, wait_s, comp)

@@ -23,7 +23,10 @@ def _bounds(env_info: EnvInfo) -> tuple[np.ndarray, np.ndarray]:
 
 
 class DDPGPolicy(Policy):
-    """mu(o) rescaled to the env's bounds; extras carry the action in [-1, 1] (what replay stores)."""
+    """mu(o) rescaled to the env's bounds; extras carry the action in [-1, 1] (what replay stores).
+    `to(device)` moves mu (a policy worker with `actor.inference_device`)."""
+
+    device = torch.device("cpu")
 
     def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
         self.low, self.high = _bounds(env_info)
@@ -34,10 +37,17 @@ class DDPGPolicy(Policy):
     def unit_action(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Actions in [-1, 1] for a batch: mu(o), plus exploration noise unless deterministic."""
         with torch.no_grad():
-            a = self.actor(torch.as_tensor(obs, dtype=torch.float32)).numpy()
+            x = torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+            a = self.actor(x).cpu().numpy()
         if not deterministic and self.noise is not None:
             a = a + np.stack([self.noise() for _ in range(len(a))])
         return np.clip(a, -1.0, 1.0).astype(np.float32)
+
+    def to(self, device: str | torch.device) -> DDPGPolicy:
+        """Compute `unit_action` on DEVICE from now on."""
+        self.device = torch.device(device)
+        self.actor.to(self.device)
+        return self
 
     def scale(self, unit: np.ndarray) -> np.ndarray:
         """[-1, 1] -> [low, high]."""

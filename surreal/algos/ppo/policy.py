@@ -19,7 +19,11 @@ class PPOPolicy(Policy):
     """Runs the actor-critic on normalized observations; stores `logprob` and `value` per step.
 
     The network is `make_model(config, env_info)`, the same the learner trains (`algo.model`).
+    `to(device)` moves it (a policy worker with `actor.inference_device`); inputs follow it and
+    outputs come back as CPU numpy arrays.
     """
+
+    device = torch.device("cpu")
 
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
         self.model = make_model(config, env_info)
@@ -30,7 +34,13 @@ class PPOPolicy(Policy):
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
         if self.normalizer is not None:
             obs = self.normalizer(obs)
-        return torch.as_tensor(obs, dtype=torch.float32)
+        return torch.as_tensor(obs, dtype=torch.float32, device=self.device)
+
+    def to(self, device: str | torch.device) -> PPOPolicy:
+        """Compute `act` and `value` on DEVICE from now on."""
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        return self
 
     @torch.no_grad()
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, Batch]:
@@ -38,15 +48,15 @@ class PPOPolicy(Policy):
         dist = self.model.distribution(x)
         action = greedy(dist) if deterministic else dist.sample()
         extras = {
-            "logprob": log_prob(dist, action).numpy(),
-            "value": self.model.value(x).numpy(),
+            "logprob": log_prob(dist, action).cpu().numpy(),
+            "value": self.model.value(x).cpu().numpy(),
         }
-        out = action.numpy().astype(np.int64 if self.discrete else np.float32)
+        out = action.cpu().numpy().astype(np.int64 if self.discrete else np.float32)
         return out, extras
 
     @torch.no_grad()
     def value(self, obs: np.ndarray) -> np.ndarray:
-        return self.model.value(self._obs(obs)).numpy()
+        return self.model.value(self._obs(obs)).cpu().numpy()
 
     def load_params(self, params: Params) -> None:
         super().load_params(params)

@@ -19,7 +19,11 @@ class VisionPolicy(Policy):
 
     Each step's extras hold `lstm_h` and `lstm_c`, the state the step started from, so the learner
     can restart the LSTM at any step of a stored segment (truncated BPTT from stored states).
+    `to(device)` moves the network and the memory (a policy worker with
+    `actor.inference_device`); outputs come back as CPU numpy arrays.
     """
+
+    device = torch.device("cpu")
 
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
         self.image_size = config.image_size
@@ -37,11 +41,23 @@ class VisionPolicy(Policy):
         image, proprio = split_obs(np.asarray(obs, np.float32), self.image_size)
         if self.normalizer is not None:
             proprio = self.normalizer(proprio)
-        return torch.as_tensor(image), torch.as_tensor(proprio, dtype=torch.float32)
+        return (
+            torch.as_tensor(image, device=self.device),
+            torch.as_tensor(proprio, dtype=torch.float32, device=self.device),
+        )
+
+    def to(self, device: str | torch.device) -> VisionPolicy:
+        """Compute `act` and `value` on DEVICE from now on (the memory moves too)."""
+        self.device = torch.device(device)
+        self.model.to(self.device)
+        if self.state is not None:
+            self.state = tuple(s.to(self.device) for s in self.state)
+        return self
 
     def _state(self, batch: int) -> State:
         if self.state is None or self.state[0].shape[0] != batch:
-            self.state = self.model.initial_state(batch)
+            h, c = self.model.initial_state(batch)
+            self.state = h.to(self.device), c.to(self.device)
         return self.state
 
     @torch.no_grad()
@@ -51,23 +67,24 @@ class VisionPolicy(Policy):
         dist = self.model.distribution(features)
         action = self.model.greedy(dist) if deterministic else dist.sample()
         extras = {
-            "logprob": self.model.log_prob(dist, action).numpy(),
-            "value": self.model.value(features).numpy(),
-            "lstm_h": state[0].numpy().copy(),
-            "lstm_c": state[1].numpy().copy(),
+            "logprob": self.model.log_prob(dist, action).cpu().numpy(),
+            "value": self.model.value(features).cpu().numpy(),
+            "lstm_h": state[0].cpu().numpy().copy(),
+            "lstm_c": state[1].cpu().numpy().copy(),
         }
-        return action.numpy().astype(np.int64 if self.discrete else np.float32), extras
+        return action.cpu().numpy().astype(np.int64 if self.discrete else np.float32), extras
 
     @torch.no_grad()
     def value(self, obs: np.ndarray) -> np.ndarray:
         """V of `obs` as the next step from the current memory (the memory does not advance)."""
         features, _ = self.model.step(*self.inputs(obs), self._state(len(obs)))
-        return self.model.value(features).numpy()
+        return self.model.value(features).cpu().numpy()
 
     def reset(self, done: np.ndarray) -> None:
         if self.state is None or len(done) != self.state[0].shape[0]:
             return
-        keep = torch.as_tensor(~np.asarray(done, bool), dtype=torch.float32).unsqueeze(1)
+        keep = torch.as_tensor(~np.asarray(done, bool), dtype=torch.float32)
+        keep = keep.to(self.state[0].device).unsqueeze(1)
         self.state = (self.state[0] * keep, self.state[1] * keep)
 
     def load_params(self, params: Params) -> None:
