@@ -118,18 +118,40 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def moto_server() -> Iterator[str]:
-    """Run moto's AWS emulator on 127.0.0.1 in this process; yields its endpoint URL, stops after."""
-    import logging
+    """Run moto's AWS emulator on 127.0.0.1 in this process; yields its endpoint URL, stops after.
 
-    from moto.server import ThreadedMotoServer
+    Requests are answered on threads, as moto's own ThreadedMotoServer does, but one at a time:
+    moto's backends are not thread-safe (its Auto Scaling `create_or_update_tags` reads a group's
+    tag list, copies it and writes it back, so two tag requests at once lose one), and terraform
+    sends up to 10 requests at once. Real AWS has no such race; the emulator must not invent one.
+    """
+    import logging
+    import threading
+
+    from moto.moto_server.werkzeug_app import (
+        DomainDispatcherApplication,
+        MotoRequestHandler,
+        create_backend_app,
+    )
+    from werkzeug.serving import make_server
 
     # EKS roles attach AWS-managed policies; moto only knows them when asked to load them.
     os.environ.setdefault("MOTO_IAM_LOAD_MANAGED_POLICIES", "true")
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    app, lock = DomainDispatcherApplication(create_backend_app), threading.Lock()
+
+    def one_at_a_time(environ, start_response):
+        with lock:  # moto builds the whole response inside the call
+            return app(environ, start_response)
+
     port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
+    server = make_server(
+        "127.0.0.1", port, one_at_a_time, threaded=True, request_handler=MotoRequestHandler
+    )
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        server.stop()
+        server.shutdown()
+        thread.join()
