@@ -47,8 +47,8 @@ class ConvLSTMActorCritic(ActorCritic):
             self.log_std = nn.Parameter(torch.zeros(env_info.action_dim))
 
     def initial_state(self, batch: int) -> State:
-        """Zeros: the memory at the start of an episode."""
-        zeros = torch.zeros(batch, self.lstm_size)
+        """Zeros on the model's device: the memory at the start of an episode."""
+        zeros = torch.zeros(batch, self.lstm_size, device=next(self.parameters()).device)
         return zeros, zeros.clone()
 
     def encode(self, image: torch.Tensor, proprio: torch.Tensor) -> torch.Tensor:

@@ -56,8 +56,7 @@ class VisionPolicy(Policy):
 
     def _state(self, batch: int) -> State:
         if self.state is None or self.state[0].shape[0] != batch:
-            h, c = self.model.initial_state(batch)
-            self.state = h.to(self.device), c.to(self.device)
+            self.state = self.model.initial_state(batch)
         return self.state
 
     @torch.no_grad()
