@@ -77,6 +77,15 @@ def test_noise_table_is_generated_once_per_machine_and_identical_from_the_seed(t
     assert not a.path.exists()
 
 
+def test_a_noise_folder_that_is_not_there_is_named_in_the_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("SURREAL_NOISE_DIR", str(tmp_path / "typo"))
+    with pytest.raises(ValueError, match="typo does not exist.*SURREAL_NOISE_DIR"):
+        SharedNoiseTable(7, 1000)
+    assert not (tmp_path / "typo").exists()  # nothing created in its place
+    monkeypatch.setenv("SURREAL_NOISE_DIR", str(tmp_path))
+    assert SharedNoiseTable(7, 1000).path.parent == tmp_path
+
+
 def test_policy_shapes_discretization_and_action_noise():
     cont = ESPolicy(4, Box(2), (8, 8), action_std=0.01)
     theta = cont.init_params(0)

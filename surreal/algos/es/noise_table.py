@@ -26,6 +26,11 @@ class SharedNoiseTable:
             raise ValueError(f"noise table size={size}; it must be >= 1")
         self.seed, self.size = seed, size
         root = Path(directory or os.environ.get("SURREAL_NOISE_DIR", DEFAULT_DIR))
+        if not root.is_dir():
+            raise ValueError(
+                f"the ES noise table's folder {root} does not exist or is not a folder "
+                "(set SURREAL_NOISE_DIR to a folder on a local disk or tmpfs, e.g. /dev/shm)"
+            )
         self.path = root / f"surreal-es-noise-{seed}-{size}.f32"
         self.created = False
         if not self.path.exists():
