@@ -134,3 +134,29 @@ def test_kill_9_of_a_worker_mid_generation_does_not_stop_the_master(tmp_path):
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_a_waiting_worker_is_paced_by_the_number_of_workers_polling(tmp_path):
+    """A worker idle at the generation barrier asks again ~2 ms later while few wait (it starts
+    the next generation promptly); with many polling, each waits longer, up to 50 ms, so the
+    master answers about POLLS_PER_S polls a second."""
+    from surreal.algos.es.master import POLLS_PER_S
+    from surreal.algos.es.worker import _retry
+
+    cfg = ESConfig(hidden=(8,), population=1, noise_size=100_000)
+    master = _master(cfg, tmp_path, generations=2, min_workers=0)
+    first = master.handle({"op": "task", "worker": "w0", "generation": -1})
+    assert first["op"] == "task"  # the generation's only pair: every other worker now waits
+    waits = [
+        master.handle({"op": "task", "worker": f"w{i}", "generation": 0}) for i in range(1, 200)
+    ]
+    assert all(w["op"] == "wait" for w in waits)
+    assert waits[0]["retry"] == pytest.approx(0.002)  # two workers seen
+    assert waits[19]["retry"] == pytest.approx(21 / POLLS_PER_S)
+    assert waits[-1]["retry"] == pytest.approx(0.05)  # capped
+    # the worker honours the hint within [1 ms, 1 s] and falls back to its own backoff otherwise
+    assert _retry({"retry": 0.002}, 0.05) == 0.002
+    assert _retry({"retry": 1e9}, 0.05) == 1.0
+    assert _retry({"retry": float("nan")}, 0.05) == 0.001
+    assert _retry({"retry": "soon"}, 0.04) == 0.04
+    assert _retry({"op": "wait"}, 0.04) == 0.04

@@ -6,7 +6,8 @@ Protocol (caraml request-reply; the worker always asks, the master answers):
     master -> {"op": "task" | "wait" | "stop", "generation": g, "checksum": c,
                "updates": records of the generations the worker missed (up to KEEP_RECORDS)
                "sync": full state?                    (when it joins, is further behind or drifted)
-               "task": id, "index": noise index, "seed": env seed}
+               "task": id, "index": noise index, "seed": env seed,
+               "retry": seconds before asking again (with "wait")}
 
 A result carries the pair's two returns and the observation statistics; parameters travel only in
 "sync" (a joining or restarted worker). A worker works on one task at a time, so a request that
@@ -32,6 +33,7 @@ from surreal.algos.es.rollout import PairResult
 from surreal.algos.es.state import ESState
 
 KEEP_RECORDS = 16  # a worker further behind than this gets the full state instead
+POLLS_PER_S = 1000  # waiting workers together ask about this often (each: 2 ms to 50 ms apart)
 
 
 class ESMaster:
@@ -108,9 +110,11 @@ class ESMaster:
                 self.lock.notify_all()
                 return reply
             if len(self.last_seen) < self.min_workers:
-                return reply  # "wait": the start barrier is not reached yet
+                return {**reply, "retry": 0.05}  # the start barrier is not reached yet
             task = self.gen.next_task(time.monotonic())
-            if task is not None:
+            if task is None:
+                reply["retry"] = self._poll_interval()
+            else:
                 self.holders[task] = worker
                 self.held[worker] = (self.gen.number, task)
                 reply.update(
@@ -120,6 +124,15 @@ class ESMaster:
                     seed=self.seed * 1_000_003 + self.gen.number * 1000 + task,
                 )
             return reply
+
+    def _poll_interval(self) -> float:
+        """How long a worker with nothing to do waits before asking again: short while few workers
+        wait (a worker idle at the generation barrier starts the next generation within ~2 ms of
+        it opening, not after a backoff of up to 50 ms), longer as more of them poll, so the
+        master answers about POLLS_PER_S polls a second at most (50 ms apart from 50 workers)."""
+        now, window = time.monotonic(), self.config.task_timeout
+        active = sum(1 for t in self.last_seen.values() if now - t < window)
+        return min(0.05, max(0.002, active / POLLS_PER_S))
 
     def _take_result(self, res: dict, worker: str) -> None:
         if int(res["generation"]) != self.gen.number:

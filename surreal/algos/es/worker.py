@@ -65,7 +65,9 @@ def run_worker(
             if reply["op"] == "task" and not in_step:
                 stats["dropped"] += 1  # the master hands it out again at the next request
             if reply["op"] == "wait" or not in_step:
-                pause.wait(idle)  # nothing to hand out yet: poll again shortly
+                # nothing to hand out yet: ask again when the master says (it paces its waiting
+                # workers by their number), or after a doubling backoff when it does not say
+                pause.wait(_retry(reply, idle))
                 idle = min(idle * 2, 0.05)
                 continue
             idle = 0.002
@@ -98,6 +100,14 @@ def run_worker(
         return stats
     finally:
         client.close()
+
+
+def _retry(reply: dict, backoff: float) -> float:
+    """Seconds to wait before asking again: the master's "retry" within [1 ms, 1 s], else backoff."""
+    try:
+        return min(1.0, max(0.001, float(reply["retry"])))
+    except (KeyError, TypeError, ValueError):
+        return backoff
 
 
 def main(argv: list[str] | None = None) -> None:
