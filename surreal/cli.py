@@ -76,7 +76,7 @@ def main() -> None:
 @click.option(
     "--steps",
     type=int,
-    show_default=f"{RunConfig.steps}; with --resume, the run's",
+    show_default=f"{RunConfig.steps}; ppo on classic control: 200000; with --resume, the run's",
     help="Environment steps the learner consumes before it stops.",
 )
 @click.option(

@@ -61,14 +61,14 @@ def plan(
         config = Config(algo=algo_class.config_class())
     if env is not None:
         config.env.id = env
+    if not resume:  # settings per task family (surreal.algos.families); the user's still win
+        from surreal.algos.families import apply_family_defaults
+
+        apply_family_defaults(config)
     if actors is not None:
         config.run.actors = actors
     if steps is not None:
         config.run.steps = steps
-    if not resume:  # settings per task family (surreal.algos.families); --set still wins
-        from surreal.algos.families import apply_family_defaults
-
-        apply_family_defaults(config)
     config_io.apply_overrides(config, list(overrides))
     _check(config, gpus_here=backend not in IMAGE_BACKENDS)
     check_env(config.env.id)

@@ -32,13 +32,20 @@ def test_launch_applies_the_family_defaults_and_the_users_settings_win(tmp_path)
     assert p.config.algo.norm_obs is False and p.config.algo.update_epochs == 20
     assert (p.config.algo.lr, p.config.algo.gamma, p.config.algo.gae_lambda) == (1e-3, 0.98, 0.8)
     assert p.config.algo.clip_vloss is False and p.config.algo.anneal_clip is True
+    assert p.config.run.steps == 200_000  # the budget the schedules anneal over
+    assert (
+        plan("ppo", env="gym:CartPole-v1", steps=40_000, folder=str(tmp_path)).config.run.steps
+        == 40_000
+    )
+    assert plan("ppo", env="gym:HalfCheetah-v5", folder=str(tmp_path)).config.run.steps == 100_000
     mine = plan(
         "ppo",
         env="gym:CartPole-v1",
         folder=str(tmp_path),
-        overrides=("algo.norm_obs=true", "algo.lr=3e-4"),
+        overrides=("algo.norm_obs=true", "algo.lr=3e-4", "run.steps=50000"),
     )
     assert mine.config.algo.norm_obs is True and mine.config.algo.lr == 3e-4
+    assert mine.config.run.steps == 50_000
     assert mine.config.algo.gamma == 0.98  # what the user did not set keeps the family's
     td3 = plan("td3", env="gym:HalfCheetah-v5", folder=str(tmp_path))
     assert td3.config.algo.lr == 3e-4 and td3.config.algo.replay_start == 10_000
