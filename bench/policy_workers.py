@@ -38,7 +38,7 @@ def _config(algo: str, env: str, num_envs: int, overrides: list[str]):
     return algo_class, config, env_info(env, config.env)
 
 
-def _worker(args: Any, address: str, params_address: str, stop: Any, cpu: Any) -> None:
+def _worker(args: Any, index: int, address: str, params_address: str, stop: Any, cpu: Any) -> None:
     import torch
 
     from surreal.components.policy_worker import serve
@@ -46,6 +46,7 @@ def _worker(args: Any, address: str, params_address: str, stop: Any, cpu: Any) -
     torch.set_num_threads(1)
     algo_class, config, info = _config(args.algo, args.env, args.num_envs, args.set)
     comp = SimpleNamespace(
+        index=index,  # what the worker prints its lines as
         config=config,
         algo=algo_class,
         env_info=info,
@@ -104,7 +105,8 @@ def run_setup(args: Any, workers: int, params_address: str) -> tuple[float, floa
     out, stop, cpu = ctx.Queue(), ctx.Event(), ctx.Queue()
     addresses = [f"tcp://127.0.0.1:{free_port()}" for _ in range(workers)]
     servers = [
-        ctx.Process(target=_worker, args=(args, a, params_address, stop, cpu)) for a in addresses
+        ctx.Process(target=_worker, args=(args, i, a, params_address, stop, cpu))
+        for i, a in enumerate(addresses)
     ]
     actors = [
         ctx.Process(
