@@ -36,9 +36,16 @@ PUBLISHED = {
 GOALS = {("ppo", "HalfCheetah-v5"): 5819, ("td3", "HalfCheetah-v5"): 9583}
 
 
+def part_dir(folder: Path, algo: str, env: str) -> Path:
+    """Where `surreal launch --name ALGO-ENV` puts a part's runs (it lower-cases the name)."""
+    from surreal.rundir import slug
+
+    return folder / slug(f"{algo}-{env}")
+
+
 def launch(algo: str, env: str, seed: int, steps: int, actors: int, folder: Path, extra: list[str]):
     """One part: `surreal launch ALGO --env gym:ENV` with `run.seed=SEED`; returns the run folder."""
-    run = folder / f"{algo}-{env}" / f"s{seed}"
+    run = part_dir(folder, algo, env) / f"s{seed}"
     if (run / "status.json").is_file() and json.loads((run / "status.json").read_text()).get(
         "finished"
     ):
@@ -85,14 +92,15 @@ def summary(run: Path) -> dict[str, float]:
 
 
 def _cell(values: list[float]) -> str:
+    values = [v for v in values if v == v]  # NaN: that run had no evaluation (or episode) yet
     if not values:
         return "-"
     mean = sum(values) / len(values)
     return f"{mean:,.0f}" + (f" [{min(values):,.0f}-{max(values):,.0f}]" if len(values) > 1 else "")
 
 
-def report(folder: Path) -> str:
-    """The results table (markdown) over every run folder found, and the curve plots."""
+def report(folder: Path, out: Path = OUT) -> str:
+    """The results table (markdown) over every run folder found, and the curve plots in OUT."""
     rows = [
         "| algo | env | seeds | steps (min) | last greedy eval | train return, last 5% | "
         "published (1M) | goal |",
@@ -100,26 +108,24 @@ def report(folder: Path) -> str:
     ]
     for algo in ("ppo", "td3"):
         for env in ENVS:
-            runs = sorted((folder / f"{algo}-{env}").glob("s*"))
+            runs = sorted(part_dir(folder, algo, env).glob("s*"))
             runs = [r for r in runs if (r / "metrics.jsonl").is_file()]
             published = ", ".join(f"{k} {v:,}" for k, v in PUBLISHED.get((algo, env), {}).items())
-            goal = GOALS.get((algo, env))
+            goal = f"{GOALS[algo, env]:,}" if (algo, env) in GOALS else "-"
             if not runs:
-                rows.append(
-                    f"| {algo} | {env} | 0 | - | not run | - | {published} | {goal or '-'} |"
-                )
+                rows.append(f"| {algo} | {env} | 0 | - | not run | - | {published} | {goal} |")
                 continue
             s = [summary(r) for r in runs]
             rows.append(
                 f"| {algo} | {env} | {len(runs)} | {min(x['steps'] for x in s):,} | "
                 f"{_cell([x['eval'] for x in s])} | {_cell([x['train'] for x in s])} | "
-                f"{published} | {f'{goal:,}' if goal else '-'} |"
+                f"{published} | {goal} |"
             )
-            _plot(algo, env, runs)
+            _plot(algo, env, runs, out)
     return "\n".join(rows)
 
 
-def _plot(algo: str, env: str, runs: list[Path]) -> None:
+def _plot(algo: str, env: str, runs: list[Path], out: Path) -> None:
     try:
         import matplotlib
 
@@ -127,7 +133,7 @@ def _plot(algo: str, env: str, runs: list[Path]) -> None:
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    OUT.mkdir(exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(6, 4))
     for run in runs:
         c = curves(run)
@@ -141,7 +147,7 @@ def _plot(algo: str, env: str, runs: list[Path]) -> None:
     ax.set_title(f"{algo} {env} (surreal launch)")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(OUT / f"mujoco_suite_{algo}_{env}.png", dpi=90)
+    fig.savefig(out / f"mujoco_suite_{algo}_{env}.png", dpi=90)
     plt.close(fig)
 
 
@@ -161,17 +167,18 @@ def main() -> None:
         help="extra KEY=VALUE for every part (e.g. run.device=cuda)",
     )
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--out", type=Path, default=OUT, help="where the table and plots go")
     args = parser.parse_args()
     if not args.report_only:
         for algo in args.algo:
             for env in args.env:
                 for seed in args.seed:
                     launch(algo, env, seed, args.steps, args.actors, args.folder, args.extra)
-    table = report(args.folder)
-    OUT.mkdir(exist_ok=True)
-    (OUT / "mujoco_suite.md").write_text(table + "\n")
+    table = report(args.folder, args.out)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "mujoco_suite.md").write_text(table + "\n")
     print(table)
-    print(f"table: {OUT / 'mujoco_suite.md'}")
+    print(f"table: {args.out / 'mujoco_suite.md'}")
 
 
 if __name__ == "__main__":

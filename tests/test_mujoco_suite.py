@@ -1,0 +1,50 @@
+"""bench/mujoco_suite.py, one tiny part end to end: it launches, reports, and keeps a finished part."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("mujoco")
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE = ROOT / "bench" / "mujoco_suite.py"
+
+
+def _suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, SYMPHONY_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, str(SUITE), "--folder", str(tmp_path / "runs"), "--out", str(tmp_path)]
+        + list(args),
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.timeout(900)
+def test_a_part_runs_through_surreal_launch_and_lands_in_the_table(tmp_path):
+    part = ("--algo", "ppo", "--env", "Hopper-v5", "--seed", "1", "--steps", "2048")
+    first = _suite(tmp_path, *part, "--actors", "1", "--set", "env.num_envs=2")
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    run = tmp_path / "runs" / "ppo-hopper-v5" / "s1"  # surreal launch lower-cases --name
+    assert (run / "metrics.jsonl").is_file()
+    table = (tmp_path / "mujoco_suite.md").read_text()
+    row = next(line for line in table.splitlines() if "| ppo | Hopper-v5 |" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[2] == "1" and int(cells[3].replace(",", "")) >= 2048  # one seed, budget reached
+    assert "nan" not in row  # a part with no evaluation yet shows "-"
+    assert "| td3 | HalfCheetah-v5 | 0 | - | not run | - | CleanRL 9,583 | 9,583 |" in table
+    # a finished part is kept, not run again (a suite is resumed part by part)
+    again = _suite(tmp_path, *part)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"{run}: finished before, kept" in again.stdout
+    report = _suite(tmp_path, "--report-only")
+    assert report.returncode == 0 and row in report.stdout
