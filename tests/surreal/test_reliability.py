@@ -21,6 +21,11 @@ from tests.surreal.helpers import (
 pytestmark = pytest.mark.timeout(600)
 
 
+def run_segments(pids: set[int]) -> set[str]:
+    """The caraml shared-memory segments (`caraml_<creator pid>_<id>`) created by one of PIDS."""
+    return {name for name in shm_segments() if int(name.split("_")[1]) in pids}
+
+
 def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "rel" / "a"
     shm_before = shm_segments()
@@ -63,16 +68,19 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
             proc,
         )
         assert describe(home, "rel-a").process("learner").state == "running"
-        assert processes_of(run)
+        pids = {proc.pid, actor.pid} | {p.pid for p in processes_of(run)}
+        assert run_segments(pids), "the run holds no shared memory: nothing for the check below"
         ctrl_c(proc)
         proc.wait(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
     wait_until(lambda: not processes_of(run), 30, "every process to end")
-    # /dev/shm is machine-wide: a segment another test's process holds for a moment goes away by
-    # itself, a leaked one of this run never does.
-    wait_until(lambda: not (shm_segments() - shm_before), 30, "the run's shared memory to be freed")
+    # /dev/shm is machine-wide and other tests' runs hold segments of their own for minutes: look
+    # only at this run's (caraml names a segment after the pid that created it)
+    wait_until(
+        lambda: not (run_segments(pids) - shm_before), 30, "the run's shared memory to be freed"
+    )
     assert not (home / "experiments" / "rel-a").exists()  # the record is gone too
     assert (run / "checkpoints" / "latest.pt").is_file()  # written at exit
 
