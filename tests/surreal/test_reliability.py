@@ -23,7 +23,8 @@ pytestmark = pytest.mark.timeout(600)
 
 def run_segments(pids: set[int]) -> set[str]:
     """The caraml shared-memory segments (`caraml_<creator pid>_<id>`) created by one of PIDS."""
-    return {name for name in shm_segments() if int(name.split("_")[1]) in pids}
+    named = [(name, name.split("_")) for name in shm_segments()]
+    return {name for name, parts in named if parts[1].isdigit() and int(parts[1]) in pids}
 
 
 def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
