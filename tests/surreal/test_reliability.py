@@ -69,7 +69,9 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
             proc,
         )
         assert describe(home, "rel-a").process("learner").state == "running"
-        pids = {proc.pid, actor.pid} | {p.pid for p in processes_of(run)}
+        running = processes_of(run)
+        assert running
+        pids = {proc.pid, actor.pid} | {p.pid for p in running}
         assert run_segments(pids), "the run holds no shared memory: nothing for the check below"
         ctrl_c(proc)
         proc.wait(timeout=180)
