@@ -38,6 +38,7 @@ def ppo_settings(args: argparse.Namespace, device: str) -> tuple[str, ...]:
         f"run.device={device}",
         f"algo.minibatch_size={args.minibatch_size}",
         "algo.update_epochs=10",
+        "algo.batch_size=0",  # one segment per actor: actors x 8 envs x --rollout steps
     )
 
 

@@ -180,9 +180,24 @@ def save(config: Config, path: Path) -> None:
     path.write_text(json.dumps(to_dict(config), indent=2, sort_keys=True) + "\n")
 
 
+RETIRED = {
+    "algo.segments_per_batch": "algo.batch_size, in env steps (segments x actor.rollout_length "
+    "x env.num_envs; 0: one segment per actor)",
+}
+"""Keys that are gone, and what to set instead (`--set` says so in one line)."""
+
+
 def load(path: Path, algo_class: type) -> Config:
-    """Read a config written by `save`."""
-    return from_dict(Config, json.loads(path.read_text()), algo_class=algo_class)
+    """Read a config written by `save` (a run saved before a key was retired is read as the
+    same run: `algo.segments_per_batch=N` becomes the `algo.batch_size` of N segments)."""
+    data = json.loads(path.read_text())
+    algo = data.get("algo") or {}
+    if "segments_per_batch" in algo:
+        segments = algo.pop("segments_per_batch")
+        actor, env = data.get("actor", {}), data.get("env", {})
+        rollout = actor.get("rollout_length", ActorConfig.rollout_length)
+        algo["batch_size"] = segments * rollout * env.get("num_envs", EnvConfig.num_envs)
+    return from_dict(Config, data, algo_class=algo_class)
 
 
 def keys(config: Any, prefix: str = "") -> list[str]:
@@ -209,6 +224,8 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
             raise ConfigError(f"--set expects key=value, got {item!r} (e.g. --set algo.lr=3e-4)")
         key, raw = item.split("=", 1)
         key = key.strip()
+        if key in RETIRED:
+            raise ConfigError(f"{key} is retired; set {RETIRED[key]}")
         parts = key.split(".")
         target = config
         for part in parts[:-1]:

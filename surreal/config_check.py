@@ -39,7 +39,6 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "algo.lr": _POSITIVE,
     "algo.gamma": _UNIT,
     "algo.gae_lambda": _UNIT,
-    "algo.segments_per_batch": _AT_LEAST_0,
     "algo.update_epochs": _AT_LEAST_0,
     "algo.num_minibatches": _AT_LEAST_1,
     "algo.minibatch_size": _AT_LEAST_0,
@@ -52,7 +51,7 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "algo.image_size": _AT_LEAST_1,
     "algo.bptt_length": _AT_LEAST_0,
     "algo.n_step": _AT_LEAST_1,
-    "algo.batch_size": _AT_LEAST_1,
+    "algo.batch_size": _AT_LEAST_0,  # PPO: 0 is one segment per actor; DDPG checks >= 1
     "algo.tau": _UNIT,
     "algo.target_period": _AT_LEAST_1,
     "algo.sigma": _AT_LEAST_0,

@@ -163,7 +163,7 @@ def _check_replicas(config: Config, algo_class: type) -> None:
     if per_batch % n:
         raise ConfigError(
             f"run.learner_replicas={n} must divide the {per_batch} segments per batch "
-            "(--actors or algo.segments_per_batch)"
+            "(algo.batch_size / (actor.rollout_length x env.num_envs), or --actors for a batch of one segment per actor)"
         )
 
 
@@ -192,8 +192,11 @@ def build_experiment(p: LaunchPlan) -> Any:
 
 def create_run(p: LaunchPlan) -> None:
     """Write the run folder (config, run record, experiment spec) before launching."""
+    p.experiment_name = _free_experiment_name(p)
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
+        if p.run_dir.info().get("experiment") != p.experiment_name:
+            write_json(p.run_dir.run_file, {**p.run_dir.info(), "experiment": p.experiment_name})
     else:
         if p.run_dir.url:  # a run in an object store: written here, uploaded by surreal launch
             from surreal.storage_sync import prepare_launch_mirror
@@ -219,6 +222,17 @@ def create_run(p: LaunchPlan) -> None:
 
     monitoring.prepare(p.run_dir.path)  # restart counts and /metrics targets start afresh
     (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())
+
+
+def _free_experiment_name(p: LaunchPlan) -> str:
+    """The symphony name this launch runs under: the run's own (a resumed run: the one it had),
+    taking over the record of its own ended launch; another experiment's name gets `-2`, ...
+    (symphony keeps ended runs' records: `symphony.launcher.free_name`)."""
+    from symphony.launcher import free_name
+
+    name = (p.run_dir.info().get("experiment") if p.resume else None) or p.experiment_name
+    here = {p.run_dir.location, str(p.run_dir.path.resolve())}
+    return free_name(name, lambda record: record.spec.get("metadata", {}).get("run_dir") in here)
 
 
 def _copy_algo_files(p: LaunchPlan) -> None:

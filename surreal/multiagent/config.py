@@ -12,6 +12,9 @@ from surreal.algos.ppo.config import PPOConfig
 class MultiAgentPPOConfig(PPOConfig):
     """PPO for PettingZoo-style multi-agent environments (`surreal launch mappo`)."""
 
+    batch_size: int = 0
+    """Env steps per learner iteration of each policy (as in ppo); 0, mappo's default: one
+    segment per actor."""
     policy_mapping: str = "shared"
     """Which policy each agent runs: shared (one policy for all agents), per-agent, or
     path/to/file.py:function (agent id -> policy name); see surreal.multiagent.mapping."""

@@ -1,5 +1,7 @@
 """Typed config overrides: types are checked and unknown keys suggest the nearest one."""
 
+import json
+
 import pytest
 
 from surreal.algos.ppo.config import PPOConfig
@@ -64,3 +66,24 @@ def test_loading_rejects_unknown_and_mistyped_keys():
 def test_keys_lists_every_settable_field():
     names = keys(_config())
     assert "algo.clip_coef" in names and "run.steps" in names and "eval.episodes" in names
+
+
+def test_a_retired_key_says_what_to_set_instead():
+    with pytest.raises(
+        ConfigError, match=r"algo.segments_per_batch is retired; set algo.batch_size"
+    ):
+        apply_overrides(_config(), ["algo.segments_per_batch=4"])
+
+
+def test_a_run_saved_with_segments_per_batch_resumes_with_the_same_batch(tmp_path):
+    """A run folder written before algo.batch_size: its N segments become N x rollout x envs
+    env steps, and 0 (one per actor) stays 0."""
+    path = tmp_path / "config.json"
+    save(_config(), path)
+    for segments, expected in ((3, 3 * 16 * 4), (0, 0)):
+        data = json.loads(path.read_text())
+        data["algo"].pop("batch_size", None)
+        data["algo"]["segments_per_batch"] = segments
+        data["actor"]["rollout_length"], data["env"]["num_envs"] = 16, 4
+        path.write_text(json.dumps(data))
+        assert load(path, PPOConfig).algo.batch_size == expected

@@ -50,11 +50,26 @@ def test_the_defaults_are_the_standard_on_policy_runtime():
 
 
 def test_ppo_batch_size_is_one_number_for_every_process():
-    config = run_config(PPOLearner)
-    assert PPOLearner.segments_per_batch(config) == 3
-    config.algo.segments_per_batch = 5
+    config = run_config(PPOLearner)  # 3 actors, segments of 32 steps x 8 envs = 256
+    assert PPOLearner.segments_per_batch(config) == 2  # the 512-step default, not the actors
+    config.algo.batch_size = 5 * 256
     assert PPOLearner.segments_per_batch(config) == 5
     assert PPOLearner.make_replay(config).storage.capacity == 4 * 5 + 2 * 3
+    config.run.actors = 1024
+    assert PPOLearner.segments_per_batch(config) == 5  # scaling out keeps the recipe
+    config.algo.batch_size = 0
+    assert PPOLearner.segments_per_batch(config) == 1024  # 0: one segment per actor
+
+
+def test_ppo_batch_size_rounds_to_whole_segments():
+    config = run_config(PPOLearner)
+    config.algo.batch_size = 600  # 2.34 segments of 256
+    assert PPOLearner.segments_per_batch(config) == 2
+    config.algo.batch_size = 100  # less than one segment: at least one
+    assert PPOLearner.segments_per_batch(config) == 1
+    config.env.num_envs, config.actor.rollout_length = 1, 2048  # CleanRL's 1 x 2048
+    config.algo.batch_size = 2048
+    assert PPOLearner.segments_per_batch(config) == 1
 
 
 def test_algorithms_with_their_own_topology_add_their_roles():

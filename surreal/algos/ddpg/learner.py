@@ -73,6 +73,15 @@ class DDPGLearner(Learner):
         self.algo = DDPG(obs_dim, env_info.action_dim, config, device=self.device)
 
     @classmethod
+    def check_config(cls, config: DDPGConfig, env_info: EnvInfo) -> None:
+        """`algo.batch_size` >= 1 (the shared ranges allow 0, PPO's one segment per actor)."""
+        if config.batch_size < 1:
+            raise ValueError(
+                f"algo.batch_size={config.batch_size} must be >= 1; "
+                "--set algo.batch_size=<a value >= 1>"
+            )
+
+    @classmethod
     def make_policy(cls, config: DDPGConfig, env_info: EnvInfo) -> DDPGPolicy:
         return DDPGPolicy(config, env_info)
 

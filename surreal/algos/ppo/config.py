@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from surreal.config import Config
 from surreal.core import LearnerConfig
 
 
@@ -20,15 +21,18 @@ class PPOConfig(LearnerConfig):
     """Discount factor."""
     gae_lambda: float = 0.95
     """GAE lambda."""
-    segments_per_batch: int = 0
-    """Segments (one per actor rollout) per learner iteration; 0: one per actor."""
+    batch_size: int = 512
+    """Env steps per learner iteration, whatever the actor count (CleanRL's and SB3's
+    convention): segments x actor.rollout_length x env.num_envs, so a multiple of one segment
+    (8 envs x 32 steps = 256 by default); 512 is two actors' segments. 0: one segment per actor
+    (the batch grows with --actors)."""
     update_epochs: int = 4
     """Passes over each batch (MuJoCo tasks: 10)."""
     num_minibatches: int = 4
     """Minibatches per pass (MuJoCo tasks: 32)."""
     minibatch_size: int = 0
     """Samples per minibatch (ppo: env steps; ppo-vision: sub-trajectories), overriding
-    num_minibatches; 0: batch / num_minibatches (the minibatch grows with the actors)."""
+    num_minibatches; 0: batch_size / num_minibatches."""
     loss: str = "clip"
     """'clip' (clipped surrogate) or 'kl' (adaptive KL penalty, the original PPO's variant)."""
     clip_coef: float = 0.2
@@ -78,15 +82,17 @@ class PPOConfig(LearnerConfig):
         fall), and the SB3 zoo's tuned CartPole PPO otherwise: lr 1e-3 and the surrogate's clip
         range both annealed to 0 (a solved policy drifted off 500 late in a run without the
         clip annealing), gamma 0.98,
-        GAE lambda 0.8, 20 epochs (with 4 actors x 8 envs x 32 steps and 4 minibatches of 256,
-        as many gradient steps per sample as the zoo's 8 x 32 batches of 256), and, as in the zoo
+        GAE lambda 0.8, 20 epochs over 1,024-step batches (the 4-actor batch the recipe was
+        measured with: 4 minibatches of 256, as many gradient steps per sample as the zoo's
+        8 x 32 batches of 256, whatever the actor count), and, as in the zoo
         (SB3 clips no value by default), no value-loss clipping: with returns near 50 a value clip
         of 0.2 lets the critic follow only slowly, and a solved policy fell from 500 late in
         300k-step runs with it, never without it (docs/learning.md); and a 200k-step budget,
         over which the learning rate and clip range anneal: with 100k, 2 of 12 seeds of the
         README's CartPole line were still climbing when both reached 0 and missed 475; with 200k
         all 12 reached it, by 75k at the latest (docs/learning.md). mujoco: CleanRL's
-        ppo_continuous_action (10 epochs x 32 minibatches, observation and reward normalization).
+        ppo_continuous_action (2,048-step batches, 10 epochs x 32 minibatches, observation and
+        reward normalization).
         robosuite: the defaults above (nothing measured here to choose better ones).
         """
         if family == "classic":
@@ -96,6 +102,7 @@ class PPOConfig(LearnerConfig):
                 "algo.gamma": 0.98,
                 "algo.gae_lambda": 0.8,
                 "algo.update_epochs": 20,
+                "algo.batch_size": 1024,
                 "algo.anneal_clip": True,
                 "algo.clip_vloss": False,
                 "run.steps": 200_000,
@@ -103,6 +110,7 @@ class PPOConfig(LearnerConfig):
         if family == "mujoco":
             return {
                 "algo.norm_obs": True,
+                "algo.batch_size": 2048,
                 "algo.update_epochs": 10,
                 "algo.num_minibatches": 32,
                 "env.normalize_reward": True,
@@ -118,8 +126,22 @@ class VisionPPOConfig(PPOConfig):
 
     network: str = "conv_lstm"
     """'conv_lstm', the only model of ppo-vision."""
+    batch_size: int = 0
+    """Env steps per learner iteration (as in ppo); 0, ppo-vision's default: one segment per
+    actor, the batch its robosuite recipes were run with."""
 
     @classmethod
     def family_defaults(cls, family: str) -> dict[str, Any]:
         """None: ppo-vision keeps its own defaults for every family."""
         return {}
+
+
+def batch_segments(run_config: Config) -> int:
+    """Segments per PPO batch: `algo.batch_size` env steps over one segment's
+    `actor.rollout_length x env.num_envs`, rounded to the nearest whole count, at least one
+    (`batch_size=0`: one per actor). The one place the batch's size is worked out."""
+    steps = run_config.algo.batch_size
+    if not steps:
+        return run_config.run.actors
+    segment = run_config.actor.rollout_length * run_config.env.num_envs
+    return max(1, round(steps / segment))

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from surreal.algos.ppo.config import PPOConfig
+from surreal.algos.ppo.config import PPOConfig, batch_segments
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
 from surreal.algos.ppo.networks import entropy, log_prob, make_model
 from surreal.algos.ppo.policy import PPOPolicy, model_params
@@ -73,8 +73,9 @@ class PPOLearner(Learner):
 
     @classmethod
     def segments_per_batch(cls, run_config: Config) -> int:
-        """`algo.segments_per_batch` segments per update; 0: one per actor."""
-        return run_config.algo.segments_per_batch or run_config.run.actors
+        """`algo.batch_size` env steps in whole segments (the nearest count, at least one),
+        whatever `run.actors`; `algo.batch_size=0`: one segment per actor."""
+        return batch_segments(run_config)
 
     @classmethod
     def make_policy(cls, config: PPOConfig, env_info: EnvInfo) -> PPOPolicy:

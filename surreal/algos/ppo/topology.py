@@ -3,7 +3,7 @@
     actor-i --push--> buffer (FIFO) <--req-- learner --pub--> param-server <--req-- actors, evaluator
     everyone --push--> metrics
 
-PPO's batch size (`algo.segments_per_batch`) reaches the actors, the buffer and the learner through
+PPO's batch size (`algo.batch_size`, in env steps) reaches the actors, the buffer and the learner through
 `PPOLearner.segments_per_batch`.
 """
 
