@@ -224,22 +224,36 @@ def apply_overrides(config: Config, overrides: list[str]) -> Config:
             raise ConfigError(f"--set expects key=value, got {item!r} (e.g. --set algo.lr=3e-4)")
         key, raw = item.split("=", 1)
         key = key.strip()
-        if key in RETIRED:
-            raise ConfigError(f"{key} is retired; set {RETIRED[key]}")
-        parts = key.split(".")
-        target = config
-        for part in parts[:-1]:
-            child = getattr(target, part, None) if dataclasses.is_dataclass(target) else None
-            if not dataclasses.is_dataclass(child):
-                raise ConfigError(f"unknown config key {key!r}{_suggest(key, keys(config))}")
-            target = child
-        names = {f.name for f in dataclasses.fields(target)}
-        leaf = parts[-1]
-        if leaf not in names or dataclasses.is_dataclass(getattr(target, leaf)):
-            raise ConfigError(f"unknown config key {key!r}{_suggest(key, keys(config))}")
-        hint = typing.get_type_hints(type(target))[leaf]
+        target, leaf, hint = _field(config, key)
         setattr(target, leaf, _parse(key, raw.strip(), hint))
     return config
+
+
+def set_value(config: Config, key: str, value: Any) -> None:
+    """Set the dotted `key` to a Python `value`, checked like a loaded config (the path the task
+    family's defaults take: a misspelt key or a wrong type is a ConfigError, never a new
+    attribute)."""
+    target, leaf, hint = _field(config, key)
+    setattr(target, leaf, _check(key, value, hint))
+
+
+def _field(config: Config, key: str) -> tuple[Any, str, Any]:
+    """The dataclass that holds dotted `key`, the field's name and its type; ConfigError for an
+    unknown or retired key."""
+    if key in RETIRED:
+        raise ConfigError(f"{key} is retired; set {RETIRED[key]}")
+    parts = key.split(".")
+    target = config
+    for part in parts[:-1]:
+        child = getattr(target, part, None) if dataclasses.is_dataclass(target) else None
+        if not dataclasses.is_dataclass(child):
+            raise ConfigError(f"unknown config key {key!r}{_suggest(key, keys(config))}")
+        target = child
+    leaf = parts[-1]
+    names = {f.name for f in dataclasses.fields(target)}
+    if leaf not in names or dataclasses.is_dataclass(getattr(target, leaf)):
+        raise ConfigError(f"unknown config key {key!r}{_suggest(key, keys(config))}")
+    return target, leaf, typing.get_type_hints(type(target))[leaf]
 
 
 def _suggest(key: str, candidates: Any) -> str:

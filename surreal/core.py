@@ -26,6 +26,13 @@ class LearnerConfig:
     gamma: float = 0.99
     """Discount factor."""
 
+    @classmethod
+    def family_defaults(cls, family: str) -> dict[str, Any]:
+        """Dotted settings (`{"algo.lr": 1e-3}`) `surreal launch` applies for a task family
+        ('classic', 'mujoco', 'robosuite', 'other'; `surreal.algos.families`) before the user's
+        `--set`, through the same typed path; default: none."""
+        return {}
+
 
 class Policy(abc.ABC):
     """Maps a batch of observations to actions; runs in actor and evaluator processes.

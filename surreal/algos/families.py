@@ -5,13 +5,16 @@ The family comes from the env id alone (no environment is built): `robosuite:<Ta
 `mujoco`, one in `classic_control` or `box2d` is `classic`; anything else is `other` (no family
 defaults). The defaults are applied before the user's `--set` overrides, so a user's value always
 wins; `--resume` keeps the saved config as it is. Each algorithm's config says what it sets
-per family (`PPOConfig.family_defaults`, `DDPGConfig.family_defaults`; a config of your own may
+per family (`LearnerConfig.family_defaults`, overridden by PPOConfig and DDPGConfig; a config of your own may
 define one too); what and why is in `docs/learning.md` (measured there).
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from surreal.config import set_value
+from surreal.core import LearnerConfig
 
 FAMILIES = ("classic", "mujoco", "robosuite", "other")
 
@@ -38,10 +41,11 @@ def env_family(env_id: str) -> str:
 
 def family_defaults(config: Any) -> tuple[str, dict[str, Any]]:
     """The env's family and the settings the run's algorithm brings for it ({} if none): the
-    algorithm config's `family_defaults(family)` classmethod, when it has one."""
+    algorithm config's `family_defaults(family)` (declared on `surreal.core.LearnerConfig`)."""
     family = env_family(config.env.id)
-    hook = getattr(config.algo, "family_defaults", None)
-    return family, dict(hook(family)) if callable(hook) else {}
+    if not isinstance(config.algo, LearnerConfig):
+        return family, {}
+    return family, dict(config.algo.family_defaults(family))
 
 
 def apply_family_defaults(config: Any) -> tuple[str, dict[str, Any]]:
@@ -49,8 +53,7 @@ def apply_family_defaults(config: Any) -> tuple[str, dict[str, Any]]:
     (family, the settings applied)."""
     family, settings = family_defaults(config)
     for key, value in settings.items():
-        section, name = key.split(".")
-        setattr(getattr(config, section), name, value)
+        set_value(config, key, value)  # typed, as `--set` is: a misspelt key is an error
     return family, settings
 
 

@@ -50,3 +50,33 @@ def test_launch_applies_the_family_defaults_and_the_users_settings_win(tmp_path)
     td3 = plan("td3", env="gym:HalfCheetah-v5", folder=str(tmp_path))
     assert td3.config.algo.lr == 3e-4 and td3.config.algo.replay_start == 10_000
     assert td3.config.algo.twin_critics is True
+
+
+def test_a_family_setting_goes_through_the_typed_path_of_set():
+    """A family default with a misspelt key or a wrong type is refused like `--set` refuses it,
+    instead of adding an attribute the run never reads."""
+    from dataclasses import dataclass
+
+    from surreal.algos.families import apply_family_defaults
+    from surreal.algos.ppo.config import PPOConfig
+    from surreal.config import Config, ConfigError
+
+    @dataclass
+    class Misspelt(PPOConfig):
+        @classmethod
+        def family_defaults(cls, family: str) -> dict:
+            return {"algo.learning_rate": 1e-3}
+
+    @dataclass
+    class Mistyped(PPOConfig):
+        @classmethod
+        def family_defaults(cls, family: str) -> dict:
+            return {"algo.update_epochs": "many"}
+
+    with pytest.raises(ConfigError, match=r"unknown config key 'algo.learning_rate'"):
+        apply_family_defaults(Config(algo=Misspelt()))
+    with pytest.raises(ConfigError, match=r"algo.update_epochs expects int, got 'many'"):
+        apply_family_defaults(Config(algo=Mistyped()))
+    config = Config(algo=PPOConfig())
+    family, settings = apply_family_defaults(config)
+    assert family == "classic" and config.algo.batch_size == settings["algo.batch_size"] == 1024
