@@ -119,9 +119,12 @@ def _algorithm_fits_env(config: Any, algo_class: type, env_info: EnvInfo) -> Non
 
 def check_backend(name: str) -> None:
     """Refuse an unknown (or not installed) symphony backend before the run folder is written."""
-    from symphony.backends import backend_class
+    from symphony.backends import backend_class, backend_names
     from symphony.errors import BackendError
 
+    if name not in backend_names():  # symphony's in-process `test` backend runs no surreal run
+        shown = ", ".join(n for n in backend_names() if n != "test")
+        raise ConfigError(f"--backend {name}: unknown backend {name!r}; choose one of: {shown}")
     try:
         backend_class(name)
     except BackendError as err:

@@ -53,6 +53,7 @@ def test_the_cli_refuses_bad_values_and_unknown_backends_before_writing_anything
     assert "cannot run on gym:CartPole-v1" in err and len(err.splitlines()) == 1
     err = _refused(tmp_path, ["ppo", "--env", "gym:CartPole-v1", "--backend", "foo"])
     assert "unknown backend 'foo'" in err and "local" in err
+    assert "test" not in err.split("choose one of:")[1]  # symphony's in-process backend
 
 
 @pytest.mark.parametrize(
