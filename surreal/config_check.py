@@ -19,6 +19,8 @@ _AT_LEAST_1 = (lambda v: v >= 1, ">= 1")
 _AT_LEAST_0 = (lambda v: v >= 0, ">= 0")
 _POSITIVE = (lambda v: v > 0, "> 0")
 _UNIT = (lambda v: 0 <= v <= 1, "in [0, 1]")
+FLAGS = {"run.actors": "--actors", "run.steps": "--steps"}
+"""Settings with a flag of their own, named in the messages instead of `--set`."""
 RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "run.actors": _AT_LEAST_1,
     "run.steps": _AT_LEAST_1,
@@ -77,15 +79,17 @@ RANGES: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 
-def check(config: Any, algo_class: type, env_info: EnvInfo) -> None:
-    """Refuse a config that cannot run (ConfigError, one line): non-finite numbers, values out of
-    range, an algorithm whose policy cannot act in this environment's action space."""
+def check_values(config: Any) -> None:
+    """Non-finite numbers and values out of range (ConfigError, one line): the checks that need
+    neither the learner nor the environment, so `surreal launch` makes them first."""
     for key, value in _leaves(config):
         if isinstance(value, float) and not math.isfinite(value):
             raise ConfigError(f"{key}={value} is not a finite number; --set {key}=<a number>")
     for key, (ok, what) in RANGES.items():
         value = _get(config, key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and not ok(value):
+            if key in FLAGS:
+                raise ConfigError(f"{key} must be {what}, got {value} ({FLAGS[key]} N)")
             raise ConfigError(f"{key}={value} must be {what}; --set {key}=<a value {what}>")
     start, capacity = (_get(config, f"algo.{f}") for f in ("replay_start", "replay_capacity"))
     if isinstance(start, int) and isinstance(capacity, int):
@@ -95,11 +99,11 @@ def check(config: Any, algo_class: type, env_info: EnvInfo) -> None:
                 f"algo.replay_start={start} exceeds what the replay holds "
                 f"({held} = replay_capacity x replay_shards); lower it or raise the capacity"
             )
-    _algorithm_fits_env(config, algo_class, env_info)
 
 
-def _algorithm_fits_env(config: Any, algo_class: type, env_info: EnvInfo) -> None:
-    """Build the policy actors would run: an algorithm that cannot act here says so now."""
+def check_fits(config: Any, algo_class: type, env_info: EnvInfo) -> None:
+    """Build the policy actors would run: an algorithm whose policy cannot act in this
+    environment's action space says so now (ConfigError, one line)."""
     from surreal.user_code import describe_failure
 
     try:
@@ -117,14 +121,21 @@ def _algorithm_fits_env(config: Any, algo_class: type, env_info: EnvInfo) -> Non
         raise ConfigError(describe_failure(f"{algo_class.__name__}.make_policy", err)) from None
 
 
-def check_backend(name: str) -> None:
-    """Refuse an unknown (or not installed) symphony backend before the run folder is written."""
-    from symphony.backends import backend_class, backend_names
-    from symphony.errors import BackendError
+def check_backend_name(name: str) -> None:
+    """Refuse a backend name symphony does not know (without loading the backend's client)."""
+    from symphony.backends import backend_names
 
     if name not in backend_names():  # symphony's in-process `test` backend runs no surreal run
         shown = ", ".join(n for n in backend_names() if n != "test")
         raise ConfigError(f"--backend {name}: unknown backend {name!r}; choose one of: {shown}")
+
+
+def check_backend(name: str) -> None:
+    """Refuse an unknown (or not installed) symphony backend before the run folder is written."""
+    from symphony.backends import backend_class
+    from symphony.errors import BackendError
+
+    check_backend_name(name)
     try:
         backend_class(name)
     except BackendError as err:

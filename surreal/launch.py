@@ -37,8 +37,9 @@ def plan(
     """
     from surreal import storage_sync
     from surreal.envs import check_env, env_info
-    from surreal.registry import resolve
+    from surreal.registry import config_class, resolve
 
+    config_check.check_backend_name(backend)  # a misspelt --backend: before torch is imported
     storage_sync.check_folder(resume or folder)  # an object store that does not answer: now
     if resume:
         run_dir = storage_sync.resume_run_dir(resume)
@@ -56,9 +57,9 @@ def plan(
             raise ConfigError(
                 "name an algorithm (e.g. `surreal launch ppo`) or pass --resume RUN_DIR"
             )
-        algo_class = resolve(algo)
+        algo_class = None  # resolved (torch imported) once the settings are checked
         algo_ref = _absolute_ref(algo)
-        config = Config(algo=algo_class.config_class())
+        config = Config(algo=config_class(algo)())
     if env is not None:
         config.env.id = env
     if not resume:  # settings per task family (surreal.algos.families); the user's still win
@@ -70,11 +71,13 @@ def plan(
     if steps is not None:
         config.run.steps = steps
     config_io.apply_overrides(config, list(overrides))
+    config_check.check_values(config)  # NaN/inf and ranges: before torch is imported
+    algo_class = algo_class or resolve(algo)
     _check(config, gpus_here=backend not in IMAGE_BACKENDS)
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
     algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
-    config_check.check(config, algo_class, info)  # NaN/inf, ranges, algorithm vs action space
+    config_check.check_fits(config, algo_class, info)  # the algorithm vs the action space
     _check_replicas(config, algo_class)
     check_inference(config, algo_class)  # actor.inference, run.policy_workers
     algo_class.check_run(config)  # the whole run config, e.g. mappo: agents vs policies

@@ -19,6 +19,18 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+# name -> "module:Class" of its config dataclass, importable without torch: a command line's
+# settings are checked before the learner (and torch) is imported.
+_CONFIGS: dict[str, str] = {
+    "ppo": "surreal.algos.ppo.config:PPOConfig",
+    "ppo-vision": "surreal.algos.ppo.config:VisionPPOConfig",
+    "ddpg": "surreal.algos.ddpg.config:DDPGConfig",
+    "td3": "surreal.algos.ddpg.config:TD3Config",
+    "es": "surreal.algos.es.config:ESConfig",
+    "mappo": "surreal.multiagent.config:MultiAgentPPOConfig",
+}
+
+
 class UnknownAlgorithm(LookupError):
     """The algorithm name or `file.py:Class` reference cannot be resolved."""
 
@@ -28,6 +40,15 @@ def register(name: str, target: str) -> None:
     if ":" not in target:
         raise ValueError(f"target must be 'module:Class', got {target!r}")
     _REGISTRY[name] = target
+
+
+def config_class(ref: str) -> type:
+    """The config dataclass of algorithm `ref`: for a built-in name without importing its
+    learner (or torch); otherwise the resolved learner's `config_class`."""
+    if ref in _CONFIGS and _REGISTRY.get(ref, "").startswith("surreal."):
+        module_name, class_name = _CONFIGS[ref].split(":")
+        return getattr(importlib.import_module(module_name), class_name)
+    return resolve(ref).config_class
 
 
 def names() -> list[str]:

@@ -36,3 +36,30 @@ def test_bad_file_references_say_what_is_wrong(tmp_path):
     plain.write_text("class NotALearner:\n    pass\n")
     with pytest.raises(UnknownAlgorithm, match="not a subclass"):
         resolve(f"{plain}:NotALearner")
+
+
+def test_each_built_in_config_class_is_its_learners_and_imports_without_torch():
+    """`surreal launch` checks a command line's settings against the config dataclass before
+    the learner (and torch, seconds on a loaded machine) is imported: a bad `--set` answers at
+    once. The light path must name the same class the learner uses."""
+    import subprocess
+    import sys
+
+    from surreal.registry import config_class
+
+    for name in names():
+        assert config_class(name) is resolve(name).config_class, name
+    code = (
+        "import sys\n"
+        "from surreal.launch import plan\n"
+        "from surreal.config import ConfigError\n"
+        "from surreal.registry import config_class, names\n"
+        "classes = [config_class(n) for n in names()]\n"
+        "try:\n"
+        "    plan('ppo', env='gym:CartPole-v1', overrides=['algo.lr=banana'])\n"
+        "except ConfigError as err:\n"
+        "    print(err)\n"
+        "print('torch imported' if 'torch' in sys.modules else 'no torch')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["algo.lr expects float, got 'banana'", "no torch"]

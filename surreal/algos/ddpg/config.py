@@ -95,3 +95,17 @@ class DDPGConfig(LearnerConfig):
         base: dict[str, object] = {"twin_critics": True, "policy_smoothing": 0.2, "actor_delay": 2}
         base.update(overrides)
         return cls(**base)  # type: ignore[arg-type]
+
+
+@dataclass
+class TD3Config(DDPGConfig):
+    """DDPG's settings with TD3's defaults: twin critics (the target takes their minimum),
+    clipped noise on the target action, and the actor updated every second critic update.
+    Each can still be changed with `--set algo.KEY=VALUE`."""
+
+    twin_critics: bool = True
+    """TD3: two critics; the target takes their minimum."""
+    policy_smoothing: float = 0.2
+    """TD3: std of the clipped noise added to target actions (0: off)."""
+    actor_delay: int = 2
+    """TD3: critic updates per actor (and target) update."""
