@@ -85,10 +85,15 @@ def save_container_logs(handle: Any, logs: Any) -> None:
             out.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
 
 
+PLANNED = (*IMAGE_BACKENDS, "slurm")
+"""Backends whose `--dry-run` prints what the backend would submit, not the spec."""
+
+
 def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
-    """What would start: on compose and kube the backend's `--dry-run` text (kube: the
-    manifests, also written into the `output` folder when given), elsewhere the experiment's
-    spec; starts nothing, writes nothing else.
+    """What would start: on compose, kube and slurm the backend's `--dry-run` text (kube: the
+    manifests, also written into the `output` folder when given, a summary when large; slurm:
+    the batch script of every group), elsewhere the experiment's spec; starts nothing, writes
+    nothing else.
 
     Raises:
         symphony.SymphonyError: a bad option, or an experiment the backend cannot render.
@@ -101,7 +106,7 @@ def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     impl = get_backend(backend, records=Records(), **opts)
     experiment = launching.build_experiment(plan)
     try:
-        return impl.plan(experiment) if backend in IMAGE_BACKENDS else experiment.to_yaml()
+        return impl.plan(experiment) if backend in PLANNED else experiment.to_yaml()
     except SpecError as err:
         if str(err).startswith("group 'actors-") and "asks for" in str(err):
             raise SpecError(f"{err} (actors: --set actor.group_size=N)") from None

@@ -6,7 +6,10 @@ What one experiment becomes, in apply order:
 - a NetworkPolicy admitting ingress only from the experiment's own pods, plus one per exposed
   service that opens just that port of just that pod to any source;
 - a Service per bound name (ClusterIP; LoadBalancer for an `exposes` name) selecting the pod of
-  the group that binds it, on the port the address contract assigns;
+  the group that binds it, on the port the address contract assigns; none for a `/metrics`
+  service that no process reaches (`scrape.unreached`: its host is the pod's IP, `POD_IP`);
+- ConfigMaps `symphony-env`, `-1`, ... of the env vars that 16 or more containers share, which
+  they read with `envFrom` (`kube_resources.share_env`: 1,024 actors stay under 2 MB);
 - per ProcessGroup and restart mode one pod (a container per process) under a controller that
   keeps that mode (`workload_parts`):
 
@@ -43,7 +46,7 @@ from cloudwise.spec import ClusterSpec
 from symphony import scrape, spec_store
 from symphony.addresses import Address, env_prefix, fixed_endpoints, process_env
 from symphony.errors import SpecError
-from symphony.kube_resources import check_fits, quantity_gb, resources
+from symphony.kube_resources import check_fits, quantity_gb, resources, share_env
 from symphony.placement import pod_placement
 from symphony.spec import Experiment, Process, ProcessGroup
 
@@ -58,6 +61,10 @@ SECRETS_ROOT = "/var/run/secrets/symphony"
 RUN_AS = 1000
 NETWORK_POLICY = "symphony-experiment-only"
 RUN_VOLUME = "run-storage"
+SHARED_ENV = "symphony-env"
+POD_IP = "$(SYMPH_POD_IP)"
+"""The host of a service without a Service: the kubelet expands it to `SYMPH_POD_IP`, which
+`status.podIP` sets ahead of the variables that use it."""
 
 
 @dataclass
@@ -128,13 +135,17 @@ def namespace_of(experiment: Experiment, options: RenderOptions) -> str:
 
 
 def endpoints(experiment: Experiment, options: RenderOptions) -> dict[str, Address]:
-    """Every bound service -> its Service DNS name (`<svc>.<namespace>.svc`) and port."""
+    """Every bound service -> its Service DNS name (`<svc>.<namespace>.svc`) and port; a
+    `scrape.unreached` one -> `POD_IP` and its port."""
     ns = namespace_of(experiment, options)
-    return fixed_endpoints(
-        experiment,
-        lambda svc, _binder: f"{object_name(experiment, options, service_name(svc))}.{ns}.svc",
-        base_port=options.base_port,
-    )
+    local = scrape.unreached(experiment)
+
+    def host(svc: str, _binder: str) -> str:
+        if svc in local:
+            return POD_IP
+        return f"{object_name(experiment, options, service_name(svc))}.{ns}.svc"
+
+    return fixed_endpoints(experiment, host, base_port=options.base_port)
 
 
 def secrets_of(process: Process, options: RenderOptions) -> list[str]:
@@ -222,12 +233,15 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
     objects = [marker(experiment, options) if options.team else namespace(experiment, options)]
     objects += network_policies(experiment, ns, labels, eps, options)
     objects += services(experiment, ns, labels, eps, options)
+    workloads = []
     for group in experiment.groups():
         check_fits(group.name, group.processes, group.node_pool(), options.cluster)
         parts = workload_parts(group)
         for part in parts:
-            objects.append(workload(experiment, part, ns, labels, eps, options, len(parts) > 1))
-    return objects
+            workloads.append(workload(experiment, part, ns, labels, eps, options, len(parts) > 1))
+    env_map = f"{experiment.name}-{SHARED_ENV}"[:240] if options.team else SHARED_ENV
+    shared = share_env(workloads, _meta(env_map, ns, labels))
+    return objects + shared + workloads
 
 
 def namespace(experiment: Experiment, options: RenderOptions) -> dict:
@@ -309,7 +323,8 @@ def services(
     options: RenderOptions | None = None,
 ) -> list[dict]:
     """A Service per bound name, selecting the binder's pod; exposed names are LoadBalancers,
-    reachable only from the cluster spec's `load_balancer_source_ranges` when it sets them."""
+    reachable only from the cluster spec's `load_balancer_source_ranges` when it sets them.
+    `scrape.unreached` services (their host is `POD_IP`) get none."""
     options = options or RenderOptions()
     ranges = options.cluster.load_balancer_source_ranges if options.cluster else []
     objects = []
@@ -319,6 +334,8 @@ def services(
         part = part_of(experiment, proc.name)
         group = part.group
         for svc in proc.bound:
+            if eps[svc].host == POD_IP:
+                continue
             port = eps[svc].port
             spec = {
                 "type": "LoadBalancer" if svc in proc.exposed else "ClusterIP",
@@ -464,11 +481,14 @@ def container(
         path = f"{SECRETS_ROOT}/{name}"
         env[f"{env_prefix('secret-' + name)}_DIR"] = path
         mounts.append({"name": f"secret-{name}"[:63], "mountPath": path, "readOnly": True})
+    entries = [{"name": k, "value": v} for k, v in env.items()]
+    if any(POD_IP in v for v in env.values()):
+        entries.insert(0, _pod_ip_env())
     out = {
         "name": proc.name,
         "image": image,
         "command": proc.argv(),
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": entries,
         "resources": resources(proc),
         "volumeMounts": mounts,
         "securityContext": {
@@ -483,3 +503,8 @@ def container(
     if ports:
         out["ports"] = ports
     return out
+
+
+def _pod_ip_env() -> dict:
+    """`SYMPH_POD_IP` from the downward API: what `POD_IP` in later values expands to."""
+    return {"name": "SYMPH_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}

@@ -1,4 +1,5 @@
-"""Kubernetes resource fields of a process, and the check that a pod fits a node of its pool.
+"""Kubernetes resource fields of a process, the check that a pod fits a node of its pool, and
+the env vars many containers share moved into ConfigMaps (`share_env`).
 
 A ProcessGroup is one pod, so its processes' requests add up on one node. With a cloudwise
 cluster spec (`-o cluster_spec=...`), `check_fits` refuses, before anything is created, a pod
@@ -8,6 +9,7 @@ or, for a pod placed on no pool, more than the largest node of any pool.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from cloudwise.spec import ClusterSpec
@@ -70,3 +72,65 @@ def check_fits(
         f"({biggest.name}: {biggest.machine_type}) leaves {best_cpu:g} cpu, {best_mem:g} GiB, "
         f"{best_gpu} GPU for pods; split the group or lower its requests"
     )
+
+
+SHARE_ENV_MIN = 16
+"""Containers that must share an env var (same name, same value) for it to move to a ConfigMap."""
+SHARE_ENV_MAPS = 8
+"""At most this many shared-env ConfigMaps (the ones that save the most)."""
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def share_env(workloads: list[dict], meta: dict) -> list[dict]:
+    """Move env vars that many containers of `workloads` share into ConfigMaps read by `envFrom`.
+
+    Each var (name and value) that at least `SHARE_ENV_MIN` containers have moves into the
+    ConfigMap of exactly the containers that have it, so a run's actors read one map of what
+    every process shares and one per set of services they connect to. Returns the maps, named
+    `meta["name"]`, then `-1`, `-2`, ... (the largest saving first; at most `SHARE_ENV_MAPS`).
+
+    Only plain values move, and none that holds `$(`: the kubelet expands `$(VAR)` in `env`
+    values, not in a ConfigMap's. A moved var is gone from the `env` of every container that
+    reads it and a container reads each name from one map at most, so every container sees
+    exactly the variables it saw before.
+    """
+    containers = [c for w in workloads for c in w["spec"]["template"]["spec"]["containers"]]
+    groups = _shared_groups(containers)
+    maps = []
+    for k, (holders, data) in enumerate(groups):
+        name = meta["name"] if k == 0 else f"{meta['name']}-{k}"
+        metadata = {**meta, "name": name, "labels": dict(meta["labels"])}
+        maps.append({"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata, "data": data})
+        for i in holders:
+            _read_from(containers[i], name, data)
+    return maps
+
+
+def _shared_groups(containers: list[dict]) -> list[tuple[tuple[int, ...], dict[str, str]]]:
+    """(containers, vars) for each set of at least SHARE_ENV_MIN containers sharing vars."""
+    holders: dict[tuple[str, str], list[int]] = {}
+    for i, container in enumerate(containers):
+        for entry in container.get("env", []):
+            name, value = entry["name"], entry.get("value")
+            if value is not None and "$(" not in value and _ENV_NAME.match(name):
+                holders.setdefault((name, value), []).append(i)
+    groups: dict[tuple[int, ...], dict[str, str]] = {}
+    for (name, value), who in holders.items():
+        if len(who) >= SHARE_ENV_MIN:
+            groups.setdefault(tuple(who), {})[name] = value
+    ranked = sorted(groups.items(), key=lambda g: (-len(g[0]) * len(g[1]), g[0][0]))
+    return ranked[:SHARE_ENV_MAPS]
+
+
+def _read_from(container: dict, config_map: str, moved: dict[str, str]) -> None:
+    """The container reads `moved` from `config_map` (`envFrom`, right after `command`)."""
+    env = [e for e in container.get("env", []) if e["name"] not in moved]
+    sources = [*container.get("envFrom", []), {"configMapRef": {"name": config_map}}]
+    fields = [(k, v) for k, v in container.items() if k not in ("env", "envFrom")]
+    container.clear()
+    for key, value in fields:
+        container[key] = value
+        if key == "command":
+            container["envFrom"] = sources
+            if env:
+                container["env"] = env

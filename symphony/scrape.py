@@ -9,6 +9,10 @@ the way Prometheus' stock Kubernetes scrape configs expect:
 - each such container port is named `prom-<k>` (k = 0, 1, ... in the pod), so a `role: pod`
   scrape config that keeps `__meta_kubernetes_pod_container_port_name=~"prom-\\d+"` scrapes every
   process of a many-process pod (an actor group).
+
+Such a service that no process connects to and none exposes (`unreached`) gets no Kubernetes
+Service: Prometheus reaches the pod itself, and the process's `SYMPH_<NAME>_HOST` is the pod's
+IP (a 1,024-actor run would otherwise hold 1,024 Services nobody uses).
 """
 
 from __future__ import annotations
@@ -25,6 +29,12 @@ METRICS_PATH = "/metrics"
 def is_scrape_service(service: str) -> bool:
     """Whether `service` is a Prometheus `/metrics` endpoint by the naming convention."""
     return service.startswith(SCRAPE_PREFIX)
+
+
+def unreached(experiment: Any) -> set[str]:
+    """The experiment's `prom-*` services that no process connects to and none exposes."""
+    reached = {s for p in experiment.processes() for s in (*p.connected, *p.exposed)}
+    return {s for s in experiment.services() if is_scrape_service(s) and s not in reached}
 
 
 def scrape_ports(processes: Iterable[Any], ports: dict[str, int]) -> list[int]:

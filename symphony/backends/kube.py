@@ -31,6 +31,7 @@ from symphony.backends.base import (
     overall_status,
 )
 from symphony.backends.kube_options import KubeOptions, resolve
+from symphony.backends.kube_output import plan_text
 from symphony.backends.kube_status import group_pod, pod_phases, process_statuses
 from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused
 from symphony.kube_manifests import (
@@ -48,23 +49,6 @@ from symphony.kube_manifests import (
 from symphony.ownership import current_owner
 from symphony.records import ExperimentRecord, Records
 from symphony.spec import Experiment
-
-
-def to_yaml(objects: list[dict]) -> str:
-    """Objects as one multi-document YAML text (`kubectl apply -f -` reads it)."""
-    return yaml.safe_dump_all(objects, sort_keys=False, default_flow_style=False)
-
-
-def write_manifests(objects: list[dict], folder: str | Path) -> list[Path]:
-    """One file per object, numbered in apply order (`kubectl apply -f DIR` keeps that order)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i, obj in enumerate(objects):
-        path = folder / f"{i:02d}-{obj['kind'].lower()}-{obj['metadata']['name']}.yaml"
-        path.write_text(yaml.safe_dump(obj, sort_keys=False, default_flow_style=False))
-        paths.append(path)
-    return paths
 
 
 class KubeBackend(Backend):
@@ -115,11 +99,9 @@ class KubeBackend(Backend):
         return render(experiment, self.render_options())
 
     def plan(self, experiment: Experiment) -> str:
-        """The manifests as YAML; with the `output` option also written there. Touches no cluster."""
-        objects = self.manifests(experiment)
-        if self.config.output:
-            write_manifests(objects, self.config.output)
-        return to_yaml(objects)
+        """The manifests as YAML; with the `output` option also written there (and, when they
+        are large, a summary instead: `kube_output.plan_text`). Touches no cluster."""
+        return plan_text(self.manifests(experiment), self.config.output or None)
 
     def launch(
         self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True

@@ -103,8 +103,8 @@ def summaries(api: Any, ns: str, backend: str, skip: set[str]) -> list[Experimen
     for marker in api.config_maps(ns, managed):
         labels = marker.metadata.labels or {}
         name = labels.get(LABEL_EXPERIMENT)
-        if not name or name in skip:
-            continue
+        if not name or name in skip or marker.metadata.name != f"symphony-{name}":
+            continue  # (an experiment's shared-env ConfigMaps carry its labels too)
         mine = [p for p in pods if (p.metadata.labels or {}).get(LABEL_EXPERIMENT) == name]
         groups = _groups((marker.metadata.annotations or {}).get(ANNOTATION_SPEC))
         states = [s.state for s in process_statuses(mine, groups)]

@@ -131,9 +131,12 @@ class SlurmBackend(Backend):
         )
         jobs: dict[str, str] = {}
         record.data.update(jobs=jobs, launch_id=launch_id, time_limit=self.time_limit)
+        paths = {}
         for group, script in self._scripts(experiment, folder).items():
-            path = folder / "slurm" / f"{group}.sbatch"
-            path.write_text(script)
+            paths[group] = folder / "slurm" / f"{group}.sbatch"
+            paths[group].write_text(script)
+        slurm_jobs.check_runnable(paths)  # a group no node can hold: refused, nothing submitted
+        for group, path in paths.items():
             try:
                 jobs[group] = slurm_jobs.submit(path)
             except BackendError:

@@ -181,6 +181,59 @@ def submit(script: Path) -> str:
     return out.split(";")[0]
 
 
+_NAMING = ("#SBATCH --job-name=", "#SBATCH --comment=", "#SBATCH --output=")
+_PLACE = ("#SBATCH --chdir=", "#SBATCH --open-mode=")  # asked of no node
+
+
+def request_of(script: str) -> tuple[str, ...]:
+    """The `#SBATCH` lines of a batch script that ask for something (not those that name it)."""
+    return tuple(
+        line
+        for line in script.splitlines()
+        if line.startswith("#SBATCH ") and not line.startswith(_NAMING)
+    )
+
+
+def check_runnable(scripts: dict[str, Path]) -> None:
+    """`sbatch --test-only` one script of each distinct request (a 1,024-actor run has two);
+    BackendError naming the groups Slurm would never run, before anything is submitted.
+
+    `--test-only` accepts a job that must wait for free nodes and refuses one that no node of
+    its partition can hold (more CPUs, memory or GPUs than any node has, an unknown partition).
+    """
+    requests: dict[tuple[str, ...], list[str]] = {}
+    for group, path in scripts.items():
+        requests.setdefault(request_of(path.read_text()), []).append(group)
+    for request, groups in requests.items():
+        proc = _run(["sbatch", "--test-only", str(scripts[groups[0]])], check=False)
+        if proc.returncode == 0:
+            continue
+        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        reason = said[-1] if said else f"sbatch --test-only exited {proc.returncode}"
+        also = f" (and {len(groups) - 1} more groups asking the same)" if len(groups) > 1 else ""
+        asks = " ".join(
+            line.removeprefix("#SBATCH ") for line in request if not line.startswith(_PLACE)
+        )
+        raise BackendError(
+            f"Slurm would never run group {groups[0]!r}{also}: {reason}; it asks for {asks}; "
+            f"the cluster's nodes: {nodes_summary()}; nothing was submitted: split the group "
+            "or lower its requests"
+        )
+
+
+def nodes_summary() -> str:
+    """Each partition's node sizes, from `sinfo` ("debug: 2 nodes of 4 CPUs, 4096 MB")."""
+    proc = _run(["sinfo", "--noheader", "--format=%P %D %c %m %G"], check=False)
+    rows = []
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 5:
+            part, count, cpus, mem, gres = parts
+            gpus = "" if gres == "(null)" else f", {gres}"
+            rows.append(f"{part.rstrip('*')}: {count} nodes of {cpus} CPUs, {mem} MB{gpus}")
+    return "; ".join(rows) or "unknown (sinfo said nothing)"
+
+
 def cancel(job_ids: list[str], *, kill: bool = False) -> None:
     """`scancel` the jobs (SIGTERM, Slurm kills after KillWait; `kill`: SIGKILL at once)."""
     if job_ids:

@@ -29,6 +29,7 @@ from symphony.cli import main as symphony_main  # noqa: E402
 from symphony.kube_manifests import ANNOTATION_SPEC  # noqa: E402
 from symphony.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.testing_kube_controllers import Controllers  # noqa: E402
+from tests.symphony.kube_env import config_maps, container_env  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -91,8 +92,10 @@ def pod(obj: dict) -> dict:
 
 
 def check_containers(objects: list[dict], tmp_path: Path) -> None:
-    """The image, memory requests, the portable command, no host path anywhere a process sees."""
+    """The image, memory requests, the portable command, no host path anywhere a process sees
+    (`objects` holds the ConfigMaps the containers read their shared env from)."""
     forbidden = host_paths(tmp_path)
+    maps = config_maps(objects)
     for c in containers(objects):
         assert c["image"] == IMAGE
         assert c["resources"]["requests"]["memory"].endswith("Mi")
@@ -100,7 +103,7 @@ def check_containers(objects: list[dict], tmp_path: Path) -> None:
         assert c["command"][:4] == ["python", "-m", "surreal", "component"]
         assert c["command"][5].startswith(portable.RUNS_ROOT + "/")
         assert {"name": "run-storage", "mountPath": portable.RUNS_ROOT} in c["volumeMounts"]
-        env = {e["name"]: e["value"] for e in c["env"]}
+        env = container_env(c, maps)
         bundle = portable.decode_bundle(env[portable.BUNDLE_ENV])
         seen = " ".join(c["command"] + c.get("args", []) + list(env.values()))
         seen += " ".join(bundle.values())
@@ -244,7 +247,7 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
             "evaluator",
             "actors-0",
         }
-        check_containers(jobs, tmp_path)
+        check_containers(jobs + endpoint.stored("ConfigMap"), tmp_path)
 
         # a teammate without this machine's record reads the spec stored on the namespace
         monkeypatch.setenv("SYMPHONY_HOME", str(tmp_path / "teammate"))

@@ -1,17 +1,29 @@
 """The kube backend at scale and with run storage: the spec stored on the cluster stays compact
-(and older plain-YAML specs still read), run storage mounts validate, and a pod that no node of
-its pool can hold is refused before anything is created."""
+(and older plain-YAML specs still read), run storage mounts validate, a pod that no node of
+its pool can hold is refused before anything is created, and a 1,024-process dry run writes
+Services only for what processes reach, under 2 MB, with every container's env unchanged."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
+import yaml
+from click.testing import CliRunner
 
 from cloudwise.spec import ClusterSpec
 from symphony import Experiment, Process, ProcessGroup, Resources, spec_store
+from symphony.addresses import env_prefix
 from symphony.backends.kube import KubeBackend, _groups_from_spec
+from symphony.backends.kube_output import PRINT_LIMIT, file_names, plan_text
+from symphony.cli import main as symphony_main
 from symphony.errors import BackendError, SpecError
 from symphony.kube_manifests import ANNOTATION_SPEC, RenderOptions, render
+from symphony.kube_resources import SHARE_ENV_MIN
+from symphony.loader import load_experiment
+from symphony.records import Records
+from symphony.testing_kube import KubeEndpoint
+from tests.symphony.kube_env import POD_IP, config_maps, container_env
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
@@ -95,3 +107,156 @@ def test_a_group_larger_than_a_node_of_its_pool_is_refused_naming_the_numbers():
     assert message.startswith("group 'pair' (2 processes, one pod) asks for 8 cpu, 24 GiB memory")
     assert "largest node of pool 'cpu'" in message and "leaves 7.8 cpu" in message
     render(pair(4, 12), RenderOptions())  # without a cluster spec there is nothing to check
+
+
+WIDE = """
+from symphony import Experiment, Process, ProcessGroup
+
+
+def make_experiment():
+    \"\"\"A server and 1,023 workers in pods of 8; every process serves /metrics.\"\"\"
+    exp = Experiment("wide", image="r/s:1")
+    exp.add(Process("server", ["serve"]).binds("data").binds("prom-server").exposes("board"))
+    for g in range(0, 1023, 8):
+        group = ProcessGroup(f"workers-{g // 8}")
+        for i in range(g, min(g + 8, 1023)):
+            work = Process(f"w-{i}", ["work", str(i)], env={"TOKEN": "t" * 300, "ME": f"w{i}"})
+            group.add(work.connects("data").binds(f"prom-w-{i}"))
+        exp.add(group)
+    return exp
+"""
+
+
+def read_back(folder: Path) -> list[dict]:
+    return [yaml.safe_load(p.read_text()) for p in sorted(folder.iterdir())]
+
+
+def pods(objects: list[dict]) -> list[dict]:
+    return [o["spec"]["template"] for o in objects if "template" in o.get("spec", {})]
+
+
+def test_a_1024_process_dry_run_has_services_only_for_what_processes_reach(tmp_path, symphony_home):
+    spec, out = tmp_path / "wide.py", tmp_path / "manifests"
+    spec.write_text(WIDE)
+    result = CliRunner().invoke(
+        symphony_main, ["launch", str(spec), "-b", "kube", "--dry-run", "-o", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    exp = load_experiment(str(spec))
+    objects = read_back(out)
+    size = sum(p.stat().st_size for p in out.iterdir())
+
+    # the printed output is a summary of what was written, not 1 MB of YAML
+    assert len(result.output) < 1000 and f"{len(objects)} objects" in result.output
+    assert str(out) in result.output and "Job" in result.output
+    assert [p.name for p in sorted(out.iterdir())] == file_names(objects)  # apply order
+
+    reached = {s for p in exp.processes() for s in (*p.connected, *p.exposed)}
+    services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
+    assert set(services) == reached == {"data", "board"}  # no prom-* Service
+    assert len(objects) <= 2 * (len(list(exp.groups())) + len(reached))
+    assert size <= 2_000_000, f"{size:,} bytes"
+
+    ns = objects[0]["metadata"]["name"]
+    maps = config_maps(objects)
+    by_name = {c["name"]: (t, c) for t in pods(objects) for c in t["spec"]["containers"]}
+    assert sorted(by_name) == sorted(exp.process_names())
+    for proc in exp.processes():
+        template, container = by_name[proc.name]
+        env = container_env(container, maps)
+        assert_env(env, proc, exp, ns, services)
+        ports = {p["containerPort"]: p.get("name") for p in container.get("ports", [])}
+        prom = int(env[f"{env_prefix(f'prom-{proc.name}')}_PORT"])
+        assert ports[prom].startswith("prom-")  # what a `role: pod` scrape job keeps
+        notes = template["metadata"]["annotations"]
+        assert notes["prometheus.io/scrape"] == "true" and notes["prometheus.io/path"] == "/metrics"
+    for shape in shapes(objects):
+        for version in ("1.29", "1.33"):
+            kubernetes_validate.validate(shape, version, strict=True)
+
+
+def assert_env(env: dict, proc: Process, exp: Experiment, ns: str, services: dict) -> None:
+    """Exactly the variables of the address contract and the process's own, with the hosts a
+    process reaches: a Service for a connected service, the pod's IP for its /metrics."""
+    expected = {"SYMPH_EXPERIMENT", "SYMPH_PROCESS", "SYMPH_GROUP", "SYMPH_SERVICES"}
+    expected |= {"SYMPH_BIND_HOST", *proc.env}
+    for svc in proc.services():
+        prefix = env_prefix(svc)
+        expected |= {f"{prefix}_HOST", f"{prefix}_PORT", f"{prefix}_ADDR"}
+        host, port = env[f"{prefix}_HOST"], env[f"{prefix}_PORT"]
+        if svc in services:
+            assert host == f"{svc}.{ns}.svc"
+            assert services[svc]["spec"]["ports"][0]["port"] == int(port)
+        else:
+            assert host == POD_IP
+        assert env[f"{prefix}_ADDR"] == f"{host}:{port}"
+    assert set(env) - {"SYMPH_POD_IP"} == expected
+    assert env["SYMPH_PROCESS"] == proc.name and env["SYMPH_GROUP"] == exp.group_of(proc.name)
+    assert env["SYMPH_SERVICES"] == ",".join(proc.services())
+    assert all(env[k] == v for k, v in proc.env.items())
+
+
+def shapes(objects: list[dict]) -> list[dict]:
+    """One object per shape (objects equal but for their digits are one shape)."""
+    return list(
+        {re.sub(r"[0-9]+", "0", json.dumps(o, sort_keys=True)): o for o in objects}.values()
+    )
+
+
+def test_shared_env_keeps_each_containers_variables_and_small_plans_stay_inline():
+    exp = Experiment("mix", image="busybox").add(Process("server", ["serve"]).binds("data"))
+    group = ProcessGroup("workers")
+    for i in range(SHARE_ENV_MIN):
+        env = {"SAME": "1", "REF": "$(SYMPH_PROCESS)-x", "HALF": "a" if i % 2 else "b"}
+        group.add(Process(f"w-{i}", ["work"], env=env).connects("data"))
+    exp.add(group)
+    objects = render(exp, RenderOptions())
+    maps = config_maps(objects)
+    # what all 17 share (the server binds `data`, the workers reach it), then the workers' own
+    assert maps["symphony-env"]["SYMPH_DATA_HOST"] == "data.mix.svc"
+    assert maps["symphony-env-1"] == {"SYMPH_GROUP": "workers", "SAME": "1"}
+    assert len(maps) == 2
+    for template in pods(objects):
+        for c in template["spec"]["containers"]:
+            env = container_env(c, maps)
+            assert env["SYMPH_DATA_ADDR"] == "data.mix.svc:7000"
+            if c["name"] == "server":
+                assert c["envFrom"] == [{"configMapRef": {"name": "symphony-env"}}]
+                assert env["SYMPH_PROCESS"] == "server" and "SAME" not in env
+                continue
+            assert [s["configMapRef"]["name"] for s in c["envFrom"]] == [
+                "symphony-env",
+                "symphony-env-1",
+            ]
+            # a $(VAR) reference is only expanded in `env`; 8 containers share each HALF value
+            assert {e["name"] for e in c["env"]} == {"SYMPH_PROCESS", "REF", "HALF"}
+            assert env["REF"] == f"{c['name']}-x" and env["SAME"] == "1"
+            assert env["HALF"] == ("a" if int(c["name"][2:]) % 2 else "b")
+    small = render(many(3), RenderOptions())
+    assert not config_maps(small)  # under 16 containers every env stays inline
+    assert len(plan_text(small, None)) < PRINT_LIMIT
+    assert list(yaml.safe_load_all(plan_text(small, None))) == small
+
+
+def test_team_mode_prefixes_the_shared_env_and_lists_one_experiment(tmp_path):
+    exp = many(SHARE_ENV_MIN)
+    objects = render(exp, RenderOptions(namespace="team-a", team=True, owner="alice"))
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "ConfigMap"] == [
+        "symphony-many",
+        "many-symphony-env",
+    ]
+    with KubeEndpoint() as endpoint:
+        endpoint.namespaces["team-a"] = {  # the admin's namespace
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Active"},
+        }
+        backend = KubeBackend(Records(tmp_path), host=endpoint.url, team_namespace="team-a")
+        backend.launch(exp, backend.records.create(exp, "kube"))
+        stored = {c["metadata"]["name"] for c in endpoint.stored("ConfigMap")}
+        assert "many-symphony-env" in stored
+        rows = KubeBackend(
+            Records(tmp_path / "other"), host=endpoint.url, team_namespace="team-a"
+        ).list()
+        assert [r.name for r in rows] == ["many"]  # the env map is no second experiment

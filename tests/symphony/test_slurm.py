@@ -344,6 +344,23 @@ def test_a_rejected_submission_says_why_and_leaves_nothing(cluster):
     assert "rejected" not in cli("list", "--all").stdout
 
 
+def test_a_group_no_node_can_hold_is_refused_before_any_job_is_submitted(cluster):
+    before = cluster.squeue_ids()
+    exp = Experiment("toobig").add(Process("fits", ["sleep", "60"]))
+    big = ProcessGroup("big")  # 6 one-CPU processes on one node; the nodes have 4 CPUs
+    for i in range(6):
+        big.add(Process(f"p-{i}", ["sleep", "60"], resources=Resources(cpu=1)))
+    exp.add(big)
+    with pytest.raises(BackendError) as err:
+        launch(exp, "slurm")
+    message = str(err.value)
+    assert message.startswith("Slurm would never run group 'big': ")
+    assert "--cpus-per-task=6" in message and "2 nodes of 4 CPUs" in message
+    assert "nothing was submitted" in message
+    assert cluster.squeue_ids() == before  # not even the group that fits
+    assert "toobig" not in cli("list", "--all").stdout
+
+
 def test_failed_job_shows_failed_with_its_log(cluster):
     exp = Experiment("boom").add(Process("bad", "echo about to fail; exit 3"))
     handle = launch(exp, "slurm")
