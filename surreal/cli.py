@@ -316,7 +316,7 @@ def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
     except KeyboardInterrupt:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
-        _stop_and_keep_logs(handle, plan.run_dir.path / "logs")
+        _stop_and_keep_logs(handle, plan.run_dir.path / "logs", code)
         sync.close()  # the logs and the last status
         if not summarized:  # interrupted: the learner's last checkpoint is in the status now
             summary()
@@ -327,12 +327,19 @@ def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
     return code
 
 
-def _stop_and_keep_logs(handle, logs: Path) -> None:
-    """Stop every process, append their logs to RUN_DIR/logs/, then drop symphony's record."""
+OUTCOMES = {0: "finished", 130: "stopped"}
+"""`surreal launch`'s exit code -> how symphony's record says the run ended (else "failed")."""
+
+
+def _stop_and_keep_logs(handle, logs: Path, code: int | None = None) -> None:
+    """Stop every process and append their logs to RUN_DIR/logs/. Symphony keeps its record
+    (with the logs) and how the run ended, from the exit `code` (None: as the processes
+    ended): `symphony list --all`, `symphony describe/logs EXPERIMENT` show the past run."""
     from surreal.cluster_launch import save_container_logs
 
     save_container_logs(handle, logs)  # compose: the containers' output, before they go
-    handle.backend.delete(handle.record)
+    outcome = None if code is None else OUTCOMES.get(code, "failed")
+    handle.stop(outcome=outcome)
     logs.mkdir(exist_ok=True)
     for process, source in (handle.record.logs or {}).items():
         try:
@@ -341,14 +348,6 @@ def _stop_and_keep_logs(handle, logs: Path) -> None:
             continue
         with (logs / f"{process}.log").open("a") as out:
             out.write(text)
-    deadline = time.monotonic() + 10.0
-    while True:  # the supervisor may write its final state just after being told to stop
-        handle.backend.records.remove(handle.record.name)
-        if not (handle.backend.records.folder / handle.record.name).exists():
-            break
-        if time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
 
 
 def _raise_interrupt(*_: object) -> None:

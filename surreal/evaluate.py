@@ -123,6 +123,11 @@ def _processes(experiment: str | None) -> str:
         status = get_backend(record.backend).describe(record)
     except Exception:  # no record: the run is not running (or its backend is gone)
         return "not running"
+    from symphony.states import ALIVE_STATES
+
+    if not any(p.state in ALIVE_STATES for p in status.processes):
+        ended = record.ended_status(status.status)  # symphony keeps an ended run's record
+        return f"not running ({ended}; `symphony describe {record.name}`)"
     from surreal.progress_view import restarts_by_role
 
     return (

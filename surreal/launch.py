@@ -231,11 +231,15 @@ def _free_experiment_name(p: LaunchPlan) -> str:
     """The symphony name this launch runs under: the run's own (a resumed run: the one it had),
     taking over the record of its own ended launch; another experiment's name gets `-2`, ...
     (symphony keeps ended runs' records: `symphony.launcher.free_name`)."""
+    from symphony.errors import SymphonyError
     from symphony.launcher import free_name
 
     name = (p.run_dir.info().get("experiment") if p.resume else None) or p.experiment_name
     here = {p.run_dir.location, str(p.run_dir.path.resolve())}
-    return free_name(name, lambda record: record.spec.get("metadata", {}).get("run_dir") in here)
+    try:
+        return free_name(name, lambda r: r.spec.get("metadata", {}).get("run_dir") in here)
+    except SymphonyError:  # e.g. a broken symphony config file: the launch itself says so
+        return name
 
 
 def _copy_algo_files(p: LaunchPlan) -> None:

@@ -196,16 +196,23 @@ def launch(
 )
 @_errors
 def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
-    """List experiments: name, owner, backend, status, age, running/total processes."""
+    """List experiments: name, owner, backend, status, age, running/total processes.
+
+    Ended ones (--all) stay until `symphony delete`; a run its launcher ended on purpose shows
+    how it ended (finished, failed, stopped)."""
     records = Records()
+    kept = {r.name: r for r in records.all()}
     always = load_config().get("list_backends") or []  # e.g. [kube] for a team's shared cluster
-    names = sorted({r.backend for r in records.all()} | set(extra) | set(always))
+    names = sorted({r.backend for r in kept.values()} | set(extra) | set(always))
     rows = []
     for name in names:
         try:
             rows += get_backend(name, records=records, **backend_options(name)).list()
         except SymphonyError as err:
             click.echo(f"warning: cannot list {name} experiments: {err}", err=True)
+    for row in rows:
+        if row.name in kept and kept[row.name].backend == row.backend:
+            row.status = kept[row.name].ended_status(row.status)
     rows = [
         r
         for r in rows
@@ -257,6 +264,7 @@ def describe(experiment: str, backend: str | None) -> None:
     """Show each process of EXPERIMENT (a unique prefix is enough): state, restarts, pid, uptime."""
     impl, record = _find(experiment, backend)
     status = impl.describe(record)
+    status.status = record.ended_status(status.status)
     click.echo(
         f"{status.name}  backend={status.backend}  owner={status.owner}  "
         f"status={status.status}  age={_duration(status.summary().age())}"

@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import itertools
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
+
+import yaml
 
 from symphony.backends import get_backend
 from symphony.backends.base import ALIVE_STATES, Backend, ExperimentStatus
-from symphony.errors import LaunchRefused
-from symphony.ownership import check_experiment_name
+from symphony.errors import ExperimentNotFound, LaunchRefused
+from symphony.ownership import check_experiment_name, current_owner, same_owner
 from symphony.records import ExperimentRecord, Records
 from symphony.spec import Experiment, check_name
+
+NAME_LIMIT = 63
+"""The longest experiment name `free_name` makes (a Kubernetes namespace's limit)."""
 
 
 class ExperimentHandle:
@@ -28,8 +34,10 @@ class ExperimentHandle:
         return self.record.name
 
     def status(self) -> ExperimentStatus:
-        """The live status (`Backend.describe`)."""
-        return self.backend.describe(self.record)
+        """The live status (`Backend.describe`; once it ended, the outcome `stop` recorded)."""
+        status = self.backend.describe(self.record)
+        status.status = self.record.ended_status(status.status)
+        return status
 
     def logs(self, process: str, tail: int | None = None) -> str:
         """Everything `process` printed so far (or its last `tail` lines)."""
@@ -50,20 +58,27 @@ class ExperimentHandle:
                 return status
             time.sleep(poll_s)
 
-    def stop(self, force: bool = False) -> ExperimentStatus | None:
+    def stop(self, force: bool = False, outcome: str | None = None) -> ExperimentStatus | None:
         """Stop every process (grace period, then kill); the record and logs stay for inspection.
+
+        `outcome` says how the experiment ended when the caller ends it on purpose ("finished":
+        its work is done and the rest was stopped; "failed"; "stopped": interrupted); it is
+        kept in the record and shown as its status from then on (`ExperimentRecord.outcome`).
 
         Returns the final status (None if the backend cannot describe it any more);
         `symphony list --all` still shows the experiment, and
         `delete()` (or `symphony delete`) removes it.
         """
         self.backend.delete(self.record, force=force)
+        kept = self.record.path is not None and self.record.path.exists()
+        if kept and outcome:
+            self.record.update(outcome=outcome)
         try:
             status = self.status()
         except Exception:  # noqa: BLE001 - stopped; some backends cannot describe what is gone
             return None
-        if self.record.path is not None and self.record.path.exists():
-            self.record.set_status(status.status)
+        if kept:
+            self.record.update(status=status.status)
         return status
 
     def delete(self, force: bool = False) -> None:
@@ -144,3 +159,48 @@ def _discard(impl: Backend, record: ExperimentRecord) -> None:
         impl.delete(record, force=True)
     finally:
         impl.records.remove(record.name)
+
+
+def free_name(
+    name: str,
+    same: Callable[[ExperimentRecord], bool] = lambda record: False,
+    records: Records | None = None,
+) -> str:
+    """A name to launch `name` under, now that records of ended experiments stay.
+
+    `name` when no record holds it. When one does and `same(record)` says it is an earlier
+    launch of this very experiment (a run that is launched again to continue it), launched by
+    this user: if it has ended, its record is removed and `name` returned (the new launch takes
+    its place); if it still runs, `name` is returned all the same, so that the launch is refused
+    with the usual "exists" error. Any other holder (another experiment, another owner's, a
+    record that cannot be read) keeps its name: the first free `name-2`, `name-3`, ... is used.
+    """
+    records = records or Records()
+    for n in itertools.count(1):
+        suffix = "" if n == 1 else f"-{n}"
+        candidate = name[: NAME_LIMIT - len(suffix)].rstrip("-") + suffix
+        try:
+            record = records.load(candidate)
+        except ExperimentNotFound:
+            return candidate
+        except (OSError, yaml.YAMLError, TypeError):
+            continue  # half-written or broken: not ours to touch
+        if not (same(record) and same_owner(record.owner, current_owner())):
+            continue
+        if _ended(record, records):
+            records.remove(candidate)
+        return candidate
+    raise AssertionError("unreachable")
+
+
+def _ended(record: ExperimentRecord, records: Records) -> bool:
+    """Whether no process of `record`'s experiment is alive: its launcher stopped it and said
+    how it ended (`outcome`), or the backend (with its default options) sees none alive; False
+    when neither can tell."""
+    if record.outcome:
+        return True
+    try:
+        status = get_backend(record.backend, records=records).describe(record)
+    except Exception:  # noqa: BLE001 - a backend that cannot describe it: treat it as alive
+        return False
+    return not any(p.state in ALIVE_STATES for p in status.processes)

@@ -17,6 +17,12 @@ Layout of `<home>/experiments/<name>/`:
 Every backend's experiment gets a record at launch; `symphony list/describe/logs/delete` find the
 backend of an experiment through its record. Names are unique in one state directory, so a team
 pointing SYMPHONY_HOME at one shared folder sees each other's experiments (with owners).
+
+A record stays after its experiment ended (finished, failed, stopped), logs included, until
+`symphony delete` removes it: `symphony list --all`, `describe` and `logs` show past runs. A
+launcher that ends an experiment itself (`ExperimentHandle.stop(outcome=...)`, as `surreal
+launch` does when its run is over) records how it ended in `outcome`, which `ended_status` shows
+instead of the process states (a finished run's other processes were stopped, not failed).
 """
 
 from __future__ import annotations
@@ -98,6 +104,8 @@ class ExperimentRecord:
         launch_command: the command line that launched it.
         git_revision: `git describe --always --dirty` of the launch directory, if it is a repo.
         owner_uid: the real uid of the launching process.
+        outcome: how the experiment ended, as the launcher that ended it said ("finished",
+            "failed", "stopped"); None until then, or when it ended by itself.
         path: the record's folder (not stored in the file).
     """
 
@@ -112,6 +120,7 @@ class ExperimentRecord:
     launch_command: list[str] = field(default_factory=list)
     git_revision: str | None = None
     owner_uid: int | None = None
+    outcome: str | None = None
     path: Path | None = None
 
     def experiment(self) -> Experiment:
@@ -139,6 +148,25 @@ class ExperimentRecord:
         """Update and save the status."""
         self.status = status
         self.save()
+
+    def update(self, **changes: Any) -> None:
+        """Set these fields on the stored record and save it, keeping what another process
+        (the supervisor, a launcher) wrote there since this copy was read."""
+        try:
+            current = ExperimentRecord.load(self._dir())
+        except (OSError, yaml.YAMLError, TypeError):
+            current = self  # gone or half-written: this copy is the best there is
+        for key, value in changes.items():
+            setattr(current, key, value)
+            setattr(self, key, value)
+        current.save()
+
+    def ended_status(self, status: str) -> str:
+        """The status to show for live status `status`: the launcher's `outcome` once the
+        experiment is no longer active, else `status` itself."""
+        if self.outcome and status not in ACTIVE_STATUSES:
+            return self.outcome
+        return status
 
     def _dir(self) -> Path:
         if self.path is None:

@@ -218,8 +218,8 @@ class Supervisor:
         self._restore_signal_handlers()
         self.status = status
         self._save()
-        try:
-            self.record.set_status(status)
+        try:  # only the status: an `outcome` the launcher wrote meanwhile stays
+            self.record.update(status=status)
         except OSError:
             pass  # the record was deleted under us (symphony delete --force)
         return code

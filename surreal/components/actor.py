@@ -10,6 +10,7 @@ from surreal.components.common import Component
 from surreal.components.remote_policy import actor_inference
 from surreal.components.split_actor import build_actor
 from surreal.core import ParameterClient
+from surreal.monitoring import logs
 
 
 def main(run_dir: str, index: int = 0) -> None:
@@ -31,9 +32,21 @@ def main(run_dir: str, index: int = 0) -> None:
     per_batch = comp.algo.segments_per_batch(cfg)
     sent, env_steps, last_report, steps_at_report = 0, 0, time.monotonic(), 0
     prom, clock = comp.prom, time.perf_counter()
+    comp.progress = logs.Progress(comp.log, logs.progress_every(cfg.run.actors))  # 1,000 actors
+    episodes, recent, segment_steps = 0, [], cfg.actor.rollout_length * env.num_envs
+    comp.log.info(
+        "connects experience %s (segments of %d steps x %d envs), params %s (inference %s)",
+        comp.address("experience").tcp,
+        cfg.actor.rollout_length,
+        env.num_envs,
+        comp.address("params").tcp,
+        cfg.actor.inference,
+    )
     try:
         fresh = _wait_for(params, 1, comp)
         start_version = params.version
+        if fresh is not None:
+            comp.log.info("first parameters: version %d; acting", params.version)
         while fresh is not None and not comp.stopping.is_set():
             if fresh:
                 policy.load_params(fresh)
@@ -56,6 +69,11 @@ def main(run_dir: str, index: int = 0) -> None:
                         break
                     fresh = waited or fresh  # {}: gave up waiting; keep what fetch() brought
                     if params.version < needed:  # segments were lost: pace from here on
+                        comp.warnings.warn(
+                            "lost-segments",
+                            f"waited for parameters version {needed}, still at "
+                            f"{params.version}: segments were lost on the way; pacing from here",
+                        )
                         start_version, sent = params.version, 0
             fresh = fresh if fresh is not None else {}
             env_steps += cfg.actor.rollout_length * env.num_envs
@@ -64,6 +82,15 @@ def main(run_dir: str, index: int = 0) -> None:
             now = time.monotonic()
             returns, lengths = actor.pop_episodes()
             prom.count("surreal_episodes_total", len(returns))
+            episodes, recent = episodes + len(returns), (recent + list(returns))[-20:]
+            comp.tick(
+                {"env steps": env_steps, "segments": env_steps // segment_steps},
+                {
+                    "episodes": episodes,
+                    "return": logs.rate(sum(recent) / len(recent)) if recent else None,
+                    "version": params.version,
+                },
+            )
             if returns or now - last_report > 2.0:
                 sps = (env_steps - steps_at_report) / max(now - last_report, 1e-6)
                 comp.report(
@@ -76,6 +103,13 @@ def main(run_dir: str, index: int = 0) -> None:
                 )
                 last_report, steps_at_report = now, env_steps
     finally:
+        comp.log.info(
+            "acted %s env steps (%s segments, %s episodes); last version %d",
+            f"{env_steps:,}",
+            f"{env_steps // segment_steps:,}",
+            f"{episodes:,}",
+            params.version,
+        )
         env.close()
         params.close()
         pusher.close()
@@ -98,12 +132,21 @@ def _wait_for(
     version (returning {}: nothing new): segments lost on the way (a restarted buffer, a lost
     batch) would otherwise leave the learner waiting for this actor and this actor for it.
     """
-    started = time.monotonic()
+    started = said = time.monotonic()
+    every_s = getattr(getattr(comp, "progress", None), "every_s", None) or logs.progress_s()
     while not comp.stopping.is_set():
         try:
             return params.wait_for(target, deadline_s=1.0)
         except TimeoutError:
             if params.version >= 1 and time.monotonic() - started > give_up_s:
                 return {}
+            if time.monotonic() - said >= every_s:  # a stuck run says so in its log
+                said = time.monotonic()
+                getattr(comp, "log", logs.get()).info(
+                    "still waiting for parameters version %d after %.0f s (have %d)",
+                    target,
+                    said - started,
+                    params.version,
+                )
             continue
     return None

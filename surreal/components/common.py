@@ -1,5 +1,6 @@
 """What every component process shares: its run, a stop flag set by SIGTERM, metrics reporting
-(to the metrics sink, and its own Prometheus `/metrics`: `self.prom`)."""
+(to the metrics sink, and its own Prometheus `/metrics`: `self.prom`), and its log (`self.log`,
+`surreal.monitoring.logs`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from surreal.monitoring import logs
 from surreal.rundir import RunDir
 
 
@@ -37,6 +39,15 @@ class Component:
         self.algo = self.run.algo_class()
         self.env_info = self.run.env_info()
         self.role, self.index = role, index
+        self.log = logs.get()
+        """This process's logger (`surreal.monitoring.logs`: start, progress, warnings, stop)."""
+        self.warnings = logs.Warnings(self.log)
+        """Rate-limited warnings: each kind at most every `logs.WARN_S` seconds, counted."""
+        self.progress = logs.Progress(self.log)
+        """`progress:` lines (`tick`); a component that writes none gets them from its reports."""
+        self.own_progress = False
+        """True once the component writes progress lines itself (`tick`, or set by its main
+        before its first report): its reports then make none."""
         self.stopping = threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
@@ -44,8 +55,16 @@ class Component:
         from surreal.monitoring import crash, prometheus
 
         restarts = crash.note_start(self.run.path, role, index)
+        if restarts:
+            self.log.warning(
+                "restarted: %d earlier start%s of this process in this launch (crashes: %s)",
+                restarts,
+                "" if restarts == 1 else "s",
+                crash.crashes_file(self.run.path),
+            )
         self.prom = prometheus.start(self.run.path, role, index, restarts)
         """This process's Prometheus series (`surreal.monitoring.prometheus.METRICS`)."""
+        self.reports = 0
 
     def _on_signal(self, *_: object) -> None:
         """First SIGTERM/SIGINT: unwind from wherever the process blocks (a socket, an env
@@ -78,8 +97,19 @@ class Component:
         message.update(extra)
         self._metrics.push(message)
         self.prom.port_traffic("metrics", "out")
+        self.reports += 1
+        if not self.own_progress:  # ES, DDPG's learner, multi-agent roles: from their reports
+            shown = {k: logs.rate(v) for k, v in list(message["scalars"].items())[:6]}
+            self.progress.tick({"reports": self.reports}, {"step": step, **shown})
+
+    def tick(self, totals: dict[str, float], state: dict[str, Any] | None = None) -> bool:
+        """A `progress:` line when one is due (`logs.Progress.tick`); from the first call on, the
+        process's reports no longer make progress lines of their own."""
+        self.own_progress = True
+        return self.progress.tick(totals, state)
 
     def close(self) -> None:
-        """Close the metrics link and stop serving `/metrics`."""
+        """Close the metrics link and stop serving `/metrics` (and write pending warnings)."""
+        self.warnings.flush()
         self._metrics.close()
         self.prom.close()

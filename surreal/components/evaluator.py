@@ -43,6 +43,14 @@ def main(run_dir: str, index: int = 0) -> None:
     params = ParameterClient(comp.address("params").tcp)
     policy = comp.algo.make_policy(cfg.algo, comp.env_info)
     env = VectorEnv(cfg.env.id, cfg.env, seed=cfg.run.seed + 10**6, num_envs=cfg.eval.episodes)
+    comp.log.info(
+        "connects params %s; %d greedy episodes per new version, every %g s at most",
+        comp.address("params").tcp,
+        cfg.eval.episodes,
+        cfg.eval.every_s,
+    )
+    evaluations, last = 0, None
+    comp.own_progress = True  # `tick` (its first report comes before its first line)
     try:
         while not comp.stopping.is_set():
             started = time.monotonic()
@@ -52,6 +60,9 @@ def main(run_dir: str, index: int = 0) -> None:
                 returns = evaluate(policy, env, cfg.eval.episodes, comp.stopping.is_set)
                 if len(returns) < cfg.eval.episodes:
                     break
+                evaluations, last = evaluations + 1, (float(np.mean(returns)), params.step)
+                if evaluations == 1:
+                    comp.log.info("first evaluation: return %.1f at step %s", *last)
                 comp.prom.set("surreal_eval_return", float(np.mean(returns)))
                 comp.prom.count("surreal_episodes_total", len(returns))
                 comp.prom.set("surreal_policy_version", params.version)
@@ -63,8 +74,16 @@ def main(run_dir: str, index: int = 0) -> None:
                     },
                     version=params.version,
                 )
+            comp.tick(
+                {"evaluations": evaluations},
+                {
+                    "last return": None if last is None else f"{last[0]:.1f} at step {last[1]:,}",
+                    "version": params.version,
+                },
+            )
             comp.stopping.wait(max(cfg.eval.every_s - (time.monotonic() - started), 0.05))
     finally:
+        comp.log.info("%d evaluations; the last: %s", evaluations, last and f"{last[0]:.1f}")
         env.close()
         params.close()
         comp.close()

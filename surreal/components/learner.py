@@ -13,6 +13,7 @@ from surreal.components.common import Component
 from surreal.components.replay import batch_arrays
 from surreal.components.replicas import join as join_replicas
 from surreal.core import Learner
+from surreal.monitoring import logs
 
 
 def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
@@ -36,7 +37,13 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
         state = checkpoint.load(comp.run.checkpoint)
         learner.load_state_dict(state["learner"])
         counters.update(state["counters"])
-        print(f"resumed from {comp.run.checkpoint} at step {counters['global_step']}", flush=True)
+        comp.log.info(
+            "resumed from %s at step %s (version %d, %d updates before)",
+            comp.run.checkpoint,
+            f"{counters['global_step']:,}",
+            counters["version"],
+            counters["iterations"],
+        )
     return learner, counters
 
 
@@ -61,6 +68,7 @@ class LearnerLoop:
         self.publisher = None
         if self.rank == 0:
             self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
+            comp.log.info("binds params-pub %s", comp.address("params-pub").bind_tcp)
         self._published: tuple[int, dict] | None = None
         self.per_batch = comp.algo.segments_per_batch(cfg) // cfg.run.learner_replicas
         self.started = time.monotonic()
@@ -70,6 +78,36 @@ class LearnerLoop:
 
         self.member = Member.attach(comp.run.path) if self.rank == 0 else None
         """A population member's hook (`surreal.pbt`): round checkpoints, directives taken."""
+        self.empty = 0
+        """Replies without a batch (the buffer had none in time): a starved learner's sign."""
+        self.seen: dict[str, float] = {}
+        """The last batch's policy lag and buffer fill (for the progress line)."""
+        start = {"step": self.start_step, "updates": self.counters["iterations"]}
+        comp.progress = logs.Progress(comp.log, start=start)  # a resumed run's rates are right
+        comp.own_progress = True  # `tick` (its first report comes before its first line)
+        comp.log.info(
+            "learning %s steps from step %s on %s (rank %d of %d)",
+            f"{cfg.run.steps:,}",
+            f"{self.start_step:,}",
+            getattr(self.learner, "device", "cpu"),
+            self.rank,
+            cfg.run.learner_replicas,
+        )
+
+    def tick(self) -> None:
+        """The learner's `progress:` line, when one is due: steps and updates with their rates,
+        the version, the last batch's policy lag and buffer fill, replies without a batch."""
+        counters = self.counters
+        self.comp.tick(
+            {"step": counters["global_step"], "updates": counters["iterations"]},
+            {
+                "budget": self.comp.config.run.steps,
+                "version": counters["version"],
+                "policy lag": None if "lag" not in self.seen else logs.rate(self.seen["lag"]),
+                "buffer fill": self.seen.get("fill"),
+                "empty replies": self.empty,
+            },
+        )
 
     def publish(self) -> None:
         """Send the current parameters to the parameter server(s); `Learner.params()` (a copy to
@@ -100,6 +138,7 @@ class LearnerLoop:
         self.counters["global_step"] += int(self.replicas.sum(steps)) if self.replicas else steps
         self.counters["iterations"] += 1
         lag = self.counters["version"] - float(np.mean(batch["version"]))
+        self.seen = {"lag": lag, "fill": float(batch["fill"][0])}
         self.counters["version"] += 1
         self.publish()
         self._count(batch, steps, lag, t0, learned)
@@ -155,14 +194,25 @@ def _first_batch_bytes(loop: LearnerLoop, address: str) -> int:
 
     client = caraml.Client(address, timeout=30.0, retries=100)
     requests = iter(BatchRequests(loop.per_batch, requester=loop.requester))
+    comp = loop.comp
+    comp.log.info("connects batches %s; waiting for the first batch", address)
+    started = said = time.monotonic()
     try:
-        while not loop.comp.stopping.is_set():
+        while not comp.stopping.is_set():
             loop.publish()
             reply = client.request(next(requests))
             if reply.get("batch") is not None:
                 arrays = batch_arrays(reply)
                 loop.pending = arrays
+                comp.log.info("first batch after %.1f s", time.monotonic() - started)
                 return sum(a.nbytes + 64 for a in arrays.values())
+            if time.monotonic() - said >= comp.progress.every_s:  # a stuck run says so
+                said = time.monotonic()
+                comp.log.info(
+                    "still waiting for the first batch after %.0f s (the buffer holds %s)",
+                    said - started,
+                    reply.get("fill"),
+                )
         return 0
     finally:
         client.close()
@@ -204,8 +254,11 @@ def main(run_dir: str, index: int = 0) -> None:
             with handle:
                 if "empty" in handle.data:
                     loop.publish()  # subscribers that joined late get the current version
+                    loop.empty += 1
+                    loop.tick()
                     continue
                 metrics = loop.step(handle.data)
+            loop.tick()
             now = time.monotonic()
             metrics["charts/learner_its"] = 1.0 / max(now - last_report, 1e-6)
             last_report = now
@@ -217,6 +270,15 @@ def main(run_dir: str, index: int = 0) -> None:
             )
     finally:
         loop.save()
+        comp.log.info(
+            "%s at step %s of %s (version %d, %d updates); checkpoint %s",
+            "budget used" if loop.done() else "stopping",
+            f"{loop.counters['global_step']:,}",
+            f"{comp.config.run.steps:,}",
+            loop.counters["version"],
+            loop.counters["iterations"],
+            comp.run.checkpoint if loop.rank == 0 else "written by rank 0",
+        )
         if fetcher is not None:
             fetcher.close()
         if loop.publisher is not None:

@@ -14,6 +14,7 @@ from surreal import schemas
 from surreal.components.common import Component
 from surreal.components.ports import NOTHING, receive
 from surreal.guard import PortGuard
+from surreal.monitoring import logs
 from surreal.rundir import read_json, write_json
 from surreal.storage_sync import track
 
@@ -145,6 +146,14 @@ def main(run_dir: str, index: int = 0) -> None:
     wandb = open_sink(comp.run.path, comp.config)  # starts in its own thread
     sink = MetricsSink(comp.run.path, comp.config.run.steps, prom=comp.prom, wandb=wandb)
     guard = PortGuard("metrics")
+    drops = logs.DropReport(comp.log, [guard])
+    handled = [0]
+    comp.log.info(
+        "binds metrics %s; writes %s, status.json%s",
+        comp.address("metrics").bind_tcp,
+        comp.run.path / "metrics.jsonl",
+        ", tb/" if sink.writer is not None else "",
+    )
 
     def handle_next(timeout: float) -> bool:
         """Handle the next message; False when nothing arrived within `timeout`."""
@@ -156,6 +165,7 @@ def main(run_dir: str, index: int = 0) -> None:
         comp.prom.port_traffic("metrics", "in")
         if checked is not None:
             guard.guarded("report-failed", lambda: sink.handle(checked))
+            handled[0] += 1
         return True
 
     last_flush = 0.0
@@ -167,9 +177,36 @@ def main(run_dir: str, index: int = 0) -> None:
                 comp.prom.total("surreal_invalid_messages_total", guard.total_dropped)
                 sink.flush()
                 last_flush = time.monotonic()
+            if comp.tick({"reports": handled[0]}, _progress_state(sink.status)):
+                drops.check()
         while handle_next(0.2):  # drain what is already queued (the learner's last report)
             pass
     finally:
+        drops.check()
+        comp.log.info(
+            "handled %s reports; the run at step %s, %s actor steps, %s episodes",
+            f"{handled[0]:,}",
+            f"{sink.status['global_step']:,}",
+            f"{sink.status['actor_steps']:,}",
+            f"{sink.status['episodes']:,}",
+        )
         sink.close()
         puller.close()
         comp.close()
+
+
+def _progress_state(status: dict[str, Any]) -> dict[str, Any]:
+    """What the metrics process's progress lines show of the run's status."""
+
+    def num(key: str) -> str | None:
+        value = status.get(key)
+        return None if value is None else logs.rate(float(value))
+
+    return {
+        "run step": status.get("global_step"),
+        "actor steps": status.get("actor_steps"),
+        "episodes": status.get("episodes"),
+        "return": num("episodic_return"),
+        "eval": num("charts/eval_return"),
+        "invalid": status.get("invalid_messages", 0),
+    }

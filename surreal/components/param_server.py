@@ -8,6 +8,7 @@ from typing import Any
 from surreal.components.common import Component
 from surreal.components.ports import NOTHING, GuardedServer, receive
 from surreal.guard import PortGuard
+from surreal.monitoring import logs
 from surreal.schemas import REQUEST_MAX_BYTES, ParamsSchema, params_request
 
 
@@ -72,12 +73,33 @@ def serve(comp: Component, address: str, bind: bool = True) -> None:
     server = GuardedServer(
         address, store.handle, store.request_guard, bind=bind, max_size=REQUEST_MAX_BYTES
     ).start()
+    comp.log.info(
+        "%s params %s (requests); subscribes params-pub %s",
+        "binds" if bind else "serves through the proxy at",
+        address,
+        comp.address("params-pub").tcp,
+    )
+    drops = logs.DropReport(comp.log, [store.request_guard, store.publication_guard])
     try:
         while not comp.stopping.is_set():
             received = receive(lambda: subscriber.recv(timeout=0.5), store.publication_guard)
             if received is not NOTHING:
+                first = store.latest["params"] is None
                 store.update(received[1])
+                if first and store.latest["params"] is not None:
+                    comp.log.info("first parameters: version %d", store.latest["version"])
+            if comp.tick(
+                {"requests": store.requests},
+                {"version": int(store.latest["version"]), "step": int(store.latest["step"])},
+            ):
+                drops.check()
     finally:
+        drops.check()
+        comp.log.info(
+            "answered %s requests; held version %d at the end",
+            f"{store.requests:,}",
+            int(store.latest["version"]),
+        )
         server.stop()  # also closes its sockets
         subscriber.close()
         comp.close()

@@ -20,6 +20,7 @@ import numpy as np
 from surreal.components.policy_protocol import PolicyRequest, inference_methods, split_result
 from surreal.core import Policy
 from surreal.guard import PortGuard
+from surreal.monitoring import logs
 
 ACTIVE_S = 5.0
 """A client that has not asked for this long no longer holds a batch back."""
@@ -184,7 +185,16 @@ def serve(comp: Any, address: str) -> None:
     seen: dict[str, float] = {}
     last_fetch = last_report = time.monotonic()
     reported = (0, 0)
-    print(f"policy worker {index_of(comp)} serving {address} on {device}", flush=True)
+    log = getattr(comp, "log", None) or logs.get()
+    tick = getattr(comp, "tick", None) or logs.Progress(log).tick  # (tests pass a bare comp)
+    drops = logs.DropReport(log, [server.guard])
+    log.info(
+        "policy worker %d binds %s on %s; parameters from %s",
+        index_of(comp),
+        address,
+        device,
+        comp.address("params").tcp,
+    )
     try:
         while not comp.stopping.is_set():
             pending = _gather(port, server, seen, wait_s, comp)
@@ -198,6 +208,11 @@ def serve(comp: Any, address: str) -> None:
                     replies = server.answer([req for _, req in pending])
                 for (envelope, _), reply in zip(pending, replies, strict=True):
                     _send(port, envelope, reply)
+            if tick(
+                {"envs served": server.served_envs, "batches": server.batches},
+                {"clients": len(seen), "version": server.version},
+            ):
+                drops.check()
             now = time.monotonic()
             if now - last_report > 2.0:
                 envs, batches = server.served_envs - reported[0], server.batches - reported[1]
@@ -212,6 +227,12 @@ def serve(comp: Any, address: str) -> None:
                 )
                 last_report, reported = now, (server.served_envs, server.batches)
     finally:
+        log.info(
+            "served %s envs in %s batches; last version %d",
+            f"{server.served_envs:,}",
+            f"{server.batches:,}",
+            server.version,
+        )
         port.close()
         params.close()
 

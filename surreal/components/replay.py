@@ -11,6 +11,7 @@ from surreal.components.batch_protocol import ReplyCache
 from surreal.components.common import Component
 from surreal.components.ports import NOTHING, GuardedServer, receive
 from surreal.guard import PortGuard
+from surreal.monitoring import logs
 from surreal.replay import Replay
 from surreal.schemas import (
     REQUEST_MAX_BYTES,
@@ -33,6 +34,8 @@ class BatchHandler:
         self.replay, self.prom = replay, prom
         self.capacity = getattr(replay.storage, "capacity", 1 << 16)
         self.guard, self.replies = PortGuard("batches"), ReplyCache()
+        self.served = 0
+        """Batches answered (for the log's progress lines)."""
 
     def __call__(self, message: Any) -> dict:
         request = self.guard.check(lambda m: batch_request(m, self.capacity), message)
@@ -43,6 +46,7 @@ class BatchHandler:
             batch = self.replay.take(request["segments"], request["timeout"])
             if self.prom is not None and batch is not None:
                 self.prom.port_traffic("batches", "out", batch)
+            self.served += batch is not None
             return {"batch": batch, "fill": len(self.replay)}
 
         return self.replies.answer(request.get("id"), take)
@@ -66,6 +70,14 @@ def main(run_dir: str, index: int = 0) -> None:
         comp.address("batches").bind_tcp, handle, batches, max_size=REQUEST_MAX_BYTES
     ).start()
     last_report = time.monotonic()
+    comp.log.info(
+        "binds experience %s (segments in), batches %s (batches out); %s of capacity %s",
+        comp.address("experience").bind_tcp,
+        comp.address("batches").bind_tcp,
+        type(replay.storage).__name__,
+        handle.capacity,
+    )
+    drops = logs.DropReport(comp.log, [experience, batches])
     try:
         while not comp.stopping.is_set():
             message = receive(lambda: puller.pull(timeout=0.5), experience)
@@ -75,6 +87,15 @@ def main(run_dir: str, index: int = 0) -> None:
                 comp.prom.port_traffic("experience", "in", checked)
                 comp.prom.count("surreal_buffer_added_total")
             comp.prom.set("surreal_buffer_fill", len(replay))
+            if comp.tick(
+                {"segments in": replay.added, "batches out": handle.served},
+                {
+                    "fill": len(replay),
+                    "overflowed": getattr(replay.storage, "dropped", None),
+                    "invalid": experience.total_dropped + batches.total_dropped,
+                },
+            ):
+                drops.check()
             if time.monotonic() - last_report > 2.0:
                 last_report = time.monotonic()
                 dropped = float(getattr(replay.storage, "dropped", 0))
@@ -93,6 +114,13 @@ def main(run_dir: str, index: int = 0) -> None:
                     },
                 )
     finally:
+        drops.check()
+        comp.log.info(
+            "took %s segments, answered %s batches; held %s at the end",
+            f"{replay.added:,}",
+            f"{handle.served:,}",
+            len(replay),
+        )
         server.stop()
         server.close()
         puller.close()

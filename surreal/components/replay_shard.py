@@ -139,17 +139,40 @@ def main(run_dir: str, index: int = 0) -> None:
     comp.stopping = shard.stopped  # SIGTERM ends serve()
     reporter = threading.Thread(target=_report_loop, args=(comp, shard), daemon=True)
     reporter.start()
+    comp.log.info(
+        "replay shard %d connects replay-shards %s (chunks in), replay-sample-shards %s "
+        "(samples out); capacity %s, sampling from %s",
+        index,
+        comp.address("replay-shards").tcp,
+        comp.address("replay-sample-shards").tcp,
+        f"{algo.replay_capacity:,}",
+        f"{start:,}",
+    )
     try:
         shard.serve(comp.address("replay-shards").tcp, comp.address("replay-sample-shards").tcp)
     finally:
+        with shard.lock:
+            comp.log.info(
+                "took %s chunks (%s transitions); held %s at the end",
+                f"{shard.chunks:,}",
+                f"{shard.storage.added:,}",
+                f"{len(shard.storage):,}",
+            )
         comp.close()
 
 
 def _report_loop(comp, shard: ReplayShard, every_s: float = 2.0) -> None:
+    from surreal.monitoring import logs
+
     started = time.time()  # tells a restarted shard's reports from its predecessor's
+    log = getattr(comp, "log", None) or logs.get()
+    tick = getattr(comp, "tick", None) or logs.Progress(log).tick  # (tests pass a bare comp)
+    drops = logs.DropReport(log, [shard.chunk_guard, shard.request_guard])
     while not shard.stopped.wait(every_s):
         with shard.lock:
-            size, added = len(shard.storage), shard.storage.added
+            size, added, chunks = len(shard.storage), shard.storage.added, shard.chunks
+        if tick({"chunks in": chunks, "transitions": added}, {"size": size}):
+            drops.check()
         comp.report(
             0,
             {

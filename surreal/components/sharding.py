@@ -78,6 +78,10 @@ def replay_proxy_main(run_dir: str, index: int = 0) -> None:
         a("replay-sample-shards").bind_tcp,
         hwm=64,
     ):
+        comp.log.info(
+            "binds replay %s -> replay-shards %s, replay-sample %s -> replay-sample-shards %s",
+            *(a(s).bind_tcp for s in REPLAY_SERVICES),
+        )
         comp.stopping.wait()
     comp.close()
 
@@ -88,6 +92,11 @@ def param_proxy_main(run_dir: str, index: int = 0) -> None:
 
     comp = Component(run_dir, "param-proxy", index)
     with start_param_proxy(comp.address("params").bind_tcp, comp.address("params-shards").bind_tcp):
+        comp.log.info(
+            "binds params %s -> params-shards %s",
+            comp.address("params").bind_tcp,
+            comp.address("params-shards").bind_tcp,
+        )
         comp.stopping.wait()
     comp.close()
 

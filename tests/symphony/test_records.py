@@ -1,9 +1,14 @@
-"""Experiment records: where they live, one per name, prefixes, shared by a team."""
+"""Experiment records: where they live, one per name, prefixes, shared by a team, kept after
+the experiment ended."""
+
+import sys
 
 import pytest
 
 from symphony import Experiment, ExperimentNotFound, Process, SymphonyError
+from symphony.launcher import free_name, launch
 from symphony.records import Records, resolve_prefix, state_dir
+from symphony.testing import cli, wait_for
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -90,3 +95,100 @@ def test_record_keeps_the_git_revision_of_the_launch_directory(records, tmp_path
     assert records.create(_exp("rev"), "local").git_revision.startswith(head[:7])
     monkeypatch.chdir(tmp_path)
     assert records.create(_exp("norev"), "local").git_revision is None
+
+
+# Records of ended experiments stay (`symphony list --all`, `describe`, `logs` show past runs);
+# `free_name` gives a relaunch of the same experiment its old name and anything else a new one.
+
+
+def _sleeper(name, *extra):
+    """An experiment that prints a line and then runs until it is stopped."""
+    script = "import time; print('hello from p', flush=True); time.sleep(600)"
+    return Experiment(name).add(Process("p", [sys.executable, "-c", script]), *extra)
+
+
+def _finished(records, name="done", owner=None):
+    """A local experiment that has run to its end (attached: `true` exits at once)."""
+    return launch(_exp(name), "local", detach=False, records=records, owner=owner)
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_experiment_keeps_its_record_logs_and_outcome(records):
+    handle = launch(_sleeper("kept"), "local", records=records)
+    wait_for(lambda: "hello from p" in handle.logs("p"), what="the process's first line")
+    handle.stop(outcome="finished")  # what `surreal launch` does once its run is over
+
+    listed = cli("list", "--all")
+    assert listed.returncode == 0, listed.stderr
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("kept "))
+    assert row.split()[3] == "finished" and row.split()[-1] == "0/1"
+    assert "no experiments running" in cli("list").stdout
+    described = cli("describe", "kept")
+    assert described.returncode == 0, described.stderr
+    assert "status=finished" in described.stdout and "stopped" in described.stdout  # process p
+    logs = cli("logs", "kept", "p")
+    assert logs.returncode == 0 and "hello from p" in logs.stdout
+    followed = cli("logs", "kept", "p", "-f", timeout=30)  # an ended process: prints, returns
+    assert followed.returncode == 0 and "hello from p" in followed.stdout
+    assert records.load("kept").outcome == "finished"
+    assert handle.status().status == "finished"
+
+
+def test_without_an_outcome_the_process_states_tell_how_it_ended(records):
+    handle = _finished(records)
+    assert handle.status().status == "finished"
+    assert records.load("done").outcome is None
+    record = records.load("done")
+    record.update(outcome="failed")
+    assert record.ended_status("finished") == "failed"
+    assert record.ended_status("running") == "running"  # relaunched under it: live status wins
+
+
+def test_update_keeps_what_another_copy_of_the_record_wrote(records):
+    launcher = records.create(_exp("shared"), "local")
+    supervisor = records.load("shared")  # read at start, like the supervisor daemon's copy
+    launcher.update(outcome="failed")
+    supervisor.update(status="stopped")  # written later, from its stale copy
+    again = records.load("shared")
+    assert (again.status, again.outcome) == ("stopped", "failed")
+
+
+def _same(record):
+    return True
+
+
+@pytest.mark.timeout(120)
+def test_free_name_reuses_the_ended_record_of_the_same_experiment_only(records, monkeypatch):
+    assert free_name("fresh", _same, records) == "fresh"  # no record: nothing to do
+    _finished(records, "done")
+    assert free_name("done", lambda r: False, records) == "done-2"  # another run's record
+    assert records.load("done").name == "done"  # ... stays
+    assert free_name("done", _same, records) == "done"  # its own ended launch: replaced
+    with pytest.raises(ExperimentNotFound):
+        records.load("done")
+
+    _finished(records, "theirs", owner="someone-else")
+    assert free_name("theirs", _same, records) == "theirs-2"  # never another owner's
+    _finished(records, "theirs-2")
+    assert free_name("theirs", lambda r: r.name == "theirs-2", records) == "theirs-2"
+
+    live = launch(_sleeper("live"), "local", records=records)
+    try:  # still running: the name is returned and kept, so the launch is refused as before
+        assert free_name("live", _same, records) == "live"
+        with pytest.raises(SymphonyError, match="exists"):
+            launch(_sleeper("live"), "local", records=records)
+        assert records.load("live").status == "running"
+    finally:
+        live.stop()
+
+    ghost = records.create(_exp("ghost"), "nowhere")  # a backend that cannot describe it
+    assert free_name("ghost", _same, records) == "ghost"  # maybe alive: kept, launch refused
+    assert records.load("ghost").name == "ghost"
+    ghost.update(outcome="finished")  # its launcher stopped it and said so: ended
+    assert free_name("ghost", _same, records) == "ghost"
+    with pytest.raises(ExperimentNotFound):
+        records.load("ghost")
+
+    long = "x" * 63
+    _finished(records, long)
+    assert free_name(long, lambda r: False, records) == "x" * 61 + "-2"
