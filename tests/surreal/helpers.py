@@ -22,6 +22,8 @@ QUICK = [
     "--set",
     "algo.num_minibatches=2",
     "--set",
+    "algo.batch_size=0",  # one segment per actor: many small updates, as these runs were built
+    "--set",
     "eval.episodes=2",
     "--set",
     "eval.every_s=1",
