@@ -27,6 +27,8 @@ SHORT = [
     "--set",
     "algo.num_minibatches=1",
     "--set",
+    "algo.batch_size=0",  # one segment per update (ppo-vision's default; ppo's is 512 steps)
+    "--set",
     "env.max_episode_steps=40",
 ]
 
