@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 TORCH_SPEC ?= torch==2.13.0
 DEMO_ARGS ?= --env gym:CartPole-v1 --actors 2 --steps 20000
 
-.PHONY: setup system-deps demo test test-long test-fast lint clean
+.PHONY: setup system-deps demo check test test-long lint clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,17 +35,21 @@ demo: setup
 PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 
+# Three tiers (CONTRIBUTING.md). `make check` is the inner loop: no system packages, no training
+# beyond one small real run (tests/surreal/test_smoke.py), lint and the import contracts.
+CHECK_MARKS = not slow and not long and not integration and not docker and not slurm and not tmux
+check: setup
+	$(BIN)/python -m pytest -q -ra --durations=15 -m "$(CHECK_MARKS)" $(PYTEST_PARALLEL)
+	$(MAKE) --no-print-directory lint
+
 # `make test` is every claim a user relies on, checked once; the multi-seed and long-budget
 # learning claims (marker `long`) are `make test-long`, run before a release and whenever the
 # learning code changes (CONTRIBUTING.md lists them and what still guards each in `make test`).
 test: setup system-deps
-	$(BIN)/python -m pytest -q -ra --durations=60 -m "not long" $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest -q -ra --durations=30 -m "not long" $(PYTEST_PARALLEL)
 
 test-long: setup
 	$(BIN)/python -m pytest -q -ra --durations=0 -m long -p no:xdist
-
-test-fast: setup
-	$(BIN)/python -m pytest -q -m "not slow" $(PYTEST_PARALLEL)
 
 lint: setup
 	$(BIN)/ruff check .

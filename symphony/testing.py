@@ -19,17 +19,53 @@ from symphony.records import Records
 T = TypeVar("T")
 
 
+class FairClock:
+    """Seconds of a fair share of the machine: wall time, slowed down while it is overloaded.
+
+    A wait of 120 s for a run's first learner step is a guard against a hang, not a speed claim;
+    on a 2-core machine with a load of 14 each process gets a seventh of a core, and the same
+    wait would fail a healthy run. Each poll adds `dt * min(1, cores / load)`, so a wait lasts
+    its timeout on a quiet machine and longer on a busy one, up to `cap` times the timeout.
+    """
+
+    def __init__(
+        self,
+        timeout: float,
+        cap: float = 5.0,
+        now: Callable[[], float] = time.monotonic,
+        load: Callable[[], float] = lambda: os.getloadavg()[0],
+        cores: int | None = None,
+    ):
+        self.timeout, self.cap, self.now, self.load = timeout, cap, now, load
+        self.start = self.last = now()
+        self.fair = 0.0
+        self.cores = cores or os.cpu_count() or 1
+
+    def expired(self) -> bool:
+        now, load = self.now(), self.load()
+        self.fair += (now - self.last) * min(1.0, self.cores / load if load > 0 else 1.0)
+        self.last = now
+        return self.fair > self.timeout or now - self.start > self.cap * self.timeout
+
+    def describe(self) -> str:
+        wall = self.now() - self.start
+        if wall <= self.timeout * 1.05:
+            return f"{self.timeout:g} s"
+        return f"{self.timeout:g} s of a fair share of the machine ({wall:.0f} s of wall time)"
+
+
 def wait_for(
     predicate: Callable[[], T], timeout: float = 30.0, poll_s: float = 0.05, what: str = "condition"
 ) -> T:
-    """Poll `predicate` until it returns something truthy; AssertionError after `timeout` s."""
-    deadline = time.monotonic() + timeout
+    """Poll `predicate` until it returns something truthy; AssertionError after `timeout` s of a
+    fair share of the machine (`FairClock`: longer in wall time while the machine is overloaded)."""
+    clock = FairClock(timeout)
     while True:
         value = predicate()
         if value:
             return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        if clock.expired():
+            raise AssertionError(f"timed out after {clock.describe()} waiting for {what}")
         time.sleep(poll_s)
 
 

@@ -20,6 +20,7 @@ The long groups go first (FIRST_GROUPS), then the modules in order. A test that 
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
@@ -33,6 +34,10 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 
 GPU_MARK = "gpu"
 _gpu_skipped: list[str] = []
+# A test that runs longer than this belongs in the `heavy` group by its `slow` marker (the
+# summary lists any that are not), so no long test lands beside the others by accident.
+SLOW_S = float(os.environ.get("SURREAL_TEST_SLOW_S", "120"))
+_unmarked_slow: list[tuple[float, str]] = []
 # Resource groups in the order they start (see the module docstring); the rest go by module.
 FIRST_GROUPS = ("heavy", "readme", "eks", "docker", "slurm")
 
@@ -104,13 +109,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         _as_failure(report)
 
 
+def _plain_id(nodeid: str) -> str:
+    """The test's id without the "@GROUP" xdist's loadgroup appends (after any "[params]")."""
+    return nodeid.rpartition("@")[0] if nodeid.rfind("@") > nodeid.rfind("]") else nodeid
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Collect the GPU-only skips where the summary is written (under xdist: the controller)."""
+    """Collect, where the summary is written (under xdist: the controller), the GPU-only skips
+    and the tests that ran over SLOW_S without the `slow` marker."""
     if report.skipped and GPU_MARK in report.keywords and not hasattr(report, "wasxfail"):
-        nodeid = report.nodeid  # xdist's loadgroup appends "@GROUP" (after any "[params]")
-        if nodeid.rfind("@") > nodeid.rfind("]"):
-            nodeid = nodeid.rpartition("@")[0]
-        _gpu_skipped.append(f"{nodeid}: {_reason(report).removeprefix('Skipped: ')}")
+        reason = _reason(report).removeprefix("Skipped: ")
+        _gpu_skipped.append(f"{_plain_id(report.nodeid)}: {reason}")
+    if report.when == "call" and report.duration > SLOW_S and "slow" not in report.keywords:
+        _unmarked_slow.append((report.duration, _plain_id(report.nodeid)))
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -122,6 +133,13 @@ def pytest_make_collect_report(collector: pytest.Collector):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _unmarked_slow:
+        terminalreporter.section(
+            f"over {SLOW_S:.0f} s without @pytest.mark.slow ({len(_unmarked_slow)}): mark them "
+            "(they then run in the heavy group, one at a time) or make them shorter"
+        )
+        for duration, nodeid in sorted(_unmarked_slow, reverse=True):
+            terminalreporter.line(f"{duration:7.1f} s  {nodeid}")
     if _gpu_skipped:
         terminalreporter.section(f"GPU-only tests skipped ({len(_gpu_skipped)}): no GPU here")
         for line in _gpu_skipped:

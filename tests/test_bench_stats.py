@@ -93,6 +93,7 @@ def test_the_runner_explains_itself_and_refuses_an_unknown_system():
     assert bad.returncode == 2 and "unknown system(s) ['nope']" in bad.stderr
 
 
+@pytest.mark.integration
 def test_the_table_pairs_rounds_and_names_a_peer_that_could_not_run(tmp_path):
     import json
     import subprocess

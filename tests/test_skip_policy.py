@@ -2,11 +2,14 @@
 
 from pathlib import Path
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 POLICY = (Path(__file__).parent / "conftest.py").read_text()
 
 
+@pytest.mark.integration
 def test_skips_for_missing_tools_fail_and_gpu_skips_are_listed(pytester):
     pytester.makeconftest(POLICY)
     pytester.makepyfile(

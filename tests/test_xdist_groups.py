@@ -6,6 +6,8 @@ one docker engine or Slurm cluster share a worker; the rest go by module.
 
 from pathlib import Path
 
+import pytest
+
 pytest_plugins = ["pytester"]
 
 POLICY = (Path(__file__).parent / "conftest.py").read_text()
@@ -18,6 +20,7 @@ def record(name):
 """
 
 
+@pytest.mark.integration
 def test_slow_tests_share_one_worker_and_own_groups_stay_apart(pytester, tmp_path, monkeypatch):
     where = tmp_path / "where"
     where.mkdir()
@@ -61,3 +64,34 @@ def test_slow_tests_share_one_worker_and_own_groups_stay_apart(pytester, tmp_pat
     assert worker["a_own"] == worker["b_own"]
     assert worker["a_docker"] == worker["b_docker"]
     assert len({worker[f"a_quick{i}"] for i in range(3)}) == 1  # one module, one worker
+
+
+def test_a_long_test_without_the_slow_marker_is_listed(pytester, monkeypatch):
+    monkeypatch.setenv("SURREAL_TEST_SLOW_S", "0.2")
+    pytester.makeconftest(POLICY)
+    pytester.makepyfile(
+        test_timing="""
+        import time
+        import pytest
+
+        def busy(seconds):
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                pass
+
+        def test_long_unmarked():
+            busy(0.5)
+
+        @pytest.mark.slow
+        def test_long_marked():
+            busy(0.5)
+
+        def test_short():
+            pass
+        """
+    )
+    pytester.makeini("[pytest]\nmarkers =\n    slow: x\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*over 0 s without @pytest.mark.slow (1)*", "*test_long_unmarked"])
+    assert "test_long_marked" not in result.stdout.str().split("without @pytest.mark.slow")[1]

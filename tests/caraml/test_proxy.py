@@ -77,6 +77,7 @@ def test_unknown_proxy_kind_names_the_valid_ones():
         caraml.Proxy(free_address(), free_address(), kind="star")
 
 
+@pytest.mark.integration
 def test_ten_thousand_garbled_requests_through_a_proxy(addr):
     back = free_address()
     with caraml.Proxy(addr, back), caraml.Server(back, tagger("s"), bind=False) as server:

@@ -37,6 +37,7 @@ def test_binding_a_used_address_says_what_to_do(addr):
             caraml.Puller(addr)
 
 
+@pytest.mark.integration
 def test_ten_thousand_garbled_messages_are_dropped_whole_and_pulling_goes_on(addr):
     messages = list(garbled_messages(10_000, seed=2))
     with caraml.Puller(addr, hwm=20_000) as puller:

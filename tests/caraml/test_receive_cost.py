@@ -11,6 +11,7 @@ from caraml.testing import receive_cost
 pytestmark = pytest.mark.timeout(300)
 
 
+@pytest.mark.integration
 def test_receiving_a_16_mib_array_costs_at_most_1_5x_the_cpu_of_raw_pyzmq():
     cost = receive_cost(16 << 20, count=4, rounds=7)
     # per round: caraml Puller.pull against recv(copy=False) + np.frombuffer, both timed with

@@ -92,12 +92,14 @@ trees = st.recursive(
 
 @given(trees)
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.integration
 def test_nested_structures_round_trip(obj):
     assert same(roundtrip(obj), obj)
 
 
 @given(arrays())
 @settings(max_examples=200, deadline=None)
+@pytest.mark.integration
 def test_arrays_of_every_dtype_and_layout_round_trip(arr):
     assert same(roundtrip(arr), np.ascontiguousarray(arr).reshape(arr.shape))
     big = np.resize(arr, (INLINE_MAX // max(arr.itemsize, 1) + 7,)) if arr.size else arr

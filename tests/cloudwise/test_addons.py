@@ -67,6 +67,7 @@ def test_device_plugin_runs_only_on_gpu_nodes_and_tolerates_their_taint():
     assert {"key": "cloudwise.io/gpu-type", "operator": "NotIn", "values": ["none"]} in expressions
 
 
+@pytest.mark.integration
 def test_eks_renders_autoscaler_role_pod_identity_asg_tags_and_the_apply(tmp_path):
     spec = golden_spec("eks")
     write(spec, tmp_path)

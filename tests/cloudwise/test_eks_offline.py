@@ -27,6 +27,7 @@ def offline_copy(source, target):
     write_aws_emulator_override(target, f"http://127.0.0.1:{free_port()}")
 
 
+@pytest.mark.integration
 def test_golden_eks_inits_validates_and_plans_offline(offline_terraform, tmp_path, capfd):
     offline_copy(GOLDEN / "eks", tmp_path)
     runner = TerraformRunner(tmp_path)
@@ -51,6 +52,7 @@ def test_golden_eks_inits_validates_and_plans_offline(offline_terraform, tmp_pat
         assert f"{address} will be created" in out
 
 
+@pytest.mark.integration
 def test_cloudwise_plan_with_a_plugin_dir_and_no_registry(offline_terraform, tmp_path):
     """`cloudwise plan` where the registry cannot be reached: init fails and names --plugin-dir;
     with `--plugin-dir MIRROR` terraform installs the AWS provider from the mirror and plans."""

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import psutil
 
+from symphony.testing import FairClock
+
 QUICK = [
     "--set",
     "env.num_envs=4",
@@ -61,8 +63,8 @@ def status(run: Path) -> dict:
 
 def wait_until(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None):
     """Poll `predicate` until truthy (returns its value) or fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    clock = FairClock(timeout)  # longer in wall time while the machine is overloaded
+    while not clock.expired():
         value = predicate()
         if value:
             return value
@@ -71,7 +73,7 @@ def wait_until(predicate, timeout: float, what: str, proc: subprocess.Popen | No
                 f"launch ended ({proc.returncode}) while waiting for {what}:\n{proc.stdout.read()}"
             )
         time.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+    raise AssertionError(f"timed out after {clock.describe()} waiting for {what}")
 
 
 def metric_records(run: Path) -> list[dict]:
@@ -93,6 +95,13 @@ def processes_of(run: Path) -> list[psutil.Process]:
 
 def shm_segments() -> set[str]:
     return {p.name for p in Path("/dev/shm").glob("caraml_*")}
+
+
+def run_segments(pids: set[int]) -> set[str]:
+    """The caraml shared-memory segments (`caraml_<creator pid>_<id>`) created by one of PIDS:
+    /dev/shm is machine-wide, and other tests' runs hold segments of their own."""
+    named = [(name, name.split("_")) for name in shm_segments()]
+    return {name for name, parts in named if parts[1].isdigit() and int(parts[1]) in pids}
 
 
 def describe(home: Path, experiment: str):

@@ -19,6 +19,7 @@ def test_help(command, tmp_path):
     assert list(tmp_path.iterdir()) == []  # no side effects
 
 
+@pytest.mark.integration
 def test_dry_run_prints_config_and_processes_and_writes_nothing(tmp_path):
     result = surreal_cli(
         [
@@ -72,6 +73,7 @@ def test_bad_input_is_a_clear_error_and_starts_nothing(args, message, tmp_path, 
     assert not (home / "experiments").exists() or not any((home / "experiments").iterdir())
 
 
+@pytest.mark.integration
 def test_status_and_eval_of_a_missing_run(tmp_path):
     for command in (["status", "nowhere"], ["eval", "nowhere"]):
         result = surreal_cli(command, tmp_path, tmp_path / "home")

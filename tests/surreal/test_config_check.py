@@ -46,6 +46,7 @@ def _refused(tmp_path, args: list[str]) -> str:
     return result.stderr.strip()
 
 
+@pytest.mark.integration
 def test_the_cli_refuses_bad_values_and_unknown_backends_before_writing_anything(tmp_path):
     err = _refused(tmp_path, ["ppo", "--env", "gym:CartPole-v1", "--set", "algo.lr=nan"])
     assert err.startswith("Error: algo.lr=nan") and len(err.splitlines()) == 1

@@ -51,6 +51,7 @@ def dry_run(tmp_path: Path, *args: str):
     return result.output
 
 
+@pytest.mark.integration
 def test_a_1024_actor_kube_dry_run_is_small_and_has_services_only_for_what_processes_reach(
     tmp_path,
 ):

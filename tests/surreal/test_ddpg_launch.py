@@ -29,6 +29,7 @@ SMALL = [
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.integration
 def test_dry_run_shows_k_replay_shards_and_k_parameter_servers_behind_proxies(tmp_path):
     result = surreal_cli(
         [
@@ -68,6 +69,7 @@ def test_dry_run_shows_k_replay_shards_and_k_parameter_servers_behind_proxies(tm
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.integration
 def test_td3_is_ddpg_with_the_td3_options_and_user_settings_still_win(tmp_path):
     import json
 
@@ -142,6 +144,7 @@ def test_ddpg_reaches_minus_200_on_pendulum_within_30k_env_steps(tmp_path):
 
 
 @pytest.mark.timeout(400)
+@pytest.mark.integration
 def test_kill_9_of_a_replay_shard_and_a_parameter_server_training_goes_on(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "shard" / "a"
     proc = start_launch(
@@ -234,6 +237,7 @@ def test_kill_9_of_a_replay_shard_and_a_parameter_server_training_goes_on(tmp_pa
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.integration
 def test_resume_continues_the_learner_from_its_checkpoint(tmp_path):
     import torch
 

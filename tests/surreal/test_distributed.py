@@ -67,6 +67,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.integration
 def test_two_replicas_on_half_batches_match_one_learner_on_the_whole(tmp_path):
     single = learner()
     for batch in batches():
@@ -91,6 +92,7 @@ def test_two_replicas_on_half_batches_match_one_learner_on_the_whole(tmp_path):
 
 
 @pytest.mark.timeout(600)  # two launches; minutes on a loaded 2-core machine
+@pytest.mark.integration
 def test_launch_with_two_learner_replicas_then_resume(tmp_path):
     """`surreal launch ppo --set run.learner_replicas=2`: two learner processes (gloo), each on
     one of the two actors' segments per batch; rank 0 checkpoints; `--resume` continues."""
@@ -118,6 +120,7 @@ def test_launch_with_two_learner_replicas_then_resume(tmp_path):
     assert after["counters"]["iterations"] > before["counters"]["iterations"]
 
 
+@pytest.mark.integration
 def test_replicas_must_split_the_batch_and_need_the_runtime_learner(tmp_path):
     from surreal.testing import surreal_cli
 

@@ -73,6 +73,7 @@ def test_the_gradient_has_the_same_bits_with_one_or_two_blas_threads(tmp_path):
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.integration
 def test_master_with_two_blas_threads_and_worker_with_one_agree_bit_for_bit(tmp_path):
     address, generations = f"tcp://127.0.0.1:{free_port()}", 4
     SharedNoiseTable(ESConfig(**FIELDS).noise_seed, FIELDS["noise_size"], tmp_path)  # made once

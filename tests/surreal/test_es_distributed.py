@@ -65,6 +65,7 @@ def test_workers_follow_the_master_from_seeds_and_returns_only(tmp_path):
 
 
 @pytest.mark.timeout(180)
+@pytest.mark.integration
 def test_kill_9_of_a_worker_mid_generation_does_not_stop_the_master(tmp_path):
     cfg = ESConfig(hidden=(16, 16), population=8, noise_size=200_000, task_timeout=1.0)
     master = _master(cfg, tmp_path, generations=6)

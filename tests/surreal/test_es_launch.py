@@ -16,6 +16,7 @@ SMALL = ["--set", "algo.hidden=32,32", "--set", "algo.population=16", "--set", "
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.integration
 def test_dry_run_shows_a_master_and_grouped_workers(tmp_path):
     result = surreal_cli(
         [

@@ -24,6 +24,7 @@ def gpu_check(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.integration
 def test_dry_run_plans_ppo_and_td3_and_both_launches_pass_their_checks(tmp_path):
     result = gpu_check(tmp_path=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -32,6 +33,7 @@ def test_dry_run_plans_ppo_and_td3_and_both_launches_pass_their_checks(tmp_path)
     assert result.stdout.count("-> ok") == 2
 
 
+@pytest.mark.integration
 def test_a_device_that_is_not_there_stops_the_check_before_it_runs(tmp_path):
     result = gpu_check("--device", "cuda:64", tmp_path=tmp_path)
     assert result.returncode == 1

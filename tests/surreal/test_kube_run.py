@@ -174,6 +174,7 @@ def test_a_cuda_learner_asks_for_a_gpu_and_a_group_too_big_for_the_nodes_is_refu
     validate_strictly(objects)
 
 
+@pytest.mark.integration
 def test_a_2000_actor_run_renders_valid_objects_under_the_annotation_limit(tmp_path):
     plan = launching.plan("ppo", actors=2000, folder=str(tmp_path / "runs"))
     plan.backend, plan.config.run.image = "kube", IMAGE
@@ -223,6 +224,7 @@ def invoke(main, *args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+@pytest.mark.integration
 def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, monkeypatch):
     runs = tmp_path / "runs"
     with KubeEndpoint() as endpoint:

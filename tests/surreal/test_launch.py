@@ -9,7 +9,7 @@ import torch
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import QUICK, metric_records
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")

@@ -167,6 +167,7 @@ def test_the_progress_line_counts_restarts_and_shows_the_latest_crash(tmp_path):
     assert "restarts actor 1 | crashes none" in out.getvalue()
 
 
+@pytest.mark.integration
 def test_surreal_status_shows_crashes_per_role_and_the_last_traceback(tmp_path):
     plan = launching.plan("ppo", folder=str(tmp_path / "runs"))
     launching.create_run(plan)
@@ -192,6 +193,7 @@ def test_run_wandb_usage_errors(monkeypatch):
     wandb_sink.check("disabled")  # never needs wandb
 
 
+@pytest.mark.integration
 def test_launch_with_an_unknown_wandb_mode_is_a_one_line_usage_error(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "surreal", "launch", "ppo", "--set", "run.wandb=sometimes"],
@@ -205,6 +207,7 @@ def test_launch_with_an_unknown_wandb_mode_is_a_one_line_usage_error(tmp_path):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.integration
 def test_the_wandb_sink_writes_an_offline_run_whose_summary_reader_sees_it(tmp_path, monkeypatch):
     pytest.importorskip("wandb")
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
@@ -240,6 +243,7 @@ def test_the_dashboard_queries_only_series_the_processes_define():
     assert used <= set(METRICS), used - set(METRICS)
 
 
+@pytest.mark.integration
 def test_plot_draws_a_runs_scalars_to_a_png(tmp_path):
     pytest.importorskip("matplotlib")
     from surreal.monitoring.plot import plot_run

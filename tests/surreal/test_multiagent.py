@@ -181,6 +181,7 @@ def test_alias_makes_a_policys_services_visible_under_runtime_names():
     assert symphony.address("batches", env).port == 5001
 
 
+@pytest.mark.integration
 def test_dry_run_declares_one_stream_per_policy(tmp_path):
     result = surreal_cli(
         ["launch", "mappo", "--env", "ma:pair", "--dry-run"]

@@ -20,6 +20,7 @@ from tests.surreal.test_policy_workers import CARTPOLE, PENDULUM, VISION, Servic
 pytestmark = pytest.mark.timeout(120)
 
 
+@pytest.mark.integration
 def test_inference_device_is_checked_before_anything_starts(tmp_path: Path):
     from surreal.launch import plan
     from surreal.testing import surreal_cli

@@ -327,6 +327,7 @@ def test_conv_lstm_policy_remote_matches_local_per_actor_with_resets_on_done():
         service.close()
 
 
+@pytest.mark.integration
 def test_launch_help_names_the_options_and_dry_run_shows_the_workers(tmp_path: Path):
     from surreal.testing import surreal_cli
 

@@ -63,6 +63,11 @@ CARTPOLE = [
 ]
 
 
+def cartpole_until(goal: float) -> list[str]:
+    """CARTPOLE, with its run ending at the first evaluation >= `goal` instead of 475."""
+    return [*CARTPOLE[:-2], "--set", f"run.stop_at_return={goal:g}"]
+
+
 def _launch(
     tmp_path: Path, trial: str, *args: str, timeout: float, actors: int = 4
 ) -> tuple[Path, float]:

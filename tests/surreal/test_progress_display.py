@@ -44,6 +44,7 @@ def _strip_time(line: str) -> str:
     return re.sub(r"^\[\s*[\d.]+s\] ", "", line)
 
 
+@pytest.mark.integration
 def test_plain_mode_says_what_it_waits_for_and_never_repeats_a_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "surreal.progress_demo", str(tmp_path / "run")],
@@ -69,6 +70,7 @@ def test_plain_mode_says_what_it_waits_for_and_never_repeats_a_line(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+@pytest.mark.integration
 def test_on_a_terminal_one_panel_updates_in_place(tmp_path):
     socket = f"surreal-progress-{uuid.uuid4().hex[:8]}"
     run = tmp_path / "run"

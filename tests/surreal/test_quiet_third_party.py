@@ -10,6 +10,7 @@ import pytest
 pytestmark = pytest.mark.timeout(180)
 
 
+@pytest.mark.integration
 def test_robosuite_import_warnings_do_not_reach_the_terminal(tmp_path):
     pytest.importorskip("robosuite")
     result = subprocess.run(

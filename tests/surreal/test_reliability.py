@@ -13,6 +13,7 @@ from tests.surreal.helpers import (
     ctrl_c,
     describe,
     processes_of,
+    run_segments,
     shm_segments,
     start_launch,
     status,
@@ -22,12 +23,7 @@ from tests.surreal.helpers import (
 pytestmark = pytest.mark.timeout(600)
 
 
-def run_segments(pids: set[int]) -> set[str]:
-    """The caraml shared-memory segments (`caraml_<creator pid>_<id>`) created by one of PIDS."""
-    named = [(name, name.split("_")) for name in shm_segments()]
-    return {name for name, parts in named if parts[1].isdigit() and int(parts[1]) in pids}
-
-
+@pytest.mark.integration
 def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "rel" / "a"
     shm_before = shm_segments()
@@ -90,6 +86,7 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
     assert (run / "checkpoints" / "latest.pt").is_file()  # written at exit
 
 
+@pytest.mark.integration
 def test_killed_learner_resumes_with_optimizer_state(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "kill" / "a"
     proc = start_launch(

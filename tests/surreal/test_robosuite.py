@@ -33,6 +33,7 @@ SHORT = [
 ]
 
 
+@pytest.mark.integration
 def test_state_mode_observations_actions_and_time_limit():
     config = EnvConfig(id="robosuite:Lift", max_episode_steps=3)
     env = make_env(config.id, config, seed=0)
@@ -49,6 +50,7 @@ def test_state_mode_observations_actions_and_time_limit():
     env.close()
 
 
+@pytest.mark.integration
 def test_camera_mode_renders_an_84px_image_with_fast_offscreen_settings():
     config = EnvConfig(id="robosuite:Lift", obs_keys=["agentview_image", "robot0_proprio-state"])
     env = make_env(config.id, config, seed=0)
@@ -61,6 +63,7 @@ def test_camera_mode_renders_an_84px_image_with_fast_offscreen_settings():
     env.close()
 
 
+@pytest.mark.integration
 def test_a_key_that_does_not_exist_is_a_clear_error():
     with pytest.raises(ValueError, match=r"\['cube_poz'\] do not exist.*cube_pos"):
         make_env(
@@ -76,6 +79,7 @@ def test_a_key_that_does_not_exist_is_a_clear_error():
         check_env("robosuite:Lfit")
 
 
+@pytest.mark.integration
 def test_launching_the_vision_model_on_state_observations_fails_before_anything_starts(tmp_path):
     result = surreal_cli(
         ["launch", "ppo-vision", "--env", "robosuite:Lift"],
@@ -123,12 +127,14 @@ def assert_learned_from_actors(run, state, steps: int, iterations: int) -> None:
     assert any(r["name"] == "charts/episodic_return" for r in metric_records(run))
 
 
+@pytest.mark.integration
 def test_ppo_on_lift_from_state_through_surreal_launch(tmp_path):
     run, state = launch(tmp_path, "lift-state", 256, "--set", "actor.rollout_length=64")
     assert_learned_from_actors(run, state, 256, 4)
     assert state["params"]["obs_norm/mean"].shape == (60,)
 
 
+@pytest.mark.integration
 def test_ppo_on_lift_from_camera_with_conv_lstm_and_a_video(tmp_path):
     run, state = launch(
         tmp_path,

@@ -23,7 +23,7 @@ from surreal.testing import surreal_cli
 from symphony.records import Records
 from tests.surreal.helpers import QUICK, env_for
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.integration]
 
 NAME = "logs-a"  # the symphony experiment of runs/logs/a
 PROCESSES = ("metrics", "buffer", "learner", "param-server", "evaluator", "actor-0", "actor-1")

@@ -154,6 +154,7 @@ def test_the_built_in_algorithms_and_the_examples_pass_the_launch_check(algo):
     check_algorithm(learner_class, run_config(learner_class), info)
 
 
+@pytest.mark.integration
 def test_a_broken_learner_fails_at_launch_before_anything_starts(broken, tmp_path):
     from surreal.testing import surreal_cli
 

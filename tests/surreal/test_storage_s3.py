@@ -144,6 +144,7 @@ def test_resume_from_the_bucket_continues_the_run(s3_run):
     assert len(tb) == 2  # the resumed sink's own events file beside the first one
 
 
+@pytest.mark.integration
 def test_a_missing_bucket_is_a_usage_error_and_nothing_is_written(store):
     root, client = store
     result = surreal_cli(
@@ -159,6 +160,7 @@ def test_a_missing_bucket_is_a_usage_error_and_nothing_is_written(store):
     assert not list((root / "mirrors").rglob("no-such-bucket*"))
 
 
+@pytest.mark.integration
 def test_an_unreachable_store_is_a_usage_error_before_anything_starts(tmp_path, monkeypatch):
     from cloudwise.testing import free_port
 

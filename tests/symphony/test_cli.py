@@ -101,7 +101,10 @@ BAD = {
 @pytest.mark.parametrize(
     "case, backend",
     [(case, "local") for case in sorted(BAD)]
-    + [("program not found", "tmux"), ("unbound connects", "tmux"), ("empty command", "tmux")],
+    + [
+        pytest.param(case, "tmux", marks=pytest.mark.tmux)
+        for case in ("program not found", "unbound connects", "empty command")
+    ],
 )
 def test_bad_input_is_a_clear_error_and_starts_nothing(
     case, backend, tmp_path, symphony_home, request
@@ -135,7 +138,7 @@ def test_missing_file_and_bad_yaml_are_clear_errors(tmp_path, symphony_home):
     assert Records().all() == []
 
 
-@pytest.mark.parametrize("backend", ["local", "tmux"])
+@pytest.mark.parametrize("backend", ["local", pytest.param("tmux", marks=pytest.mark.tmux)])
 def test_dry_run_prints_the_plan_and_starts_nothing(backend, tmp_path, symphony_home, request):
     socket = request.getfixturevalue("tmux_socket") if backend == "tmux" else None
     path, marker = _write(tmp_path, GOOD)
@@ -158,6 +161,7 @@ def test_yaml_spec_launches_like_the_python_file(tmp_path, symphony_home):
     assert Records().load("renamed").experiment().process("p") == exp.process("p")
 
 
+@pytest.mark.integration
 def test_names_resolve_by_unique_prefix_else_list_the_candidates(records):
     for name in ("ring-one", "ring-two"):
         records.create(Experiment(name).add(Process("node", ["true"])), "local")
@@ -177,6 +181,7 @@ def test_names_resolve_by_unique_prefix_else_list_the_candidates(records):
     assert [r.name for r in records.all()] == ["ring-two"]
 
 
+@pytest.mark.integration
 def test_list_shows_teammates_experiments_and_mine_filters_them(records):
     records.create(Experiment("adas-run").add(Process("node", ["true"])), "local", owner="ada")
     records.create(Experiment("my-run").add(Process("node", ["true"])), "local")
@@ -186,7 +191,8 @@ def test_list_shows_teammates_experiments_and_mine_filters_them(records):
     assert "my-run" in mine and "adas-run" not in mine
 
 
-@pytest.mark.parametrize("backend", ["local", "tmux"])
+@pytest.mark.parametrize("backend", ["local", pytest.param("tmux", marks=pytest.mark.tmux)])
+@pytest.mark.integration
 def test_a_relative_cwd_is_relative_to_the_launch_directory(
     backend, tmp_path, symphony_home, request
 ):
@@ -276,7 +282,8 @@ PRINTER = """
 """
 
 
-@pytest.mark.parametrize("backend", ["local", "test", "tmux"])
+@pytest.mark.parametrize("backend", ["local", "test", pytest.param("tmux", marks=pytest.mark.tmux)])
+@pytest.mark.integration
 def test_attached_launch_streams_output_prefixed_by_process(
     backend, tmp_path, symphony_home, request
 ):

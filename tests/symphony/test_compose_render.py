@@ -131,6 +131,7 @@ def test_a_process_without_an_image_is_an_error_with_the_fix() -> None:
 
 
 @pytest.mark.parametrize("network", ["service", "host"])
+@pytest.mark.docker  # docker-compose's own parser (no engine; the docker group's worker)
 def test_docker_compose_itself_accepts_the_file(tmp_path: Path, network: str) -> None:
     assert shutil.which("docker-compose"), "install docker-compose: scripts/install-system-deps.sh"
     compose = render_compose(_experiment(), "alice", ComposeOptions(network=network))

@@ -135,6 +135,7 @@ def pods(objects: list[dict]) -> list[dict]:
     return [o["spec"]["template"] for o in objects if "template" in o.get("spec", {})]
 
 
+@pytest.mark.integration
 def test_a_1024_process_dry_run_has_services_only_for_what_processes_reach(tmp_path, symphony_home):
     spec, out = tmp_path / "wide.py", tmp_path / "manifests"
     spec.write_text(WIDE)

@@ -48,6 +48,7 @@ def _all_running(name="ring", count=3):
     return len(states) == count and all(p.state == "running" for p in states.values())
 
 
+@pytest.mark.integration
 def test_ring_runs_attached_to_the_end(symphony_home):
     result = cli("launch", RING, env=dict(os.environ, RING_ROUNDS="2"))
     assert result.returncode == 0, result.stderr
@@ -60,6 +61,7 @@ def test_ring_runs_attached_to_the_end(symphony_home):
     assert described.count("exited") == 3
 
 
+@pytest.mark.integration
 def test_detached_ring_list_describe_logs_exec_delete(symphony_home):
     result = cli("launch", RING, "--detach", env=dict(os.environ, RING_ROUNDS="0"))
     assert result.returncode == 0, result.stderr
@@ -87,6 +89,7 @@ def test_detached_ring_list_describe_logs_exec_delete(symphony_home):
     assert "no experiments" in cli("list", "--all").stdout
 
 
+@pytest.mark.integration
 def test_kill_9_restarts_the_process_and_the_ring_goes_on(symphony_home):
     assert cli("launch", RING, "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode == 0
     wait_for(_all_running, what="3 running nodes")
@@ -113,6 +116,7 @@ def test_kill_9_restarts_the_process_and_the_ring_goes_on(symphony_home):
     assert processes_with_run_id(run_id) == []
 
 
+@pytest.mark.integration
 def test_ctrl_c_on_attached_launch_leaves_no_process(symphony_home, tmp_path):
     exp_file = tmp_path / "stubborn.py"
     exp_file.write_text(STUBBORN)
@@ -142,6 +146,7 @@ def test_ctrl_c_on_attached_launch_leaves_no_process(symphony_home, tmp_path):
     assert {p.state for p in _states("stubborn").values()} == {"stopped"}
 
 
+@pytest.mark.integration
 def test_delete_of_a_detached_launch_leaves_no_process_and_frees_the_port(symphony_home, tmp_path):
     exp_file = tmp_path / "stubborn.py"
     exp_file.write_text(STUBBORN)
@@ -158,6 +163,7 @@ def test_delete_of_a_detached_launch_leaves_no_process_and_frees_the_port(sympho
         sock.bind(("127.0.0.1", port))  # the port is free again
 
 
+@pytest.mark.integration
 def test_logs_follow_prints_until_the_process_ends(symphony_home):
     assert cli("launch", RING, "--detach", env=dict(os.environ, RING_ROUNDS="10")).returncode == 0
     followed = cli("logs", "ring", "node-2", "-f", timeout=90)

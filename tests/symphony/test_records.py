@@ -113,6 +113,7 @@ def _finished(records, name="done", owner=None):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.integration
 def test_a_stopped_experiment_keeps_its_record_logs_and_outcome(records):
     handle = launch(_sleeper("kept"), "local", records=records)
     wait_for(lambda: "hello from p" in handle.logs("p"), what="the process's first line")
@@ -158,6 +159,7 @@ def _same(record):
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.integration
 def test_free_name_reuses_the_ended_record_of_the_same_experiment_only(records, monkeypatch):
     assert free_name("fresh", _same, records) == "fresh"  # no record: nothing to do
     _finished(records, "done")

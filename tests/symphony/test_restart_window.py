@@ -39,6 +39,7 @@ def _crasher(tmp_path, tries: int, gap_s: float) -> list[str]:
     return ["sh", "-c", script]
 
 
+@pytest.mark.integration
 def test_spread_out_crashes_keep_restarting_past_the_lifetime_limit(records, tmp_path):
     import symphony
 

@@ -31,6 +31,7 @@ def _tmux(socket, *args):
     return subprocess.run(["tmux", "-L", socket, *args], capture_output=True, text=True, timeout=10)
 
 
+@pytest.mark.integration
 def test_ring_on_tmux_list_describe_logs_delete(symphony_home, tmux_socket):
     launched = cli(
         "launch", RING, "--backend", "tmux", "--detach", env=dict(os.environ, RING_ROUNDS="0")
@@ -69,6 +70,7 @@ def test_ring_on_tmux_list_describe_logs_delete(symphony_home, tmux_socket):
     assert "no experiments" in cli("list", "--all").stdout
 
 
+@pytest.mark.integration
 def test_kill_9_on_tmux_restarts_and_describe_counts_it(symphony_home, tmux_socket):
     assert (
         cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode
@@ -96,6 +98,7 @@ def test_kill_9_on_tmux_restarts_and_describe_counts_it(symphony_home, tmux_sock
     assert processes_with_run_id(run_id) == []
 
 
+@pytest.mark.integration
 def test_ring_on_tmux_runs_to_the_end(symphony_home, tmux_socket):
     assert (
         cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="3")).returncode
@@ -111,6 +114,7 @@ def test_ring_on_tmux_runs_to_the_end(symphony_home, tmux_socket):
     assert cli("delete", "ring").returncode == 0
 
 
+@pytest.mark.integration
 def test_ctrl_c_on_attached_tmux_launch_leaves_no_process(symphony_home, tmux_socket):
     launch = subprocess.Popen(
         [sys.executable, "-m", "symphony", "launch", RING, "-b", "tmux"],
@@ -137,6 +141,7 @@ def test_ctrl_c_on_attached_tmux_launch_leaves_no_process(symphony_home, tmux_so
     assert _tmux(tmux_socket, "has-session", "-t", "ring").returncode != 0
 
 
+@pytest.mark.integration
 def test_status_comes_from_the_pane_when_the_runner_itself_dies(symphony_home, tmux_socket):
     assert (
         cli("launch", RING, "-b", "tmux", "-d", env=dict(os.environ, RING_ROUNDS="0")).returncode
