@@ -10,7 +10,8 @@ import click
 from cloudwise.cli_pool import pool
 from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
 from cloudwise.errors import CloudwiseError, SpecError
-from cloudwise.spec import PROVIDERS, ClusterSpec, NodePoolSpec
+from cloudwise.presets import DEFAULT_REGION, DEFAULT_ZONE
+from cloudwise.spec import GPU_TYPES, KUBERNETES_VERSION, PROVIDERS, ClusterSpec, NodePoolSpec
 
 
 class Group(StyledGroup):
@@ -57,15 +58,37 @@ def main(ctx: click.Context, directory: Path, plugin_dir: Path | None) -> None:
 
 
 @main.command()
-@click.option("--provider", type=click.Choice(PROVIDERS), help="gcp (GKE) or aws (EKS).")
-@click.option("--project", help="GCP project id; on aws the account id (optional).")
-@click.option("--region", help="Region, e.g. us-west1 (gcp) or us-west-2 (aws).")
-@click.option("--zone", help="gcp only: zone of a zonal cluster, or 'regional'.")
-@click.option("--name", help="Cluster name.")
-@click.option("--kubernetes-version", help="Kubernetes version of the control plane.")
+@click.option(
+    "--provider",
+    type=click.Choice(PROVIDERS),
+    show_default="asked; required with --no-input",
+    help="gcp (GKE) or aws (EKS).",
+)
+@click.option(
+    "--project",
+    show_default="gcp: asked, required with --no-input; aws: none",
+    help="GCP project id; on aws the account id (optional).",
+)
+@click.option(
+    "--region",
+    show_default=", ".join(f"{r} on {p}" for p, r in DEFAULT_REGION.items()),
+    help="Region, e.g. us-west1 (gcp) or us-west-2 (aws).",
+)
+@click.option(
+    "--zone",
+    show_default=f"{DEFAULT_ZONE['gcp']} in {DEFAULT_REGION['gcp']}, else REGION-b",
+    help="gcp only: zone of a zonal cluster, or 'regional'.",
+)
+@click.option("--name", show_default="surreal", help="Cluster name.")
+@click.option(
+    "--kubernetes-version",
+    show_default=KUBERNETES_VERSION,
+    help="Kubernetes version of the control plane.",
+)
 @click.option(
     "--preset",
     type=click.Choice(["surreal", "minimal", "custom"]),
+    show_default="surreal; with --pool, custom",
     help="Starting pools: surreal = the paper's cluster (CPU actors 8/32 cores, V100 learners 1/4 GPUs).",
 )
 @click.option(
@@ -73,13 +96,25 @@ def main(ctx: click.Context, directory: Path, plugin_dir: Path | None) -> None:
     "pools",
     multiple=True,
     metavar="SPEC",
-    help="Extra pool, e.g. 'name=eval,cpu=4,gpu_type=t4,gpu=1,max_nodes=2' (repeatable).",
+    show_default="none",
+    help="Extra pool, e.g. 'name=eval,cpu=4,gpu_type=t4,gpu=1,max_nodes=2' (repeatable); "
+    f"gpu_type one of {', '.join(GPU_TYPES)}.",
 )
 @click.option(
-    "--no-input", is_flag=True, help="Never prompt: use defaults, fail on missing required values."
+    "--no-input",
+    is_flag=True,
+    show_default="off: ask",
+    help="Never prompt: use defaults, fail on missing required values.",
 )
-@click.option("--force", is_flag=True, help="Overwrite an existing cloudwise.yaml.")
-@click.option("--dry-run", is_flag=True, help="Ask, check and show the cluster; write nothing.")
+@click.option(
+    "--force", is_flag=True, show_default="off", help="Overwrite an existing cloudwise.yaml."
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    show_default="off",
+    help="Ask, check and show the cluster; write nothing.",
+)
 @click.pass_obj
 def init(
     directory: Path, no_input: bool, force: bool, dry_run: bool, pools: tuple[str, ...], **answers

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,8 +14,10 @@ from cloudwise.render import write
 from cloudwise.resolve import ResolvedCluster, resolve
 from cloudwise.spec import (
     DEFAULT_FILENAME,
+    GPU_TYPES,
     KUBERNETES_VERSION,
     PROVIDERS,
+    RETIRED_GPUS,
     ClusterSpec,
     NodePoolSpec,
 )
@@ -46,8 +49,32 @@ def _ask(
     return click.prompt(text, default=default, **kw)
 
 
+def gpu_type(text: str) -> str:
+    """A GPU type typed at the wizard's prompt, lower-cased; click.BadParameter (the prompt
+    says it and asks again) unless cloudwise knows it."""
+    value = text.strip().lower()
+    if value in GPU_TYPES:
+        return value
+    known = ", ".join(GPU_TYPES)
+    if value in RETIRED_GPUS:
+        raise click.BadParameter(f"{RETIRED_GPUS[value]}; choose one of: {known}")
+    near = difflib.get_close_matches(value, GPU_TYPES, n=1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise click.BadParameter(f"{text!r} is not a GPU type{hint}; choose one of: {known}")
+
+
+def _pools_from_flags(texts: list[str]) -> list[NodePoolSpec]:
+    """The --pool flags as pools, each checked on its own: a bad one (e.g. gpu_type=banana)
+    is a SpecError before any question is asked."""
+    pools = [parse_pool(text) for text in texts]
+    for pool in pools:
+        pool.validate()
+    return pools
+
+
 def collect(a: Answers, interactive: bool) -> ClusterSpec:
     """Fill in missing answers (prompting when interactive) and build the cluster spec."""
+    extra = _pools_from_flags(a.pools)
     provider = _ask(
         a.provider, "--provider", "Cloud provider", interactive, type=click.Choice(PROVIDERS)
     )
@@ -94,7 +121,7 @@ def collect(a: Answers, interactive: bool) -> ClusterSpec:
         default="surreal" if not a.pools else "custom",
         type=click.Choice(list(PRESETS)),
     )
-    pools = PRESETS[preset]() + [parse_pool(text) for text in a.pools]
+    pools = PRESETS[preset]() + extra
     spec = ClusterSpec(
         provider=provider,
         name=name,
@@ -126,7 +153,9 @@ def _ask_pools(spec: ClusterSpec) -> None:
             memory_gb=click.prompt("  Memory per node, GB (0 = any)", default=0.0, type=float)
             or None,
             gpu=gpu,
-            gpu_type=click.prompt("  GPU type", default="v100") if gpu else None,
+            gpu_type=click.prompt("  GPU type", default="v100", value_proc=gpu_type)
+            if gpu
+            else None,
             spot=click.confirm("  Spot/preemptible nodes?", default=False),
             min_nodes=click.prompt("  Minimum nodes (0 = scale to zero)", default=0, type=int),
             max_nodes=click.prompt("  Maximum nodes", default=4, type=int),

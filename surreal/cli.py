@@ -187,6 +187,7 @@ def launch(
             trial=trial,
             resume=resume,
             backend=backend,
+            dry_run=dry_run,
         )
         plan.backend = backend  # e.g. Curve keys on multi-node backends (surreal.curve)
         plan.config.run.image = image or plan.config.run.image
@@ -202,7 +203,7 @@ def launch(
     if dry_run and population_plan is not None:
         import json
 
-        click.echo(f"# run folder: {plan.run_dir.where} (not created: --dry-run)")
+        click.echo(_dry_run_folder_line(plan, trial))
         click.echo(f"# {_family_line(plan)}")
         click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
         from surreal.pbt import build_experiment
@@ -222,7 +223,7 @@ def launch(
             import json
 
             text = cluster_launch.dry_run(plan, backend, opts)
-            click.echo(f"# run folder: {plan.run_dir.where} (not created: --dry-run)")
+            click.echo(_dry_run_folder_line(plan, trial))
             click.echo(f"# {_family_line(plan)}")
             click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
             click.echo(text)
@@ -232,7 +233,9 @@ def launch(
             return
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
-    sys.exit(_run(plan, backend, quiet, opts))
+    from surreal.algos.families import user_keys
+
+    sys.exit(_run(plan, backend, quiet, opts, user_keys(steps, actors, overrides)))
 
 
 def _population_size(n: int | None) -> int | None:
@@ -256,14 +259,25 @@ def _run_population(population_plan, backend: str) -> int:
         raise _UserError(str(err)) from err
 
 
-def _family_line(plan) -> str:
-    """`task family: classic (algo.norm_obs=False; ...)`: the defaults `surreal launch` chose."""
-    from surreal.algos.families import describe, family_defaults
+def _dry_run_folder_line(plan, trial: str | None) -> str:
+    """`# run folder: WHERE (not created: --dry-run)`; for an object store also that it was
+    not contacted (so a new run's trial, unless --trial named it, is only assumed free)."""
+    where = plan.run_dir.where
+    if not plan.run_dir.url or plan.resume:
+        return f"# run folder: {where} (not created: --dry-run)"
+    guess = "" if trial else "; the launch takes the first free trial"
+    return f"# run folder: {where} (not created, the object store not contacted: --dry-run{guess})"
 
-    return describe(*family_defaults(plan.config))
+
+def _family_line(plan, user: set[str] = frozenset(), width: int | None = None) -> str:
+    """`task family: classic (algo.norm_obs=False, ...)`: the defaults `surreal launch` chose,
+    less those the user set (`user`: dotted keys), wrapped at `width` columns (None: one line)."""
+    from surreal.algos.families import summary
+
+    return summary(plan.config, user=user, width=width)
 
 
-def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
+def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset()) -> int:
     import symphony
     from surreal import config_check
     from surreal import launch as launching
@@ -287,7 +301,7 @@ def _run(plan, backend: str, quiet: bool, opts: dict) -> int:
         f"{plan.config.run.actors} actors x {plan.config.env.num_envs} envs, backend {backend})"
     )
     if not plan.resume:
-        click.echo(_family_line(plan))
+        click.echo(_family_line(plan, user, width=100))
     started = time.monotonic()
     try:
         handle = symphony.launch(launching.build_experiment(plan), backend, **opts)
@@ -361,10 +375,14 @@ def _raise_interrupt(*_: object) -> None:
 def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
     """Load RUN_DIR's checkpoint and report the mean greedy return over --episodes episodes."""
     _quiet_third_party()
-    if video:
-        _private_runtime_dir()
-    from surreal.evaluate import evaluate_run
+    from surreal.evaluate import check_video, evaluate_run
 
+    if video:
+        try:
+            check_video(video)  # before the run is read and any episode runs
+        except ValueError as err:
+            raise _UserError(str(err)) from err
+        _private_runtime_dir()
     try:
         result = evaluate_run(run_dir, episodes, video)
     except (FileNotFoundError, LookupError, ValueError) as err:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +12,37 @@ import numpy as np
 from surreal import checkpoint
 from surreal.rundir import RunDir, read_json, resolve_run
 
+VIDEO_FORMATS = {".mp4": "imageio_ffmpeg", ".gif": "PIL"}
+"""The video files `--video` writes (imageio): suffix -> the module imageio's writer needs."""
+_PACKAGES = {"imageio_ffmpeg": "imageio-ffmpeg", "PIL": "pillow"}
+
+
+def check_video(path: str) -> None:
+    """Raise ValueError (one line) unless `path` is a video file `record_video` can write: a
+    known suffix, its writer installed, an existing folder; checked before any episode runs."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in VIDEO_FORMATS:
+        shown = f"a {suffix} file" if suffix else "a file without a suffix"
+        known = " or ".join(VIDEO_FORMATS)
+        raise ValueError(f"--video {path}: cannot write {shown}; name a {known} file")
+    for module in ("imageio", VIDEO_FORMATS[suffix]):
+        if find_spec(module) is None:
+            package = _PACKAGES.get(module, module)
+            raise ValueError(
+                f"--video {path}: writing {suffix} needs {package}: pip install {package}"
+            )
+    folder = Path(path).absolute().parent
+    if not folder.is_dir():
+        raise ValueError(f"--video {path}: {folder} is not a folder")
+
 
 def evaluate_run(path: str | Path, episodes: int = 10, video: str | None = None) -> dict[str, Any]:
     """Greedy episodes with the run's latest checkpoint (`path`: a run folder or its s3:// URL);
-    optionally record the first to `video`."""
+    optionally record the first to `video` (`check_video` first, before anything runs)."""
     from surreal.storage_sync import reading
 
+    if video:
+        check_video(video)
     with reading(str(path)) as local:
         return _evaluate(local, episodes, video)
 
@@ -76,7 +102,8 @@ def record_video(policy: Any, config: Any, path: str, max_frames: int = 2000) ->
         if terminated or truncated:
             break
     env.close()
-    imageio.mimsave(path, frames, **({"fps": 30} if path.endswith(".mp4") else {"duration": 33}))
+    mp4 = Path(path).suffix.lower() == ".mp4"
+    imageio.mimsave(path, frames, **({"fps": 30} if mp4 else {"duration": 33}))
 
 
 def run_status(path: str | Path) -> str:

@@ -10,7 +10,7 @@ from surreal import config_check
 from surreal.config import Config, ConfigError
 from surreal.policy_topology import check_inference, check_remote_actors
 from surreal.portable import IMAGE_BACKENDS
-from surreal.rundir import RunDir, slug, write_json
+from surreal.rundir import RunDir, check_writable, slug, write_json
 from surreal.topology import LaunchPlan
 
 __all__ = ["LaunchPlan", "build_experiment", "create_run", "plan", "preflight"]
@@ -28,8 +28,12 @@ def plan(
     trial: str | None = None,
     resume: str | None = None,
     backend: str = "local",
+    dry_run: bool = False,
 ) -> LaunchPlan:
     """Resolve the algorithm, build and check the config and the environment, pick the run folder.
+
+    `dry_run`: a new run in an object store is planned without contacting the store (its
+    trial, unless given, is shown as t1); a local folder is still checked for writing.
 
     Raises:
         UnknownAlgorithm, UnknownEnvironment, ConfigError, FileExistsError, FileNotFoundError:
@@ -40,13 +44,19 @@ def plan(
     from surreal.registry import config_class, resolve
 
     config_check.check_backend_name(backend)  # a misspelt --backend: before torch is imported
-    storage_sync.check_folder(resume or folder)  # an object store that does not answer: now
+    offline = dry_run and not resume  # a dry run of a new run contacts no object store
+    # an object store that does not answer: now (a dry run checks only the URL's form)
+    storage_sync.check_folder(resume or folder, contact=not offline)
+    if not resume and not storage_sync.is_remote(folder):
+        check_writable(folder)  # /proc, a file as parent, a read-only mount: before torch
     if resume:
         run_dir = storage_sync.resume_run_dir(resume)
         if not run_dir.exists():
             raise FileNotFoundError(
                 f"--resume {resume}: not a run folder (no config.json/run.json)"
             )
+        if not run_dir.url:
+            check_writable(run_dir.path, "--resume")
         algo_ref = run_dir.info()["algo"]
         if algo and _absolute_ref(algo) != algo_ref and resolve(algo) is not resolve(algo_ref):
             raise ConfigError(f"--resume {resume} trains {algo_ref!r}, not {algo!r}; drop ALGO")
@@ -85,7 +95,7 @@ def plan(
         name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
     )
     if not resume and storage_sync.is_remote(folder):
-        run_dir = storage_sync.new_remote_run_dir(folder, experiment, trial)
+        run_dir = storage_sync.new_remote_run_dir(folder, experiment, trial, offline=offline)
     elif not resume:
         base = Path(folder) / experiment
         run_dir = RunDir(base / (trial or _next_trial(base)))
@@ -94,6 +104,7 @@ def plan(
                 f"{run_dir.path} exists; pick another --trial or continue it with "
                 f"--resume {run_dir.path}"
             )
+        check_writable(run_dir.path)  # e.g. FOLDER/EXPERIMENT is a file
     exp_name = slug(f"{run_dir.path.parent.name}-{run_dir.path.name}")[:63].strip("-")
     return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume), backend)
 

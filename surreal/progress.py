@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, TextIO
 
+from surreal.progress_view import policy_lag
 from surreal.rundir import RunDir, read_json
 
 ENDED = ("exited", "failed", "stopped")
 UNKNOWN_GRACE_S = 15.0  # a backend may briefly not know a process's state (tmux under load)
+KEPT_FROM_BEFORE = ("global_step", "actor_steps", "episodes")
+"""What an earlier launch's status still says truly about a resumed run (its figures do not)."""
 
 
 def buffer_size(status: dict[str, Any]) -> float | None:
@@ -32,9 +36,68 @@ def format_status(status: dict[str, Any], elapsed: float, total: int = 0) -> str
         f" | {num('charts/sps', '{:,.0f}')} steps/s overall"
         f" | return {num('episodic_return')} | eval {num('charts/eval_return')}"
         f" | learner {num('charts/learner_its', '{:.2f}')} it/s"
-        f" | lag {num('charts/policy_lag', '{:.2f}')}"
+        f" | lag {show(policy_lag(status), '{:.2f}')}"
         f" | buffer {show(buffer_size(status), '{:,.0f}')}"
     )
+
+
+def best_eval(run_dir: RunDir, status: dict[str, Any] | None = None) -> float | None:
+    """The best evaluation return the run recorded so far, over all its launches: the largest
+    `charts/eval_return` in RUN/metrics.jsonl (every launch appends to it) and the status's
+    `best_eval_return`; None if it has none."""
+    saved = (status or {}).get("best_eval_return")
+    found = [] if saved is None else [float(saved)]
+    try:
+        with (run_dir.path / "metrics.jsonl").open("rb") as lines:
+            for line in lines:
+                if b'"charts/eval_return"' in line:
+                    record = _record(line)
+                    if record.get("name") == "charts/eval_return":
+                        found.append(float(record["value"]))
+    except OSError:  # no metrics yet (a new run), or a mirror without them
+        pass
+    return max(found) if found else None
+
+
+def _record(line: bytes) -> dict[str, Any]:
+    try:
+        return json.loads(line)
+    except ValueError:  # the line the sink is writing
+        return {}
+
+
+class StatusReader:
+    """The run's `status.json` as the watch shows it.
+
+    A resumed run's status file is first the one the earlier launch left (the new metrics sink
+    replaces it once it runs): its budget, returns and learner figures are not this launch's.
+    Until it changes, only its step counts are shown, with this launch's budget `total`. The
+    best eval is the run's best so far (`best_eval`), also once the new sink (which starts its
+    best afresh) writes the status.
+    """
+
+    def __init__(self, run_dir: RunDir, total: int = 0) -> None:
+        self.path, self.total = run_dir.status_file, total
+        first = read_json(self.path, {}) or {}
+        updated = first.get("updated")
+        self.old = updated if updated is not None and updated < time.time() else None
+        self.best = best_eval(run_dir, first)
+        self.launch_best: float | None = None
+        """The best eval of this launch's evaluations (what `run.stop_at_return` compares)."""
+
+    def read(self) -> tuple[dict[str, Any], bool]:
+        """(what to show, whether it is still the earlier launch's status)."""
+        status = read_json(self.path, {}) or {}
+        stale = self.old is not None and status.get("updated") == self.old
+        self.launch_best = None if stale else status.get("best_eval_return")
+        if stale:
+            budget = self.total or status.get("total_steps")
+            status = {k: status[k] for k in KEPT_FROM_BEFORE if k in status}
+            status["total_steps"] = budget
+        best = [b for b in (self.best, status.get("best_eval_return")) if b is not None]
+        if best:
+            status["best_eval_return"] = max(best)
+        return status, stale
 
 
 def make_view(out: TextIO | None, title: str, live: bool | None = None) -> Any:
@@ -98,6 +161,7 @@ def _watch(
 
     rates, unknown_since = RateWindow(), None
     crashes = CrashWatch(run_dir.path, _max_restarts(run_dir), since)
+    reader = StatusReader(run_dir, total)
 
     def say(phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
         if view is not None:
@@ -107,7 +171,7 @@ def _watch(
         processes = handle.status().processes
         learner = next((p for p in processes if p.name == "learner"), None)
         failed = [p.name for p in processes if p.state == "failed" and p.name != "learner"]
-        status = read_json(run_dir.status_file, {}) or {}
+        status, stale = reader.read()
         now = time.monotonic()
         step = status.get("global_step")
         crashes.poll()
@@ -116,12 +180,13 @@ def _watch(
             say("failed", f"stopping the run: {looping}", urgent=True)
             return 1
         if step:
-            rate = rates.add(now, step)
+            rate = None if stale else rates.add(now, step)
             values = fields(status, rate, total, processes)
             values["crashes"] = crashes.summary()
             budget = status.get("total_steps") or total
             done = bool(budget) and step >= budget
             phase = "budget used: the learner writes its checkpoint" if done else "training"
+            phase = "resuming: waiting for this launch's first report" if stale else phase
             line = progress_line(values)
             text = f"{phase} (step {values['step']})" if done else line  # said once
             say(phase, text, urgent=done, values=values)
@@ -162,13 +227,11 @@ def _watch(
                 urgent=True,
             )
             return 1
-        if (
-            stop_at_return is not None
-            and status.get("best_eval_return", float("-inf")) >= stop_at_return
-        ):
+        reached = reader.launch_best
+        if stop_at_return is not None and reached is not None and reached >= stop_at_return:
             say(
                 "goal reached",
-                f"eval return {status['best_eval_return']:.1f} >= {stop_at_return}: stopping",
+                f"eval return {reached:.1f} >= {stop_at_return}: stopping",
                 urgent=True,
             )
             return 0

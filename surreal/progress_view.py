@@ -62,6 +62,24 @@ def startup_message(processes: list[Any], first_batch: str = "the learner's firs
     return f"starting: all {len(processes)} processes running; waiting for {first_batch}"
 
 
+def policy_lag(status: dict[str, Any]) -> float | None:
+    """Policy lag in parameter versions: the learner's `charts/policy_lag` (PPO: its version
+    minus the mean version of the batch's segments; ES: 0, every result is the current
+    generation's) or, where the learner cannot see the versions behind its data (DDPG/TD3: replay
+    transitions carry none), how far the actors' policy is behind the learner: the learner's
+    reported `version` minus the mean of `policy_version_actor_<i>` the actors report, at least
+    0 (the two reports arrive at different times). None when neither is reported."""
+    lag = status.get("charts/policy_lag")
+    actors = [
+        v
+        for k, v in status.items()
+        if k.startswith("policy_version_actor_") and isinstance(v, int | float)
+    ]
+    if lag is not None or status.get("version") is None or not actors:
+        return lag
+    return max(0.0, float(status["version"]) - sum(actors) / len(actors))
+
+
 def fields(status: dict[str, Any], rate: float | None, total: int, processes: list[Any]) -> dict:
     """The values the display shows, formatted; a value not reported yet is `-`."""
 
@@ -83,7 +101,7 @@ def fields(status: dict[str, Any], rate: float | None, total: int, processes: li
             else f" (best {status['best_eval_return']:.1f})"
         ),
         "learner": f"{show(busy, '{:.0%}')} busy, {show(its, '{:.2f}')} it/s",
-        "lag": show(status.get("charts/policy_lag"), "{:.2f}"),
+        "lag": show(policy_lag(status), "{:.2f}"),
         "restarts": restarts_by_role(processes),
     }
 

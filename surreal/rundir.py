@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -133,6 +135,39 @@ class RunDir:
         (self.path / "checkpoints").mkdir(parents=True, exist_ok=True)
         config_io.save(config, self.config_file)
         write_json(self.run_file, {**info, "created": time.time()})
+
+
+_WHY = {
+    errno.EROFS: "a read-only file system",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+    errno.ENOENT: "a file system that takes no new folders",
+}
+
+
+def check_writable(folder: str | Path, flag: str = "--folder") -> None:
+    """Raise ConfigError (one line naming `folder` and why) unless a run can be written at or
+    under `folder`: the nearest folder of the path that exists must take new entries. It is
+    probed with an empty temporary folder, removed at once (permission bits alone miss
+    read-only mounts, /proc, and root's rights)."""
+    path = Path(folder).absolute()
+    existing = path
+    while not os.path.lexists(existing):
+        existing = existing.parent
+    if not existing.exists():
+        raise config_io.ConfigError(f"{flag} {folder}: {existing} is a broken symbolic link")
+    if not existing.is_dir():
+        raise config_io.ConfigError(
+            f"{flag} {folder}: {existing} is a file, not a folder; pick another {flag}"
+        )
+    try:
+        probe = tempfile.mkdtemp(prefix=".surreal-probe-", dir=existing)
+    except OSError as err:
+        why = _WHY.get(err.errno or 0, err.strerror or str(err))
+        raise config_io.ConfigError(
+            f"{flag} {folder}: cannot write a run there: {existing} is not writable ({why})"
+        ) from None
+    os.rmdir(probe)
 
 
 def resolve_run(run: str | Path) -> RunDir:

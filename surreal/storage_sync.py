@@ -254,11 +254,13 @@ def reading(ref: str, skip: tuple[str, ...] = SKIP_ON_START) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def check_folder(folder: str) -> None:
-    """For an object-store `--folder`/`--resume`: raise StorageError (one line) unless its bucket
-    answers; before anything is written."""
+def check_folder(folder: str, contact: bool = True) -> None:
+    """For an object-store `--folder`/`--resume`: raise StorageError (one line) unless it names
+    a bucket and (`contact`) the bucket answers; before anything is written."""
     if is_remote(folder):
-        S3Folder(folder).check()
+        remote = S3Folder(folder)  # the URL's form: no store contacted
+        if contact:
+            remote.check()
 
 
 def resume_run_dir(ref: str):
@@ -271,12 +273,17 @@ def resume_run_dir(ref: str):
     return RunDir(prepare_launch_mirror(ref, resume=True), url=ref.rstrip("/"))
 
 
-def new_remote_run_dir(folder: str, experiment: str, trial: str | None):
+def new_remote_run_dir(folder: str, experiment: str, trial: str | None, offline: bool = False):
     """The RunDir of a new run under the object-store folder `folder`: FOLDER/EXPERIMENT/TRIAL,
-    TRIAL the first free t1, t2, ... unless given; FileExistsError when it holds a run."""
+    TRIAL the first free t1, t2, ... unless given; FileExistsError when it holds a run.
+    `offline` (`surreal launch --dry-run`): the store is not contacted, TRIAL is t1 unless
+    given, and nothing checks that it is free."""
     from surreal.rundir import RunDir
 
     base = S3Folder(folder).child(experiment)
+    if offline:
+        run = base.child(trial or "t1")
+        return RunDir(mirror_path(run.url, "launch"), url=run.url)
     if trial is None:
         taken, i = set(base.children()), 1
         while f"t{i}" in taken:

@@ -11,6 +11,8 @@ define one too); what and why is in `docs/learning.md` (measured there).
 
 from __future__ import annotations
 
+import textwrap
+from collections.abc import Iterable
 from typing import Any
 
 from surreal.config import set_value
@@ -57,7 +59,63 @@ def apply_family_defaults(config: Any) -> tuple[str, dict[str, Any]]:
     return family, settings
 
 
-def describe(family: str, settings: dict[str, Any]) -> str:
-    """One line for the launch summary: `task family: classic (algo.norm_obs=False)`."""
-    shown = ", ".join(f"{k}={v}" for k, v in settings.items()) or "no changes"
-    return f"task family: {family} ({shown}; --set overrides win)"
+def user_keys(
+    steps: int | None = None, actors: int | None = None, overrides: Iterable[str] = ()
+) -> set[str]:
+    """The dotted keys the user set on the command line: `--steps` is `run.steps`, `--actors`
+    `run.actors`, each `--set key=value` its key (what `describe` leaves out)."""
+    keys = {item.split("=", 1)[0].strip() for item in overrides if "=" in item}
+    keys |= {"run.steps"} if steps is not None else set()
+    return keys | ({"run.actors"} if actors is not None else set())
+
+
+_MISSING = object()
+
+
+def _value(config: Any, key: str) -> Any:
+    """The config's value at dotted `key` (a missing one: a sentinel no setting equals)."""
+    target: Any = config
+    for part in key.split("."):
+        target = getattr(target, part, _MISSING)
+    return target
+
+
+def describe(
+    family: str,
+    settings: dict[str, Any],
+    config: Any = None,
+    user: Iterable[str] = (),
+    width: int | None = None,
+) -> str:
+    """The launch summary's line(s): `task family: classic (algo.norm_obs=False, ...)`.
+
+    Only the family's settings in effect are shown: not those the user set (keys in `user`,
+    see `user_keys`), nor, given the run's `config`, those whose value there is no longer the
+    family's (the user's `--set`/`--steps` replaced it). Wrapped at `width` columns (None: one
+    line), continuation lines indented by four spaces."""
+    mine = set(user)
+    shown = [
+        f"{k}={v}"
+        for k, v in settings.items()
+        if k not in mine and (config is None or _value(config, k) == v)
+    ]
+    rest = "no other changes" if settings else "no changes"
+    text = f"task family: {family} ({', '.join(shown) or rest}; --set overrides win)"
+    if not width:
+        return text
+    return "\n".join(
+        textwrap.wrap(
+            text,
+            width,
+            subsequent_indent="    ",
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
+
+
+def summary(config: Any, user: Iterable[str] = (), width: int | None = 100) -> str:
+    """`describe` for a planned run's config: its family and the family settings still in
+    effect (what `surreal launch` prints before the run starts)."""
+    family, settings = family_defaults(config)
+    return describe(family, settings, config=config, user=user, width=width)

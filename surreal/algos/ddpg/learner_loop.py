@@ -95,6 +95,7 @@ class _Loop:
             self.counters["global_step"],
             self.counters["iterations"],
         )
+        self.busy_s = 0.0  # seconds spent updating and publishing since the last report
         self.publish()
 
     def publish(self) -> None:
@@ -117,6 +118,7 @@ class _Loop:
             self.publish()  # parameter servers that joined late get the current version
             return
         metrics: dict[str, float] = {}
+        t0 = time.perf_counter()
         for j in range(len(data["rew"]) // algo.batch_size):
             part = slice(j * algo.batch_size, (j + 1) * algo.batch_size)
             metrics = self.learner.learn(
@@ -126,6 +128,7 @@ class _Loop:
             if c["iterations"] % algo.publish_every == 0:
                 c["version"] += 1
                 self.publish()
+        self.busy_s += time.perf_counter() - t0
         self.report(metrics)
 
     def report(self, metrics: dict[str, float]) -> None:
@@ -134,11 +137,12 @@ class _Loop:
             metrics["charts/sps"] = (c["global_step"] - self.start_step) / max(
                 now - self.started, 1e-6
             )
-            metrics["charts/learner_its"] = (c["iterations"] - self.its_at_report) / (
-                now - self.last_report
-            )
+            its = c["iterations"] - self.its_at_report
+            metrics["charts/learner_its"] = its / (now - self.last_report)
+            # seconds per update (as PPO's learner reports): its x learn_time is the busy share
+            metrics["charts/learn_time"] = self.busy_s / max(its, 1)
             self.comp.report(c["global_step"], metrics, version=c["version"], finished=False)
-            self.last_report, self.its_at_report = now, c["iterations"]
+            self.last_report, self.its_at_report, self.busy_s = now, c["iterations"], 0.0
         if now - self.last_ckpt > self.comp.config.algo.checkpoint_every_s:
             self.save()
             self.last_ckpt = now

@@ -72,6 +72,7 @@ class ESMaster:
         self.aborted = False
         self.answered_by: dict[tuple[int, int], str] = {}  # (generation, task) -> worker
         self.finished: list[tuple[int, int, float, float]] = []  # gen, env steps, wall, pop return
+        self.update_s: list[float] = []  # per finished generation: seconds its update took
         self.start = time.perf_counter()
         self.gen = self._new_generation(state.generation)
 
@@ -149,8 +150,10 @@ class ESMaster:
         self.answered_by[(self.gen.number, int(res["task"]))] = worker
         if not self.gen.complete:
             return
+        updating = time.perf_counter()
         record = self.gen.record()
         self.state.apply(record, self.noise)
+        self.update_s.append(time.perf_counter() - updating)
         self.records[record["generation"]] = record
         self.records.pop(record["generation"] - KEEP_RECORDS, None)
         self.env_steps += self.gen.steps

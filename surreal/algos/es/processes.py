@@ -61,6 +61,9 @@ def master_main(run_dir: str, index: int = 0) -> None:
                 "es/reissued_tasks": m.reissued,
                 "charts/sps": (env_steps - start_steps) / max(wall, 1e-6),
                 "charts/learner_its": 1.0 / max(wall - previous_wall, 1e-6),
+                # the master's update per generation (its x learn_time: the share it is busy)
+                "charts/learn_time": m.update_s[i],
+                "charts/policy_lag": 0.0,  # every result it uses is the current generation's
             },
             version=counters["version"],
             finished=m.done,
