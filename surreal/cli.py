@@ -375,15 +375,11 @@ def _raise_interrupt(*_: object) -> None:
 def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
     """Load RUN_DIR's checkpoint and report the mean greedy return over --episodes episodes."""
     _quiet_third_party()
-    from surreal.evaluate import check_video, evaluate_run
+    from surreal.evaluate import evaluate_run
 
     if video:
-        try:
-            check_video(video)  # before the run is read and any episode runs
-        except ValueError as err:
-            raise _UserError(str(err)) from err
         _private_runtime_dir()
-    try:
+    try:  # evaluate_run checks --video (check_video) before the run is read
         result = evaluate_run(run_dir, episodes, video)
     except (FileNotFoundError, LookupError, ValueError) as err:
         raise _UserError(str(err)) from err

@@ -237,6 +237,12 @@ def set_value(config: Config, key: str, value: Any) -> None:
     setattr(target, leaf, _check(key, value, hint))
 
 
+def get_value(config: Config, key: str) -> Any:
+    """The value at dotted `key`; ConfigError for an unknown or retired key (as `set_value`)."""
+    target, leaf, _ = _field(config, key)
+    return getattr(target, leaf)
+
+
 def _field(config: Config, key: str) -> tuple[Any, str, Any]:
     """The dataclass that holds dotted `key`, the field's name and its type; ConfigError for an
     unknown or retired key."""

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, TextIO
 
+from surreal.monitoring.plot import series
 from surreal.progress_view import policy_lag
 from surreal.rundir import RunDir, read_json
 
@@ -48,22 +48,10 @@ def best_eval(run_dir: RunDir, status: dict[str, Any] | None = None) -> float | 
     saved = (status or {}).get("best_eval_return")
     found = [] if saved is None else [float(saved)]
     try:
-        with (run_dir.path / "metrics.jsonl").open("rb") as lines:
-            for line in lines:
-                if b'"charts/eval_return"' in line:
-                    record = _record(line)
-                    if record.get("name") == "charts/eval_return":
-                        found.append(float(record["value"]))
+        found += series(run_dir.path).get("charts/eval_return", ([], []))[1]
     except OSError:  # no metrics yet (a new run), or a mirror without them
         pass
     return max(found) if found else None
-
-
-def _record(line: bytes) -> dict[str, Any]:
-    try:
-        return json.loads(line)
-    except ValueError:  # the line the sink is writing
-        return {}
 
 
 class StatusReader:

@@ -15,7 +15,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from surreal.config import set_value
+from surreal.config import get_value, set_value
 from surreal.core import LearnerConfig
 
 FAMILIES = ("classic", "mujoco", "robosuite", "other")
@@ -69,17 +69,6 @@ def user_keys(
     return keys | ({"run.actors"} if actors is not None else set())
 
 
-_MISSING = object()
-
-
-def _value(config: Any, key: str) -> Any:
-    """The config's value at dotted `key` (a missing one: a sentinel no setting equals)."""
-    target: Any = config
-    for part in key.split("."):
-        target = getattr(target, part, _MISSING)
-    return target
-
-
 def describe(
     family: str,
     settings: dict[str, Any],
@@ -97,7 +86,7 @@ def describe(
     shown = [
         f"{k}={v}"
         for k, v in settings.items()
-        if k not in mine and (config is None or _value(config, k) == v)
+        if k not in mine and (config is None or get_value(config, k) == v)
     ]
     rest = "no other changes" if settings else "no changes"
     text = f"task family: {family} ({', '.join(shown) or rest}; --set overrides win)"
