@@ -220,6 +220,7 @@ def create_run(p: LaunchPlan) -> None:
             "algo": p.algo_ref,
             "env_info": p.env_info.to_dict(),
             "experiment": p.experiment_name,
+            "components": p.algo_class.components(),  # read by every process (RunDir.components)
         }
         _copy_algo_files(p)
         p.run_dir.create(p.config, info)

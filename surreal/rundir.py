@@ -122,9 +122,19 @@ class RunDir:
         shutil.copy2(path, self.path / "code" / Path(path).name)
         return f"code/{Path(path).name}:{cls}"
 
+    def components(self) -> dict[str, str]:
+        """role -> "module:function" of the run's processes: as recorded at launch (`run.json`),
+        so a process finds its entry point without importing the learner (and torch); a run
+        folder written before that was recorded asks the learner class."""
+        recorded = self.info().get("components")
+        return dict(recorded) if recorded else self.algo_class().components()
+
     def load_config(self) -> config_io.Config:
-        """The saved, resolved config."""
-        return config_io.load(self.config_file, self.algo_class().config_class)
+        """The saved, resolved config (a built-in algorithm's config class is imported without
+        its learner, so without torch: `registry.config_class`)."""
+        from surreal.registry import config_class
+
+        return config_io.load(self.config_file, config_class(self.algo_ref()))
 
     def env_info(self) -> EnvInfo:
         """The environment description saved at launch."""

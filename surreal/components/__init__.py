@@ -40,7 +40,7 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
         materialize(run_dir)  # compose, kube: the run's config files travel in the environment
         materialize_keys()  # compose: the run's Curve keys travel in the environment
         with attached(run_dir) as local:  # an s3:// run: a local mirror, uploaded as written
-            roles = RunDir(Path(local)).algo_class().components()
+            roles = RunDir(Path(local)).components()
             if role not in roles:
                 raise ValueError(
                     f"unknown component {role!r}; this run's roles: {', '.join(sorted(roles))}"

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
 import time
@@ -36,7 +37,6 @@ class Component:
 
         self.run = RunDir(Path(run_dir))
         self.config = self.run.load_config()
-        self.algo = self.run.algo_class()
         self.env_info = self.run.env_info()
         self.role, self.index = role, index
         self.log = logs.get()
@@ -65,6 +65,12 @@ class Component:
         self.prom = prometheus.start(self.run.path, role, index, restarts)
         """This process's Prometheus series (`surreal.monitoring.prometheus.METRICS`)."""
         self.reports = 0
+
+    @functools.cached_property
+    def algo(self) -> type:
+        """The run's Learner class, imported on first use: a process that never asks for it
+        (the parameter server, the metrics sink) never imports the learner's module or torch."""
+        return self.run.algo_class()
 
     def _on_signal(self, *_: object) -> None:
         """First SIGTERM/SIGINT: unwind from wherever the process blocks (a socket, an env
