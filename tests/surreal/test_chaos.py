@@ -1,5 +1,5 @@
-"""Chaos: kill -9 of a random non-learner process every 5 s for 2 minutes; the run still finishes
-(rc 0) and learns CartPole (eval >= 475).
+"""Chaos: kill -9 of a random non-learner process every 2.5 s for a minute; the run still
+finishes (rc 0) and learns CartPole (eval >= 475).
 
 Slow (a real run, several minutes here). Every helper (actors, buffer, parameter server,
 evaluator, metrics sink) dies several times; each comes back under the restart policy, actors wait
@@ -18,15 +18,15 @@ import pytest
 from tests.surreal.helpers import describe, metric_records, start_launch, status, wait_until
 from tests.surreal.test_hostile_peers import SETTINGS, sample_steps
 
-CHAOS_S, EVERY_S = 120.0, 5.0
+CHAOS_S, EVERY_S = 60.0, 2.5  # 24 kills: each of the 8 helpers dies ~3 times
 # A step budget that keeps the run going past the chaos on this machine (the learner does a few
 # thousand steps per second here, fewer while its helpers keep dying).
-STEPS = 500_000
+STEPS = 300_000
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(1200)
-def test_killing_random_helpers_for_two_minutes_does_not_stop_a_run_from_learning(tmp_path):
+def test_killing_random_helpers_for_a_minute_does_not_stop_a_run_from_learning(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "chaos" / "a"
     rng = random.Random(25)
     proc = start_launch(

@@ -98,7 +98,10 @@ def test_curve_slurm_run_learns_on_both_nodes_and_refuses_a_client_without_the_k
             assert plain.curve is None
             with pytest.raises(caraml.RequestTimeout):
                 plain.request({"kind": "get"})
-        _answers_with_the_runs_keys(address, run / "keys")  # ... and was up all along
+        # ... and it was the same server all along: never restarted. (No second request: at
+        # GOAL the run may end any moment from here, and its server with it.)
+        server = [p for p in describe(home, "curve-a").processes if p.name == "param-server"]
+        assert len(server) == 1 and server[0].restarts == 0, server
         nodes: set[str] = set()
 
         def both_nodes() -> bool:  # the union of the nodes the run's jobs were seen on

@@ -107,6 +107,7 @@ def test_td3_reaches_minus_200_on_pendulum_within_15k_env_steps_and_stops_there(
 
 
 @pytest.mark.slow
+@pytest.mark.long  # the README's DDPG line is this command, and test_readme checks its -200
 @pytest.mark.timeout(600)
 def test_ddpg_reaches_minus_200_on_pendulum_within_30k_env_steps(tmp_path):
     started = time.monotonic()

@@ -85,6 +85,7 @@ def s3_run(store):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # test_compose_s3 checks the same store code from containers (CONTRIBUTING.md)
 def test_the_run_learns_and_its_files_are_in_the_bucket(s3_run):
     root, client, result = s3_run
     assert f"run folder: {RUN_URL} " in result.stdout
@@ -110,6 +111,7 @@ def test_the_run_learns_and_its_files_are_in_the_bucket(s3_run):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # test_compose_s3 checks the same store code from containers (CONTRIBUTING.md)
 def test_status_and_eval_read_the_run_from_the_bucket(s3_run):
     root, _, _ = s3_run
     status = surreal_cli(["status", RUN_URL], root, root / "home")
@@ -125,6 +127,7 @@ def test_status_and_eval_read_the_run_from_the_bucket(s3_run):
 
 
 @pytest.mark.slow
+@pytest.mark.long  # test_compose_s3 checks the same store code from containers (CONTRIBUTING.md)
 def test_resume_from_the_bucket_continues_the_run(s3_run):
     root, client, _ = s3_run
     prefix = "team/cartpole/s3"
