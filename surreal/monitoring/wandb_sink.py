@@ -23,6 +23,7 @@ import re
 import struct
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,8 @@ class WandbSink:
         self.latest: dict[str, tuple[int, float]] = {}
         self.queue: queue.Queue = queue.Queue()
         self.dropped = 0
+        self.error: str | None = None
+        """Why logging stopped early or finishing failed (also printed once), else None."""
         self.thread = threading.Thread(target=self._work, name="wandb-sink", daemon=True)
         self.thread.start()
 
@@ -135,12 +138,14 @@ class WandbSink:
                 else:
                     run.log(row)
         except Exception as err:  # wandb's own failures: report once, keep the run going
-            print(f"wandb logging stopped: {type(err).__name__}: {err}", file=sys.stderr)
+            self.error = f"wandb logging stopped: {type(err).__name__}: {err}"
+            print(self.error, file=sys.stderr)
             return
         try:
             run.finish()
         except Exception as err:  # its service already stopped with the run
-            print(f"wandb finish failed: {type(err).__name__}: {err}", file=sys.stderr)
+            self.error = f"wandb finish failed: {type(err).__name__}: {err}"
+            print(self.error, file=sys.stderr)
 
 
 def open_sink(run_path: Path, config: Any) -> WandbSink | None:
@@ -185,21 +190,33 @@ def records(path: Path) -> list[bytes]:
     return out
 
 
-def read_summary(run_folder: Path) -> dict[str, Any]:
+def read_summary(run_folder: Path, wait_s: float = 30.0) -> dict[str, Any]:
     """The summary of the W&B run files under `run_folder` (e.g. `RUN/wandb/offline-run-*`):
-    every summary update of its `.wandb` file applied in order."""
+    every summary update of its `.wandb` file applied in order.
+
+    wandb's service writes the file from its own process and may still be flushing it when
+    `finish()` has returned in ours: until the file holds the run's `exit` record, it is read
+    again (at most `wait_s` seconds; then what it holds is returned).
+    """
     from wandb.proto import wandb_internal_pb2 as pb
 
-    files = sorted(Path(run_folder).glob("**/*.wandb"))
-    if not files:
-        raise FileNotFoundError(f"no .wandb file under {run_folder}")
-    summary: dict[str, Any] = {}
-    for raw in records(files[-1]):
-        rec = pb.Record()
-        rec.ParseFromString(raw)
-        if rec.WhichOneof("record_type") != "summary":
-            continue
-        for item in rec.summary.update:
-            key = item.key or ".".join(item.nested_key)
-            summary[key] = json.loads(item.value_json)
-    return summary
+    deadline = time.monotonic() + wait_s
+    while True:
+        files = sorted(Path(run_folder).glob("**/*.wandb"))
+        if not files and time.monotonic() > deadline:
+            raise FileNotFoundError(f"no .wandb file under {run_folder}")
+        summary: dict[str, Any] = {}
+        ended = False
+        for raw in records(files[-1]) if files else []:
+            rec = pb.Record()
+            rec.ParseFromString(raw)
+            kind = rec.WhichOneof("record_type")
+            ended = ended or kind == "exit"
+            if kind != "summary":
+                continue
+            for item in rec.summary.update:
+                key = item.key or ".".join(item.nested_key)
+                summary[key] = json.loads(item.value_json)
+        if ended or (files and time.monotonic() > deadline):
+            return summary
+        time.sleep(0.1)  # polling a file another process writes, with a deadline

@@ -223,8 +223,9 @@ def test_the_wandb_sink_writes_an_offline_run_whose_summary_reader_sees_it(tmp_p
     sink.commit()
     sink.log("charts/eval_return", 9.0, 350)  # a late one after the newest: not the final value
     sink.close(timeout_s=120)
-    assert not sink.thread.is_alive()
+    assert not sink.thread.is_alive() and sink.error is None, sink.error
     summary = wandb_sink.read_summary(tmp_path / "wb")
+    assert {"charts/eval_return", "charts/episodic_return"} <= set(summary), summary
     assert summary["charts/eval_return"] == 42.5 and summary["charts/episodic_return"] == 7.0
     assert summary["global_step"] == 400
     assert [p.name for p in (tmp_path / "wb" / "wandb").glob("offline-run-*-exp-t1")]
