@@ -92,7 +92,7 @@ def test_two_replicas_on_half_batches_match_one_learner_on_the_whole(tmp_path):
 
 
 @pytest.mark.timeout(600)  # two launches; minutes on a loaded 2-core machine
-@pytest.mark.integration
+@pytest.mark.slow  # 82-154 s in CI (two launches of 3 learner-side processes): the heavy group
 def test_launch_with_two_learner_replicas_then_resume(tmp_path):
     """`surreal launch ppo --set run.learner_replicas=2`: two learner processes (gloo), each on
     one of the two actors' segments per batch; rank 0 checkpoints; `--resume` continues."""

@@ -19,7 +19,8 @@ import pytest
 
 from caraml.wire import serialize
 from symphony.scrape import is_scrape_service
-from tests.surreal.helpers import metric_records, start_launch, status, wait_until
+from symphony.testing import FairClock
+from tests.surreal.helpers import ctrl_c, metric_records, start_launch, status, wait_until
 from tests.surreal.port_fuzz import flood, garbled, http_junk, junk_connections, socket_types
 from tests.surreal.run_ports import endpoints, restarts_in_logs
 from tests.surreal.test_ppo_learns import CARTPOLE
@@ -34,6 +35,7 @@ SETTINGS = [
 ]
 MESSAGES, CONNECTIONS, WINDOW_S = 10_000, 200, 20.0
 HTTP_REQUESTS = 200  # to each process's Prometheus /metrics port (HTTP, not caraml)
+BUDGET = 10_000_000  # never reached: the test ends the run
 
 
 def _attack(host: str, port: int, service: str, seed: int, report: dict) -> None:
@@ -50,20 +52,31 @@ def _attack(host: str, port: int, service: str, seed: int, report: dict) -> None
     report[service] = (sent, junk_connections(host, port, CONNECTIONS, rng))
 
 
-def sample_steps(proc: subprocess.Popen, run: Path) -> list[tuple[float, int]]:
-    """(time, global step) about every second until the launch ends by itself (its output is
-    kept in a pipe that a thread drains)."""
+def sample_steps(
+    proc: subprocess.Popen, run: Path, until=None, timeout: float | None = None
+) -> list[tuple[float, int]]:
+    """(time, global step) about every second until the launch ends by itself, or `until()`
+    holds (then it is left running), or `timeout` seconds (fair-share: FairClock) pass (its
+    output is kept in a pipe that a thread drains)."""
     lines: list[str] = []
     drain = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     drain.start()
     steps = []
+    clock = FairClock(timeout) if timeout is not None else None
     while True:
         steps.append((time.monotonic(), status(run).get("global_step", 0)))
+        if until is not None and until():
+            break
+        if clock is not None and clock.expired():
+            raise AssertionError(f"timed out after {clock.describe()}: {steps[-3:]}")
         try:
             proc.wait(timeout=1.0)
             break
         except subprocess.TimeoutExpired:
             continue
+    if proc.poll() is None:  # left running: stop it here, so that the pipe ends
+        ctrl_c(proc)
+        proc.wait(timeout=180)
     drain.join(timeout=10)
     proc.stdout = io.StringIO("".join(lines))
     return steps
@@ -72,6 +85,10 @@ def sample_steps(proc: subprocess.Popen, run: Path) -> list[tuple[float, int]]:
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_junk_on_every_port_of_a_ppo_run_crashes_nothing_and_it_still_learns(tmp_path):
+    """The run has a budget it never reaches: the test ends it (Ctrl-C) once every attacker is
+    done and an evaluation reached 475, so a run that learns fast cannot end while a port still
+    takes junk (CI of 1f76965: an actor's /metrics port closed with the run after 185 of 200
+    junk connections)."""
     home, run = tmp_path / "home", tmp_path / "runs" / "fuzz" / "a"
     proc = start_launch(
         [
@@ -81,7 +98,7 @@ def test_junk_on_every_port_of_a_ppo_run_crashes_nothing_and_it_still_learns(tmp
             "--actors",
             "4",
             "--steps",
-            "300000",
+            str(BUDGET),
             "--name",
             "fuzz",
             "--trial",
@@ -102,15 +119,21 @@ def test_junk_on_every_port_of_a_ppo_run_crashes_nothing_and_it_still_learns(tmp
         ]
         for thread in attackers:
             thread.start()
-        steps = sample_steps(proc, run)
-        for thread in attackers:
-            thread.join(timeout=5)
+        steps = sample_steps(
+            proc,
+            run,
+            until=lambda: not any(t.is_alive() for t in attackers) and _best_eval(run) >= 475,
+            timeout=600,
+        )
+        if proc.poll() is None:
+            ctrl_c(proc)
+            proc.wait(timeout=180)
         out = proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 0, out
-    assert set(report) == set(ports), f"the run ended before every port got its junk: {report}"
+    assert proc.returncode == 130, out  # stopped by the test, not ended (or failed) by itself
+    assert set(report) == set(ports), f"an attacker did not finish: {report}"
     for service, (sent, connected) in report.items():
         least = HTTP_REQUESTS if is_scrape_service(service) else MESSAGES
         assert sent >= least and connected == CONNECTIONS, (service, sent, connected)
@@ -122,8 +145,14 @@ def test_junk_on_every_port_of_a_ppo_run_crashes_nothing_and_it_still_learns(tmp
         for t0, s0 in steps
         if t0 + WINDOW_S <= steps[-1][0]
         and max(s for t, s in steps if t0 <= t <= t0 + WINDOW_S) <= s0
-        and s0 < final["total_steps"]
     ]
     assert not stalls, f"the global step stood still for {WINDOW_S} s from (t, step): {stalls[:5]}"
-    evals = [r["value"] for r in metric_records(run) if r["name"] == "charts/eval_return"]
-    assert max(evals) >= 475, f"evaluation never reached 475: {evals[-10:]}"
+    assert _best_eval(run) >= 475, "evaluation never reached 475"
+
+
+def _best_eval(run: Path) -> float:
+    try:
+        records = metric_records(run)
+    except FileNotFoundError:
+        return float("-inf")
+    return max((r["value"] for r in records if r["name"] == "charts/eval_return"), default=-1e9)

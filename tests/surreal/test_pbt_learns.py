@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
+import psutil
 import pytest
 
 from surreal.testing import surreal_cli
@@ -57,20 +59,20 @@ ARGS = [
     params=[pytest.param(300, id="learns"), pytest.param(475, id="solves", marks=pytest.mark.long)],
 )
 def population(tmp_path_factory, request):
-    """The run (ended by the first member's evaluation >= the goal); once m1 (a good member) has
-    a checkpoint, its learner is killed (SIGKILL) to show that a member is restarted and the
-    population goes on."""
+    """The run (ended by the first member's evaluation >= the goal); as soon as m3 (a bad
+    member) has a learner, it is killed (SIGKILL) to show that a member is restarted and the
+    population goes on. (A kill once a good member had a checkpoint came, on a loaded CI, after
+    another member had reached the goal: the run ended before the restart was seen.)"""
     goal = request.param
     cwd = tmp_path_factory.mktemp("pbt")
     home, run = cwd / "home", cwd / "runs" / "pbt" / "ci"
     started = time.monotonic()
     proc = start_launch([*ARGS[1:], "--set", f"run.stop_at_return={goal}"], cwd, home)
     try:
-        wait_until(lambda: (run / "m1" / "checkpoints" / "latest.pt").is_file(), 400, "m1", proc)
-        learner = [p for p in processes_of(run / "m1") if "learner" in p.cmdline()]
+        learner = wait_until(lambda: _learners(run / "m3"), 400, "m3's learner", proc)
         min(learner, key=lambda p: p.create_time()).kill()  # not its DataFetcher worker
         killed_at = time.time()
-        restarts = wait_until(lambda: _restarts(home, "m1-learner"), 120, "a restart", proc)
+        restarts = wait_until(lambda: _restarts(home, "m3-learner"), 120, "a restart", proc)
         out, _ = proc.communicate(timeout=400)
     finally:
         if proc.poll() is None:
@@ -79,6 +81,17 @@ def population(tmp_path_factory, request):
     wall = time.monotonic() - started
     print(f"\nPBT CartPole population of 4: wall {wall:.0f} s\n{out[-3000:]}")
     return proc.returncode, out, run, cwd, (restarts, killed_at), goal
+
+
+def _learners(member: Path) -> list:
+    found = []
+    for proc in processes_of(member):
+        try:
+            if "learner" in proc.cmdline():
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            continue
+    return found
 
 
 def _restarts(home, name: str) -> int:
@@ -143,7 +156,7 @@ def test_the_log_shows_a_copy_into_a_bad_member_that_its_learner_took(population
 @pytest.mark.timeout(600)
 def test_a_killed_member_learner_is_restarted_and_the_population_goes_on(population):
     code, out, run, _, (restarts, killed_at), _ = population
-    assert restarts >= 1  # symphony restarted m1-learner (from m1's checkpoint)
+    assert restarts >= 1  # symphony restarted m3-learner
     assert code == 0 and "goal reached" in out  # the others kept going
     log = [json.loads(line) for line in (run / "pbt.jsonl").read_text().splitlines()]
     assert any(r["event"] == "round" and r["time"] > killed_at for r in log)  # so did the manager

@@ -79,11 +79,18 @@ def remote_run(tmp_path_factory, request):
     drain = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     drain.start()
     try:
-        # kill -9 the policy worker once the learner has learned from its answers
-        wait_until(lambda: status(run).get("global_step", 0) > 0, 300, "first learner step", proc)
-        victim = _worker(run)
-        assert victim is not None, "no policy worker process"
-        killed_at = status(run)["global_step"]
+        # kill -9 the policy worker once an actor acts with its answers, before the policy has
+        # learned anything: a kill after the first learner step could come (status.json lags
+        # under load) when the next evaluation already reaches the goal, and the run then ends
+        # before the restarted worker is seen (CI of 1f76965)
+        acting = run / "logs" / "actor-0.log"
+        victim = wait_until(
+            lambda: acting.is_file() and "; acting" in acting.read_text() and _worker(run),
+            300,
+            "an acting actor and its policy worker",
+            proc,
+        )
+        killed_at = status(run).get("global_step", 0)
         victim.kill()
         wait_until(
             lambda: (w := _worker(run)) is not None and w.pid != victim.pid and w,
