@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from surreal.parameter_client import ParameterClient
 from tests.surreal.helpers import (
     metric_records,
     processes_of,
@@ -23,7 +24,7 @@ from tests.surreal.helpers import (
     status,
     wait_until,
 )
-from tests.surreal.run_ports import restarts_in_logs
+from tests.surreal.run_ports import endpoints, restarts_in_logs
 
 pytest.importorskip("torch")
 pytest.importorskip("gymnasium")
@@ -79,17 +80,22 @@ def remote_run(tmp_path_factory, request):
     drain = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
     drain.start()
     try:
-        # kill -9 the policy worker once an actor acts with its answers, before the policy has
-        # learned anything: a kill after the first learner step could come (status.json lags
-        # under load) when the next evaluation already reaches the goal, and the run then ends
-        # before the restarted worker is seen (CI of 1f76965)
-        acting = run / "logs" / "actor-0.log"
-        victim = wait_until(
-            lambda: acting.is_file() and "; acting" in acting.read_text() and _worker(run),
-            300,
-            "an acting actor and its policy worker",
-            proc,
-        )
+        # kill -9 the policy worker while the parameter server still holds the first
+        # parameters (the actors act with them through the worker; nothing learned yet). A kill
+        # at the first learner step as status.json shows it came, under load, when the policy
+        # already scored the goal: the run ended before the restart was seen (CI of 1f76965).
+        # (Component logs are no signal here: they reach their files late.)
+        address = wait_until(lambda: endpoints(home, "remote-a").get("params"), 300, "ports", proc)
+        params = ParameterClient(f"tcp://{address[0]}:{address[1]}", timeout=2.0, outage_s=60.0)
+        try:
+
+            def first_parameters_and_a_worker():
+                params.fetch()
+                return params.version >= 1 and _worker(run)
+
+            victim = wait_until(first_parameters_and_a_worker, 300, "parameters, a worker", proc)
+        finally:
+            params.close()
         killed_at = status(run).get("global_step", 0)
         victim.kill()
         wait_until(
