@@ -84,7 +84,8 @@ def remote_run(tmp_path_factory, request):
         # parameters (the actors act with them through the worker; nothing learned yet). A kill
         # at the first learner step as status.json shows it came, under load, when the policy
         # already scored the goal: the run ended before the restart was seen (CI of 1f76965).
-        # (Component logs are no signal here: they reach their files late.)
+        # (RUN/logs/ is no signal here: the launcher appends the processes' logs to it when the
+        # run stops; the live ones are in symphony's home, `symphony logs`.)
         address = wait_until(lambda: endpoints(home, "remote-a").get("params"), 300, "ports", proc)
         params = ParameterClient(f"tcp://{address[0]}:{address[1]}", timeout=2.0, outage_s=60.0)
         try:
