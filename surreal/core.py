@@ -10,11 +10,17 @@ import numpy as np
 
 from surreal.config import Config
 from surreal.parameter_client import ParameterClient  # noqa: F401  (surreal.core's API)
-from surreal.replay import Replay
+from surreal.replay import FifoSampler, FifoStorage, Replay
 from surreal.spaces import EnvInfo
 
 Batch = dict[str, np.ndarray]
 Params = dict[str, np.ndarray]
+
+
+def fifo_replay(per_batch: int, actors: int) -> Replay:
+    """`Learner.make_replay`'s default: FIFO, each segment learned from once, holding up to 4
+    batches of `per_batch` segments plus 2 segments per actor."""
+    return Replay(FifoStorage(capacity=4 * per_batch + 2 * actors), FifoSampler())
 
 
 @dataclass
@@ -202,11 +208,7 @@ class Learner(abc.ABC):
         Default: FIFO, each segment learned from once (on-policy), holding up to 4 batches plus 2
         segments per actor; the oldest segment is dropped when full.
         """
-        from surreal.replay import FifoSampler, FifoStorage
-
-        per_batch = cls.segments_per_batch(run_config)
-        capacity = 4 * per_batch + 2 * run_config.run.actors
-        return Replay(FifoStorage(capacity=capacity), FifoSampler())
+        return fifo_replay(cls.segments_per_batch(run_config), run_config.run.actors)
 
     @classmethod
     def build_experiment(cls, plan: Any) -> Any:

@@ -8,6 +8,7 @@ from typing import Any
 from surreal import config as config_io
 from surreal import config_check
 from surreal.config import Config, ConfigError
+from surreal.core import Learner
 from surreal.policy_topology import check_inference, check_remote_actors
 from surreal.portable import IMAGE_BACKENDS
 from surreal.rundir import RunDir, check_writable, slug, write_json
@@ -204,13 +205,24 @@ def build_experiment(p: LaunchPlan) -> Any:
     return portable.apply(curve.apply(p.algo_class.build_experiment(p), p), p)
 
 
+def _process_facts(p: LaunchPlan) -> dict[str, Any]:
+    """What the run's processes read from `run.json` instead of importing the learner (and
+    torch): their entry points (`RunDir.components`) and, when the algorithm keeps the default
+    replay, its size (`surreal.components.replay.make_replay`)."""
+    facts: dict[str, Any] = {"components": p.algo_class.components()}
+    if getattr(p.algo_class.make_replay, "__func__", None) is Learner.make_replay.__func__:
+        facts["fifo_replay"] = {"segments_per_batch": p.algo_class.segments_per_batch(p.config)}
+    return facts
+
+
 def create_run(p: LaunchPlan) -> None:
     """Write the run folder (config, run record, experiment spec) before launching."""
     p.experiment_name = _free_experiment_name(p)
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
-        if p.run_dir.info().get("experiment") != p.experiment_name:
-            write_json(p.run_dir.run_file, {**p.run_dir.info(), "experiment": p.experiment_name})
+        info = {**p.run_dir.info(), "experiment": p.experiment_name, **_process_facts(p)}
+        if info != p.run_dir.info():
+            write_json(p.run_dir.run_file, info)
     else:
         if p.run_dir.url:  # a run in an object store: written here, uploaded by surreal launch
             from surreal.storage_sync import prepare_launch_mirror
@@ -220,7 +232,7 @@ def create_run(p: LaunchPlan) -> None:
             "algo": p.algo_ref,
             "env_info": p.env_info.to_dict(),
             "experiment": p.experiment_name,
-            "components": p.algo_class.components(),  # read by every process (RunDir.components)
+            **_process_facts(p),
         }
         _copy_algo_files(p)
         p.run_dir.create(p.config, info)

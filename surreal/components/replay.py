@@ -10,6 +10,7 @@ import numpy as np
 from surreal.components.batch_protocol import ReplyCache
 from surreal.components.common import Component
 from surreal.components.ports import NOTHING, GuardedServer, receive
+from surreal.core import fifo_replay
 from surreal.guard import PortGuard
 from surreal.monitoring import logs
 from surreal.replay import Replay
@@ -22,7 +23,12 @@ from surreal.schemas import (
 
 
 def make_replay(comp: Component) -> Replay:
-    """The replay the run's algorithm wants (`Learner.make_replay`; FIFO by default)."""
+    """The replay the run's algorithm wants (`Learner.make_replay`; FIFO by default). The
+    default, recorded at launch (`run.json` "fifo_replay"), is made without the learner's module,
+    so the buffer never imports torch."""
+    fifo = comp.run.info().get("fifo_replay")
+    if fifo is not None:
+        return fifo_replay(int(fifo["segments_per_batch"]), comp.config.run.actors)
     return comp.algo.make_replay(comp.config)
 
 

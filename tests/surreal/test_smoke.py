@@ -3,8 +3,8 @@
 Actors, buffer, learner, parameter server, evaluator and metrics sink start as processes of the
 local backend; the test watches the run's own files grow (learner steps, parameter versions, a
 checkpoint written during the run), then presses Ctrl-C and checks that no process of the run is
-left and that the shared memory it held is freed. The parameter server and the metrics sink
-run without torch. The training itself is not judged here: the
+left and that the shared memory it held is freed. The buffer, the parameter server and the
+metrics sink run without torch. The training itself is not judged here: the
 learning tests of `make test` do that.
 """
 
@@ -51,9 +51,10 @@ def test_a_2k_step_ppo_run_trains_checkpoints_and_ctrl_c_leaves_nothing(tmp_path
         running = processes_of(run)
         names = {" ".join(p.cmdline()) for p in running}
         assert len(running) >= 6, names  # 2 actors, buffer, learner, parameter server, ...
-        # the parameter server and the metrics sink never load torch (~1.5 CPU-s and ~140 MB
-        # each): RunDir.components and the config class come without the learner's module
-        for role in ("param-server", "metrics"):
+        # the buffer, the parameter server and the metrics sink never load torch (~1.5 CPU-s
+        # and ~130 MB each): their entry points, config class and replay size come without
+        # the learner's module
+        for role in ("buffer", "param-server", "metrics"):
             (server,) = [p for p in running if role in p.cmdline()]
             maps = Path(f"/proc/{server.pid}/maps").read_text()
             assert "libtorch" not in maps, f"{role} loaded torch"
