@@ -62,8 +62,13 @@ class Client(Endpoint):
         wait_ms = int(1000 * (self.timeout if timeout is None else timeout))
         for _ in range(1 + self.retries):
             try:
-                send_frames(self._sock, frames)
-                ready = self._sock.poll(wait_ms, zmq.POLLIN)
+                # a REQ socket with no peer to send to (e.g. between the reconnects of a refused
+                # handshake) blocks in send for good: wait for it to be writable within the
+                # attempt's time instead, so that a request always ends within its attempts
+                writable = self._sock.poll(wait_ms, zmq.POLLOUT)
+                if writable:
+                    send_frames(self._sock, frames, zmq.NOBLOCK)
+                ready = writable and self._sock.poll(wait_ms, zmq.POLLIN)
             except BaseException:  # e.g. Ctrl-C while waiting: leave a usable socket behind
                 self._reset()
                 raise
