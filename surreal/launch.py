@@ -220,8 +220,9 @@ def create_run(p: LaunchPlan) -> None:
     p.experiment_name = _free_experiment_name(p)
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
-        info = {**p.run_dir.info(), "experiment": p.experiment_name, **_process_facts(p)}
-        if info != p.run_dir.info():
+        before = p.run_dir.info()
+        info = {**before, "experiment": p.experiment_name, **_process_facts(p)}
+        if info != before:
             write_json(p.run_dir.run_file, info)
     else:
         if p.run_dir.url:  # a run in an object store: written here, uploaded by surreal launch
