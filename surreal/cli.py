@@ -421,17 +421,58 @@ def _private_runtime_dir() -> None:
 
 @main.command()
 @click.argument("run_dir", type=click.Path())
-def status(run_dir: str) -> None:
+@click.option(
+    "-f",
+    "--follow",
+    is_flag=True,
+    help="Then show its progress until the run ends, as `surreal launch` does (e.g. after "
+    "the launch's terminal was closed: the run goes on without it). Ctrl-C stops following, "
+    "not the run. Exit code: 0 the run finished, 1 it failed.",
+)
+def status(run_dir: str, follow: bool) -> None:
     """Show RUN_DIR's progress (steps, returns, checkpoint) and whether its processes are alive."""
     from surreal.evaluate import run_status
     from surreal.pbt.status import population_status
     from surreal.pbt.store import is_population
 
+    if follow and "://" in run_dir:
+        raise _UserError("--follow watches a run on this machine: pass its local run folder")
     try:
         populated = "://" not in run_dir and is_population(Path(run_dir))
         click.echo(population_status(Path(run_dir)) if populated else run_status(run_dir))
     except (FileNotFoundError, LookupError, ValueError) as err:
         raise _UserError(str(err)) from err
+    if follow and not populated:
+        sys.exit(_follow(Path(run_dir)))
+
+
+def _follow(path: Path) -> int:
+    """`surreal status -f`: the launcher's progress display on a running local or cluster run."""
+    from surreal.progress import monitor
+    from surreal.rundir import resolve_run
+    from symphony.backends import get_backend
+    from symphony.errors import ExperimentNotFound
+    from symphony.launcher import ExperimentHandle
+    from symphony.records import ACTIVE_STATUSES, Records
+
+    run = resolve_run(path)
+    try:
+        record = Records().load(str(run.info().get("experiment")))
+    except ExperimentNotFound:  # no record here: nothing of it runs on this machine's backends
+        click.echo("not running: nothing to follow")
+        return 0
+    handle = ExperimentHandle(get_backend(record.backend), record)
+    shown = handle.status().status  # the outcome once it ended
+    if shown not in ACTIVE_STATUSES:
+        click.echo(f"not running ({shown}): nothing to follow")
+        return 0 if shown == "finished" else 1
+    try:
+        code = monitor(handle, run, out=sys.stdout, total=run.load_config().run.steps)
+    except KeyboardInterrupt:
+        click.echo(f"stopped following; the run goes on (surreal status -f {path})")
+        return 130
+    click.echo(f"the run ended: {'finished' if code == 0 else 'failed'}")
+    return code
 
 
 @main.command(hidden=True)

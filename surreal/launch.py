@@ -199,10 +199,14 @@ def preflight(p: LaunchPlan) -> None:
 def build_experiment(p: LaunchPlan) -> Any:
     """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`,
     with the run's Curve keys on every process when `surreal.curve.enabled(plan)`, and on
-    compose and kube commands that run in the image (`surreal.portable`)."""
+    compose and kube commands that run in the image (`surreal.portable`). The learner's end
+    is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there."""
     from surreal import curve, portable
 
-    return portable.apply(curve.apply(p.algo_class.build_experiment(p), p), p)
+    exp = portable.apply(curve.apply(p.algo_class.build_experiment(p), p), p)
+    if "learner" in exp.process_names():
+        exp.ends_with = ["learner"]
+    return exp
 
 
 def _process_facts(p: LaunchPlan) -> dict[str, Any]:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from surreal.components.common import STOP_DEADLINE_S
 from surreal.monitoring.plot import series
 from surreal.progress_view import policy_lag
 from surreal.rundir import RunDir, read_json
+from symphony.backends.base import ExperimentStatus
+from symphony.states import ALIVE_STATES
 
 ENDED = ("exited", "failed", "stopped")
 UNKNOWN_GRACE_S = 15.0  # a backend may briefly not know a process's state (tmux under load)
@@ -156,7 +159,18 @@ def _watch(
             view.show(phase, text, urgent=urgent, values=values)
 
     while True:
-        processes = handle.status().processes
+        described = handle.status()
+        processes = described.processes
+        if _supervisor_lost(described):
+            say(
+                "failed",
+                f"the run's supervisor (pid {described.details.get('supervisor_pid')}) died: "
+                "its processes stop by themselves, the learner writing its checkpoint first. "
+                f"Continue the run with: surreal launch --resume {run_dir.path}",
+                urgent=True,
+            )
+            _wait_for_stop(handle)
+            return 1
         learner = next((p for p in processes if p.name == "learner"), None)
         failed = [p.name for p in processes if p.state == "failed" and p.name != "learner"]
         status, stale = reader.read()
@@ -224,6 +238,25 @@ def _watch(
             )
             return 0
         time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
+
+
+def _supervisor_lost(described: Any) -> bool:
+    """Whether a local run's supervisor is gone (other backends do not say)."""
+    return (
+        isinstance(described, ExperimentStatus)
+        and described.details.get("supervisor_alive") is False
+    )
+
+
+def _wait_for_stop(handle: Any) -> None:
+    """Give processes whose supervisor died the time they have to stop by themselves (they
+    end within `STOP_DEADLINE_S` of its death signal), so stopping the run afterwards does not
+    kill a learner that is writing its checkpoint."""
+    deadline = time.monotonic() + STOP_DEADLINE_S + 5.0
+    while time.monotonic() < deadline:
+        if not any(p.state in ALIVE_STATES for p in handle.status().processes):
+            return
+        time.sleep(0.25)  # polling the process table: the processes decide when they end
 
 
 def _max_restarts(run_dir: RunDir) -> int:

@@ -20,14 +20,17 @@ REST_GRACE_S = 5.0
 
 
 def die_with_parent() -> None:
-    """`preexec_fn`: the child gets SIGKILL when the thread that started it dies (Linux only).
+    """`preexec_fn`: the child gets SIGTERM when the thread that started it dies (Linux only).
 
-    So a supervisor or runner killed with SIGKILL does not leave its command running unseen.
+    So a supervisor or runner killed with SIGKILL does not leave its command running unseen,
+    and the command can still stop cleanly (a learner writes its checkpoint, sockets and
+    shared memory are released) as it does when the supervisor stops it. A command that
+    ignores SIGTERM outlives its dead supervisor: `symphony delete` sweeps it by its run id.
     """
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
 

@@ -276,15 +276,24 @@ class Experiment:
         name: DNS-1123 label; names the record, the tmux session, the namespace.
         image: default container image for every process (compose, kube).
         metadata: free-form strings recorded with the spec (launch command, git revision, ...).
+        ends_with: processes whose end ends the experiment: once one of them has exited for
+            good (exit 0, or failed past its restarts), the local supervisor stops the others
+            and the experiment is finished (failed, if that process failed). So a run ends by
+            itself when its learner does, with no launcher watching. Other backends leave
+            this to the launcher (`symphony launch` attached, or `surreal launch`).
     """
 
     name: str
     image: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     components: list[Process | ProcessGroup] = field(default_factory=list)
+    ends_with: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         check_name(self.name, "experiment name")
+        if isinstance(self.ends_with, str) or not isinstance(self.ends_with, (list, tuple)):
+            raise SpecError(f"ends_with={self.ends_with!r} must be a list of process names")
+        self.ends_with = [str(n) for n in self.ends_with]
         members, self.components = list(self.components), []
         self.add(*members)
 
@@ -351,6 +360,12 @@ class Experiment:
             raise SpecError(
                 f"experiment {self.name!r} has no processes; add some with .add(Process(...))"
             )
+        unknown = [n for n in self.ends_with if n not in self.process_names()]
+        if unknown:
+            raise SpecError(
+                f"ends_with names {unknown}, which {self.name!r} does not have; its processes: "
+                f"{self.process_names()}"
+            )
         binders: dict[str, str] = {}
         for group in self.groups():
             if not group.processes:
@@ -394,19 +409,25 @@ class Experiment:
             "image": self.image,
             "metadata": dict(self.metadata),
             "processes": items,
+            **({"ends_with": list(self.ends_with)} if self.ends_with else {}),
         }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Experiment:
         """Build an experiment from `to_dict()` output; bad data raises SpecError."""
         data = _known_keys(
-            data, "experiment", {"symphony", "name", "image", "metadata", "processes"}
+            data, "experiment", {"symphony", "name", "image", "metadata", "processes", "ends_with"}
         )
         if data.get("symphony", SPEC_VERSION) != SPEC_VERSION:
             raise SpecError(
                 f"spec version {data['symphony']!r} is not supported (need {SPEC_VERSION})"
             )
-        exp = cls(data.get("name"), image=data.get("image"), metadata=data.get("metadata") or {})
+        exp = cls(
+            data.get("name"),
+            image=data.get("image"),
+            metadata=data.get("metadata") or {},
+            ends_with=data.get("ends_with") or [],
+        )
         for item in data.get("processes") or []:
             if isinstance(item, dict) and "group" in item:
                 item = _known_keys(item, "group", {"group", "processes"})

@@ -89,12 +89,27 @@ class Supervisor:
         self.status = "running"
         self._save()
         while not self.stops_requested:
-            if not self._step():
+            alive = self._step()
+            leader = self._ended_leader()
+            if leader is not None:  # Experiment.ends_with: its end is the experiment's end
+                failed = self.runs[leader].state == FAILED
+                self._note(leader, "ended: it ends the experiment, stopping the other processes")
+                self._stop_all()
+                ended = "failed" if failed else "finished"
+                return self._finish(ended, 1 if failed else 0, outcome=ended)
+            if not alive:
                 failed = any(r.state == FAILED for r in self.runs.values())
                 return self._finish("failed" if failed else "finished", 1 if failed else 0)
             time.sleep(self.poll_s)
         self._stop_all()
         return self._finish("stopped", 130)
+
+    def _ended_leader(self) -> str | None:
+        """The first of `Experiment.ends_with` that has ended for good (None: none has)."""
+        for name in self.experiment.ends_with:
+            if self.runs[name].state in (EXITED, FAILED):
+                return name
+        return None
 
     def request_stop(self, *_: Any) -> None:
         """Signal handler: the first call stops gracefully, the second kills at once."""
@@ -214,12 +229,14 @@ class Supervisor:
             if run.state in (RUNNING, RESTARTING, PENDING):
                 run.state, run.ended, run.pid = STOPPED, now, None
 
-    def _finish(self, status: str, code: int) -> int:
+    def _finish(self, status: str, code: int, outcome: str | None = None) -> int:
+        """Record how it ended; `outcome` when the supervisor itself ended the experiment
+        (`ends_with`: the other processes it stopped do not make it "stopped")."""
         self._restore_signal_handlers()
         self.status = status
         self._save()
-        try:  # only the status: an `outcome` the launcher wrote meanwhile stays
-            self.record.update(status=status)
+        try:  # else only the status: an `outcome` the launcher wrote meanwhile stays
+            self.record.update(status=status, **({"outcome": outcome} if outcome else {}))
         except OSError:
             pass  # the record was deleted under us (symphony delete --force)
         return code

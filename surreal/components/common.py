@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import functools
+import os
 import signal
 import threading
 import time
@@ -21,6 +22,11 @@ class Stopped(SystemExit):
 
 STOP_REQUESTED = threading.Event()
 """Set by the first stop signal: an exception after it is part of stopping, not a crash."""
+
+STOP_DEADLINE_S = 30.0
+"""A process still stopping this long after its stop signal exits at once. Its supervisor
+kills it sooner (after the backend's grace period); this bounds a stop that has no supervisor
+left to kill it (one killed with SIGKILL sends SIGTERM to each process it started)."""
 
 
 class Component:
@@ -49,6 +55,7 @@ class Component:
         """True once the component writes progress lines itself (`tick`, or set by its main
         before its first report): its reports then make none."""
         self.stopping = threading.Event()
+        self._parent = os.getppid()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         self._metrics = caraml.Pusher(self.address("metrics").tcp, hwm=10_000)
@@ -79,6 +86,16 @@ class Component:
         if not self.stopping.is_set():
             self.stopping.set()
             STOP_REQUESTED.set()
+            if os.getppid() != self._parent:  # the supervisor died (its death signal)
+                self.log.warning(
+                    "the supervisor (pid %d) is gone: stopping (the run can be continued "
+                    "with `surreal launch --resume %s`)",
+                    self._parent,
+                    self.run.path,
+                )
+            deadline = threading.Timer(STOP_DEADLINE_S, os._exit, (1,))
+            deadline.daemon = True
+            deadline.start()
             raise Stopped(0)
 
     @staticmethod

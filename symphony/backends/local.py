@@ -41,6 +41,8 @@ from symphony.spec import Experiment
 from symphony.supervisor import Supervisor, read_state
 
 READY_TIMEOUT_S = 30.0
+ENDED_BY_SUPERVISOR = ("finished", "failed", "stopped")
+"""The supervisor's own statuses of an experiment that has ended (state.json)."""
 
 
 class LocalBackend(Backend):
@@ -121,13 +123,16 @@ class LocalBackend(Backend):
             if proc.state in ALIVE_STATES and not supervised:
                 proc.state = RUNNING if proctree.alive(proc.pid, proc.started) else UNKNOWN
             procs.append(proc)
-        return self.status_from_record(
+        status = self.status_from_record(
             record,
             procs,
             supervisor_pid=state["supervisor_pid"],
             supervisor_alive=supervised,
             endpoints=state["endpoints"],
         )
+        if state["status"] in ENDED_BY_SUPERVISOR:  # its word, e.g. "finished" where it
+            status.status = state["status"]  # stopped the rest for an `ends_with` process
+        return status
 
     def logs(
         self,

@@ -213,3 +213,43 @@ def test_a_port_taken_after_allocation_is_replaced_before_start(records):
         assert Supervisor(record).run() == 0
     port = int(records.load("ports").file("logs/p.log").read_text().strip().split("=")[1])
     assert port != taken and port > 0
+
+
+LEADER = (
+    "import os, socket, sys, time\n"
+    "while True:\n"
+    "    try:\n"
+    "        socket.create_connection(('127.0.0.1', int(os.environ['SYMPH_WEB_PORT']))).close()\n"
+    "        break\n"
+    "    except OSError:\n"
+    "        time.sleep(0.05)\n"
+    "print('the server answered', flush=True)\n"
+    "sys.exit(int(sys.argv[1]))\n"
+)
+SERVER = (
+    "import os, socket, time\n"
+    "s = socket.socket(); s.bind(('127.0.0.1', int(os.environ['SYMPH_WEB_PORT']))); s.listen()\n"
+    "print('serving', flush=True)\n"
+    "time.sleep(1000)\n"
+)
+
+
+@pytest.mark.parametrize(("code", "outcome"), [(0, "finished"), (3, "failed")])
+def test_the_end_of_an_ends_with_process_ends_the_experiment(records, code, outcome):
+    import symphony
+    from symphony import Experiment, Process
+
+    exp = Experiment("lead", ends_with=["leader"]).add(
+        Process("leader", [sys.executable, "-c", LEADER, str(code)]).connects("web"),
+        Process("server", [sys.executable, "-c", SERVER]).binds("web"),
+    )
+    handle = symphony.launch(exp, "local", records=records)
+    status = handle.wait(timeout=60)  # the server would idle for 1000 s
+    assert status.process("leader").exit_code == code
+    assert status.process("server").state == "stopped"
+    assert "serving" in handle.logs("server")
+    assert "it ends the experiment" in handle.logs("leader")
+    assert wait_for(lambda: records.load("lead").status == outcome, what="the record's status")
+    assert handle.status().status == outcome  # not "stopped": the others were stopped for it
+    assert not processes_with_run_id(records.load("lead").data["run_id"])
+    handle.delete()

@@ -141,3 +141,16 @@ def test_restart_policy_backoff_doubles_and_caps():
     assert not policy.should_restart(1, 5)
     assert RestartPolicy("always").should_restart(0, 0)
     assert not RestartPolicy().should_restart(1, 0)
+
+
+def test_ends_with_names_processes_of_the_experiment_and_survives_yaml():
+    exp = _ring()
+    exp.ends_with = ["node-0"]
+    again = Experiment.from_yaml(exp.validate().to_yaml())
+    assert again.ends_with == ["node-0"]
+    assert "ends_with" not in _ring().to_dict()  # specs without it read as before
+    exp.ends_with = ["node-9"]
+    with pytest.raises(SpecError, match=r"ends_with names \['node-9'\].*its processes"):
+        exp.validate()
+    with pytest.raises(SpecError, match="must be a list of process names"):
+        Experiment("x", ends_with="node-0")
