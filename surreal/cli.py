@@ -354,14 +354,20 @@ def _stop_and_keep_logs(handle, logs: Path, code: int | None = None) -> None:
     save_container_logs(handle, logs)  # compose: the containers' output, before they go
     outcome = None if code is None else OUTCOMES.get(code, "failed")
     handle.stop(outcome=outcome)
-    logs.mkdir(exist_ok=True)
-    for process, source in (handle.record.logs or {}).items():
-        try:
-            text = Path(source).read_text(errors="replace")
-        except FileNotFoundError:
-            continue
-        with (logs / f"{process}.log").open("a") as out:
-            out.write(text)
+    try:
+        logs.mkdir(exist_ok=True)
+        for process, source in (handle.record.logs or {}).items():
+            try:
+                text = Path(source).read_text(errors="replace")
+            except FileNotFoundError:
+                continue
+            with (logs / f"{process}.log").open("a") as out:
+                out.write(text)
+    except OSError as err:  # a full disk: the run's folder cannot take them
+        click.echo(
+            f"could not copy the processes' logs into {logs} ({err.strerror or err}); they "
+            f"stay in symphony's record: symphony logs {handle.record.name} PROCESS"
+        )
 
 
 def _raise_interrupt(*_: object) -> None:

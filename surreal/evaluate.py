@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from importlib.util import find_spec
 from pathlib import Path
@@ -47,6 +48,11 @@ def evaluate_run(path: str | Path, episodes: int = 10, video: str | None = None)
         return _evaluate(local, episodes, video)
 
 
+def _say(line: str) -> None:
+    """One line for the person at the terminal (stderr: stdout carries the result)."""
+    print(line, file=sys.stderr)
+
+
 def _evaluate(path: Path, episodes: int, video: str | None) -> dict[str, Any]:
     import torch
 
@@ -56,7 +62,7 @@ def _evaluate(path: Path, episodes: int, video: str | None) -> dict[str, Any]:
     torch.set_num_threads(1)
     run = resolve_run(path)
     config = run.load_config()
-    state = checkpoint.load(run.checkpoint)
+    state = checkpoint.load(run.checkpoint, note=_say)
     policy = run.algo_class().make_policy(config.algo, run.env_info())
     policy.load_params(state["params"])
     env = VectorEnv(config.env.id, config.env, seed=config.run.seed + 2 * 10**6, num_envs=episodes)
@@ -133,7 +139,11 @@ def _status(run: RunDir, where: str) -> str:
     if run.checkpoint.is_file():
         age = time.time() - run.checkpoint.stat().st_mtime
         shown = run.checkpoint.relative_to(run.path)
-        lines.append(f"  checkpoint {where.rstrip('/')}/{shown} ({age:.0f} s old)")
+        whole = checkpoint.intact(run.checkpoint)
+        kept = checkpoint.intact(checkpoint.previous(run.checkpoint))
+        instead = f"--resume and eval use {checkpoint.PREVIOUS}" if kept else "none before it"
+        damage = "" if whole else f"; truncated or corrupt: {instead}"
+        lines.append(f"  checkpoint {where.rstrip('/')}/{shown} ({age:.0f} s old{damage})")
     lines.append("  processes  " + _processes(info.get("experiment")))
     from surreal.monitoring.crash import status_lines
 

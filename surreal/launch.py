@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from surreal import checkpoint, config_check
 from surreal import config as config_io
-from surreal import config_check
 from surreal.config import Config, ConfigError
 from surreal.core import Learner
 from surreal.policy_topology import check_inference, check_remote_actors
@@ -63,6 +63,7 @@ def plan(
             raise ConfigError(f"--resume {resume} trains {algo_ref!r}, not {algo!r}; drop ALGO")
         algo_class = run_dir.algo_class()  # a file learner: the run's own copy
         config = run_dir.load_config()
+        _check_checkpoint(run_dir.checkpoint)
     else:
         if not algo:
             raise ConfigError(
@@ -108,6 +109,17 @@ def plan(
         check_writable(run_dir.path)  # e.g. FOLDER/EXPERIMENT is a file
     exp_name = slug(f"{run_dir.path.parent.name}-{run_dir.path.name}")[:63].strip("-")
     return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume), backend)
+
+
+def _check_checkpoint(path: Path) -> None:
+    """--resume: a truncated checkpoint with no whole one before it is an error now (the
+    learner falls back to `previous.pt` by itself when that one is whole)."""
+    if path.is_file() and not checkpoint.intact(path):
+        if not checkpoint.intact(checkpoint.previous(path)):
+            raise checkpoint.CheckpointError(
+                f"--resume: the checkpoint {path} is truncated or corrupt and there is no whole "
+                f"{checkpoint.PREVIOUS} beside it; start a new run (or restore the file)"
+            )
 
 
 def _absolute_ref(ref: str) -> str:

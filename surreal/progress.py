@@ -10,6 +10,7 @@ from surreal.monitoring.plot import series
 from surreal.progress_view import policy_lag
 from surreal.rundir import RunDir, read_json
 from symphony.backends.base import ExperimentStatus
+from symphony.launcher import ExperimentHandle
 from symphony.states import ALIVE_STATES
 
 ENDED = ("exited", "failed", "stopped")
@@ -204,11 +205,12 @@ def _watch(
         lost = unknown_since is not None and now - unknown_since > UNKNOWN_GRACE_S
         if lost or (learner is not None and learner.state in ENDED):
             code = learner.exit_code if learner else None
+            why = _last_error(handle)
             say(
                 "failed",
                 f"the learner ended ({learner.state if learner else 'missing'}, exit code "
-                f"{code}); see {run_dir.path}/logs/learner.log. Continue the run "
-                f"with: surreal launch --resume {run_dir.path}",
+                f"{code}){': ' + why if why else ''}; see {run_dir.path}/logs/learner.log. "
+                f"Continue the run with: surreal launch --resume {run_dir.path}",
                 urgent=True,
             )
             return 1
@@ -238,6 +240,26 @@ def _watch(
             )
             return 0
         time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
+
+
+def _last_error(handle: Any) -> str:
+    """The learner's last error line (its log's ` ERROR ` line or an exception's last line),
+    e.g. a checkpoint that a full disk could not take; "" when there is none to read."""
+    if not isinstance(handle, ExperimentHandle):
+        return ""
+    try:
+        lines = handle.record.log_path("learner").read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    for line in reversed(lines[-60:]):
+        if " ERROR " in line:
+            text = line.split(" ERROR ", 1)[1].strip()
+            if text.partition(": ")[2].startswith("stop: "):  # how it ended, not why
+                continue
+            return text
+        if line[:1].isalpha() and "Error: " in line:  # a traceback's last line
+            return line.strip()
+    return ""
 
 
 def _supervisor_lost(described: Any) -> bool:

@@ -34,7 +34,7 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     learner = comp.algo.create(cfg, comp.env_info)
     counters = {"global_step": 0, "version": 0, "iterations": 0}
     if comp.run.checkpoint.is_file():
-        state = checkpoint.load(comp.run.checkpoint)
+        state = checkpoint.load(comp.run.checkpoint, note=comp.log.warning)
         learner.load_state_dict(state["learner"])
         counters.update(state["counters"])
         comp.log.info(
@@ -80,6 +80,8 @@ class LearnerLoop:
         """A population member's hook (`surreal.pbt`): round checkpoints, directives taken."""
         self.empty = 0
         """Replies without a batch (the buffer had none in time): a starved learner's sign."""
+        self.save_failed = ""
+        """Why the last checkpoint could not be written ("" while every one was)."""
         self.seen: dict[str, float] = {}
         """The last batch's policy lag and buffer fill (for the progress line)."""
         start = {"step": self.start_step, "updates": self.counters["iterations"]}
@@ -178,10 +180,16 @@ class LearnerLoop:
             self.comp.report(step, scalars, **extra)
 
     def save(self) -> None:
-        """Write the checkpoint (rank 0)."""
-        if self.rank:
+        """Write the checkpoint (rank 0). One that cannot be written (a full disk) stops the
+        learner with one error line; the checkpoint before it stays as it was."""
+        if self.rank or self.save_failed:
             return
-        checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
+        try:
+            checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
+        except checkpoint.CheckpointError as err:
+            self.save_failed = str(err)
+            self.comp.log.error("%s", err)
+            self.comp.stopping.set()
 
     def done(self) -> bool:
         """Whether the run reached its step budget."""
@@ -293,3 +301,5 @@ def main(run_dir: str, index: int = 0) -> None:
             exiting=True,
         )
         comp.close()
+    if loop.save_failed:
+        raise SystemExit(1)

@@ -19,7 +19,7 @@ def master_main(run_dir: str, index: int = 0) -> None:
     learner = comp.algo.create(cfg, comp.env_info, seed=cfg.run.seed)
     counters = {"global_step": 0, "version": 0, "iterations": 0}
     if comp.run.checkpoint.is_file():
-        state = checkpoint.load(comp.run.checkpoint)
+        state = checkpoint.load(comp.run.checkpoint, note=comp.log.warning)
         learner.load_state_dict(state["learner"])
         counters.update(state["counters"])
     master = ESMaster(
