@@ -231,7 +231,7 @@ def launch(
         if backend in cluster_launch.DETACHED:
             click.echo(cluster_launch.launch_detached(plan, backend, opts))
             return
-    except symphony.SymphonyError as err:
+    except (symphony.SymphonyError, FileExistsError) as err:
         raise _UserError(str(err)) from err
     from surreal.algos.families import user_keys
 
@@ -289,7 +289,10 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
         config_check.check_backend(backend)  # before the run folder is written
     except ValueError as err:
         raise _UserError(str(err)) from err
-    launching.create_run(plan)
+    try:
+        launching.create_run(plan)
+    except FileExistsError as err:  # the run is running: nothing was written
+        raise _UserError(str(err)) from err
     sync = LaunchSync(plan.run_dir)  # a run in an object store: upload, follow its status
     try:
         sync.start()

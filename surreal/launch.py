@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 from pathlib import Path
 from typing import Any
 
@@ -232,8 +233,16 @@ def _process_facts(p: LaunchPlan) -> dict[str, Any]:
 
 
 def create_run(p: LaunchPlan) -> None:
-    """Write the run folder (config, run record, experiment spec) before launching."""
+    """Write the run folder (config, run record, experiment spec) before launching.
+
+    Raises:
+        FileExistsError: the run is running (another launch holds its lock, or its processes
+            live on after their launcher); nothing was written.
+    """
     p.experiment_name = _free_experiment_name(p)
+    _refuse_if_running(p)
+    if not p.run_dir.url:
+        _hold_lock(p.run_dir.path, create=not p.resume)
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
         before = p.run_dir.info()
@@ -266,6 +275,59 @@ def create_run(p: LaunchPlan) -> None:
 
     monitoring.prepare(p.run_dir.path)  # restart counts and /metrics targets start afresh
     (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())
+
+
+LOCK_FILE = ".launch.lock"
+"""In the run folder: held (flock) by the launch that writes and runs it; the kernel lets go
+of it when that process ends, however it ends."""
+_HELD: list[Any] = []  # the lock files this process holds, open until it exits
+
+
+def _hold_lock(folder: Path, create: bool) -> None:
+    """Take the run folder's lock (making the folder of a new run), or raise FileExistsError."""
+    try:
+        folder.mkdir(parents=True, exist_ok=not create)
+    except FileExistsError:
+        raise FileExistsError(
+            f"{folder} was just created by another launch; pick another --trial"
+        ) from None
+    lock = open(folder / LOCK_FILE, "a")  # noqa: SIM115 - held until this process exits
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise FileExistsError(
+            f"{folder} is being launched or run by another `surreal launch`; follow it with "
+            f"`surreal status -f {folder}`, or stop it before launching it again"
+        ) from None
+    _HELD.append(lock)
+
+
+def _refuse_if_running(p: LaunchPlan) -> None:
+    """--resume of a run whose processes still run (e.g. after its launcher died) is refused
+    before anything in its folder is rewritten."""
+    if not p.resume:
+        return
+    from symphony.backends import get_backend
+    from symphony.errors import ExperimentNotFound, SymphonyError
+    from symphony.records import Records
+    from symphony.states import ALIVE_STATES
+
+    try:
+        record = Records().load(p.experiment_name)
+        here = {p.run_dir.location, str(p.run_dir.path.resolve())}
+        if record.spec.get("metadata", {}).get("run_dir") not in here:
+            return
+        processes = get_backend(record.backend).describe(record).processes
+    except (ExperimentNotFound, SymphonyError, OSError):
+        return
+    alive = [q.name for q in processes if q.state in ALIVE_STATES]
+    if alive:
+        raise FileExistsError(
+            f"--resume {p.run_dir.where}: the run is still running ({len(alive)} processes of "
+            f"experiment {record.name}); follow it with `surreal status -f {p.run_dir.where}` "
+            f"or stop it (`symphony delete {record.name}`) before resuming it"
+        )
 
 
 def _free_experiment_name(p: LaunchPlan) -> str:
