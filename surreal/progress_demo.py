@@ -25,6 +25,7 @@ class FakeProcess:
     state: str = "pending"
     restarts: int = 0
     exit_code: int | None = None
+    last_end: str | None = None
 
 
 @dataclass
@@ -48,7 +49,7 @@ class ScriptedRun:
         if t >= 4:
             self.procs[2].state = self.procs[3].state = "running"
         if t >= 10:
-            self.procs[2].restarts = 2
+            self.procs[2].restarts, self.procs[2].last_end = 2, "killed by SIGKILL"
         if t >= 7:
             step = min(TOTAL, (t - 6) * 100)
             status = {

@@ -42,12 +42,17 @@ def role(process: str) -> str:
 
 
 def restarts_by_role(processes: Iterable[Any]) -> str:
-    """`actor 2, replay 1` for the roles whose processes restarted; `none` when none did."""
+    """`actor 2 (killed by SIGKILL), replay 1` for the roles whose processes restarted, each
+    with how one of them last ended where the backend says; `none` when none did."""
     counts: dict[str, int] = {}
+    causes: dict[str, str] = {}
     for proc in processes:
         if proc.restarts:
             counts[role(proc.name)] = counts.get(role(proc.name), 0) + proc.restarts
-    return ", ".join(f"{r} {n}" for r, n in sorted(counts.items())) or "none"
+            if proc.last_end:
+                causes[role(proc.name)] = proc.last_end
+    shown = [f"{r} {n}" + (f" ({causes[r]})" if r in causes else "") for r, n in counts.items()]
+    return ", ".join(sorted(shown)) or "none"
 
 
 def startup_message(processes: list[Any], first_batch: str = "the learner's first batch") -> str:

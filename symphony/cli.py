@@ -261,7 +261,8 @@ def _process(record: ExperimentRecord, backend: Backend, prefix: str) -> str:
 @click.option("--backend", "-b", default=None, help="Look the name up in this backend too (kube).")
 @_errors
 def describe(experiment: str, backend: str | None) -> None:
-    """Show each process of EXPERIMENT (a unique prefix is enough): state, restarts, pid, uptime."""
+    """Show each process of EXPERIMENT (a unique prefix is enough): state, restarts, pid,
+    uptime, and how it last ended (a kill from outside, or a crash with its exit code)."""
     impl, record = _find(experiment, backend)
     status = impl.describe(record)
     status.status = record.ended_status(status.status)
@@ -271,7 +272,9 @@ def describe(experiment: str, backend: str | None) -> None:
     )
     if record.path is not None:
         click.echo(f"spec={record.path / 'spec.yaml'}  git={record.git_revision or '-'}")
-    table = [("PROCESS", "GROUP", "STATE", "RESTARTS", "PID/LOCATION", "UPTIME", "EXIT")]
+    table = [
+        ("PROCESS", "GROUP", "STATE", "RESTARTS", "PID/LOCATION", "UPTIME", "EXIT", "LAST END")
+    ]
     for p in status.processes:
         uptime = p.uptime()
         table.append(
@@ -283,6 +286,7 @@ def describe(experiment: str, backend: str | None) -> None:
                 " ".join(filter(None, [str(p.pid or ""), p.location or ""])) or "-",
                 _duration(uptime) if uptime is not None else "-",
                 "-" if p.exit_code is None else str(p.exit_code),
+                p.last_end or "-",
             )
         )
     _print_table(table)

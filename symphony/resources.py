@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+import signal
 from dataclasses import dataclass
 
 from symphony.errors import SpecError
 
 RESTART_MODES = ("never", "on-failure", "always")
+OUTSIDE_KILLS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+"""Signals that end a process from outside: deaths by them are not crashes (`counts`)."""
+
+
+def ending(exit_code: int | None) -> str:
+    """How a process ended, in words: `exited with 1`, `killed by SIGKILL`."""
+    if exit_code is None:
+        return "ended (exit code unknown)"
+    if exit_code < 0:
+        try:
+            return f"killed by {signal.Signals(-exit_code).name}"
+        except ValueError:
+            return f"killed by signal {-exit_code}"
+    return f"exited with {exit_code}"
 
 
 @dataclass
@@ -82,6 +97,15 @@ class RestartPolicy:
         if restarts >= self.max_restarts or self.mode == "never":
             return False
         return self.mode == "always" or exit_code != 0
+
+    @staticmethod
+    def counts(exit_code: int | None) -> bool:
+        """Whether an end counts against `max_restarts` (and the window): a crash does (the
+        process exited by itself, or died of its own fault: SIGSEGV, SIGABRT, ...); a kill from
+        outside (SIGKILL, SIGTERM, SIGINT, SIGHUP: `kill -9`, a preempted node, the OOM killer)
+        does not. A killed process comes back after the backoff however often it is killed,
+        as Kubernetes brings back a Deployment's pods; a crash loop still ends."""
+        return exit_code is None or -exit_code not in OUTSIDE_KILLS
 
     def delay(self, restarts: int) -> float:
         """Seconds to wait before restart number `restarts + 1`."""

@@ -6,7 +6,8 @@ The runner is what a tmux pane runs. It starts COMMAND in its own session, copie
 command prints both to the pane and to LOG_FILE (so logs are complete, not only what the pane
 shows), restarts it per RESTART_JSON (a RestartPolicy as a mapping), and keeps STATE_JSON current:
 
-    {"runner_pid", "state", "pid", "started", "ended", "exit_code", "restarts"}
+    {"runner_pid", "state", "pid", "started", "ended", "exit_code", "restarts",
+     "last_end"}
 
 On SIGTERM, SIGINT or SIGHUP it stops the command's tree (SIGTERM, grace, SIGKILL), records
 "stopped" and exits. It exits with the command's last exit code.
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from symphony import proctree
+from symphony.resources import ending
 from symphony.spec import RestartPolicy
 from symphony.states import EXITED, FAILED, RESTARTING, RUNNING, STOPPED
 from symphony.supervisor import write_json
@@ -47,9 +49,11 @@ class Runner:
             "ended": None,
             "exit_code": None,
             "restarts": 0,
+            "last_end": None,
         }
         self.stop_requested = False
-        self.restart_times: list[float] = []  # counted within policy.window_s
+        self.restart_times: list[float] = []  # within policy.window_s: the backoff
+        self.crash_times: list[float] = []  # within policy.window_s: max_restarts
         self.child: subprocess.Popen | None = None
 
     def run(self) -> int:
@@ -60,12 +64,14 @@ class Runner:
             code = self._run_once()
             if self.stop_requested:
                 return self._finish(STOPPED, code)
-            counted = self.policy.counted(self.restart_times, time.time())
-            if not self.policy.should_restart(code, counted):
+            now = time.time()
+            crashes = self.policy.counted(self.crash_times, now)
+            self.state["last_end"] = ending(code)
+            if not self.policy.should_restart(code, crashes if self.policy.counts(code) else 0):
                 return self._finish(EXITED if code == 0 else FAILED, code)
-            delay = self.policy.delay(counted)
+            delay = self.policy.delay(self.policy.counted(self.restart_times, now))
             self._save(state=RESTARTING, exit_code=code)
-            self._log(f"exited with {code}; restarting in {delay:g}s")
+            self._log(f"{self.state['last_end']}; restarting in {delay:g}s")
             deadline = time.monotonic() + delay
             while time.monotonic() < deadline and not self.stop_requested:
                 time.sleep(0.05)
@@ -73,13 +79,14 @@ class Runner:
                 return self._finish(STOPPED, code)
             self.state["restarts"] += 1
             self.restart_times.append(time.time())
-            n, limit, window = (
-                self.state["restarts"],
-                self.policy.max_restarts,
-                self.policy.window_s,
-            )
+            if self.policy.counts(code):
+                self.crash_times.append(time.time())
+            window = self.policy.window_s
+            within = "" if window is None else f" in {window:g}s"
+            crashes = self.policy.counted(self.crash_times, time.time())
             self._log(
-                f"restart {n}/{limit}" if window is None else f"restart {n} (window {window:g}s)"
+                f"restart {self.state['restarts']} ({crashes}/{self.policy.max_restarts} "
+                f"crashes{within})"
             )
 
     def _run_once(self) -> int:

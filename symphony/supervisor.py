@@ -29,6 +29,7 @@ from typing import Any
 from symphony import proctree
 from symphony.addresses import Address, free_port, port_is_free, process_env
 from symphony.records import ExperimentRecord
+from symphony.resources import ending
 from symphony.spec import Experiment, Process
 from symphony.states import EXITED, FAILED, PENDING, RESTARTING, RUNNING, STOPPED
 
@@ -45,6 +46,7 @@ class _Run:
     ended: float | None = None
     exit_code: int | None = None
     restarts: int = 0
+    last_end: str | None = None  # how it last ended, kept over restarts ("killed by SIGKILL")
 
 
 class Supervisor:
@@ -66,7 +68,8 @@ class Supervisor:
         self.runs = {p.name: _Run() for p in self.experiment.processes()}
         self.popens: dict[str, subprocess.Popen] = {}
         self.due: dict[str, float] = {}
-        self.restart_times: dict[str, list[float]] = {n: [] for n in self.runs}  # for window_s
+        self.restart_times: dict[str, list[float]] = {n: [] for n in self.runs}  # the backoff
+        self.crash_times: dict[str, list[float]] = {n: [] for n in self.runs}  # max_restarts
         self.stops_requested = 0
         self.previous_handlers: dict[int, Any] = {}
         self.status = "starting"
@@ -178,16 +181,14 @@ class Supervisor:
                 self._ended(proc, run, code, now)
             elif run.state == RESTARTING and now >= self.due[proc.name]:
                 run.restarts += 1
-                times = self.restart_times[proc.name]
-                times.append(now)
-                counted = proc.restart.counted(times, now)
+                self.restart_times[proc.name].append(now)
+                crashes = self.crash_times[proc.name]
+                if proc.restart.counts(run.exit_code):
+                    crashes.append(now)
+                counted = proc.restart.counted(crashes, now)
                 limit = proc.restart.max_restarts
-                self._note(
-                    proc.name,
-                    f"restart {run.restarts}/{limit}"
-                    if proc.restart.window_s is None
-                    else f"restart {run.restarts} ({counted}/{limit} in {proc.restart.window_s:g}s)",
-                )
+                within = "" if proc.restart.window_s is None else f" in {proc.restart.window_s:g}s"
+                self._note(proc.name, f"restart {run.restarts} ({counted}/{limit} crashes{within})")
                 try:
                     self._spawn(proc)
                 except OSError as err:
@@ -200,14 +201,13 @@ class Supervisor:
         run.ended, run.exit_code, run.pid = now, code, None
         # Children that outlived the process would survive it: stop them now.
         proctree.terminate(proctree.tree(self.popens[proc.name].pid), 1.0)
-        counted = proc.restart.counted(self.restart_times[proc.name], now)
-        if proc.restart.should_restart(code, counted):
+        run.last_end = ending(code)
+        crashes = proc.restart.counted(self.crash_times[proc.name], now)
+        if proc.restart.should_restart(code, crashes if proc.restart.counts(code) else 0):
             run.state = RESTARTING
-            self.due[proc.name] = now + proc.restart.delay(counted)
-            self._note(
-                proc.name,
-                f"exited with {code}; restarting in {proc.restart.delay(counted):g}s",
-            )
+            delay = proc.restart.delay(proc.restart.counted(self.restart_times[proc.name], now))
+            self.due[proc.name] = now + delay
+            self._note(proc.name, f"{run.last_end}; restarting in {delay:g}s")
         else:
             run.state = EXITED if code == 0 else FAILED
         self._save()

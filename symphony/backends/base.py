@@ -63,6 +63,8 @@ class ProcessStatus:
         started: when the current run started (epoch seconds), if known.
         ended: when it ended (epoch seconds), if it did.
         exit_code: the last exit code (negative: killed by that signal), if it ended.
+        last_end: how it last ended, kept over its restarts ("killed by SIGKILL", "exited
+            with 1"), where the backend knows (local, tmux).
     """
 
     name: str
@@ -74,6 +76,7 @@ class ProcessStatus:
     started: float | None = None
     ended: float | None = None
     exit_code: int | None = None
+    last_end: str | None = None
 
     def uptime(self, now: float | None = None) -> float | None:
         """Seconds the current run has been alive (None when not running or unknown)."""

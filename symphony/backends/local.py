@@ -115,6 +115,7 @@ class LocalBackend(Backend):
                 run.get("state", PENDING),
                 group=group,
                 restarts=run.get("restarts", 0),
+                last_end=run.get("last_end"),
                 pid=run.get("pid"),
                 started=run.get("started"),
                 ended=run.get("ended"),

@@ -192,6 +192,7 @@ class TmuxBackend(Backend):
                 state.get("state", PENDING),
                 experiment.group_of(proc.name),
                 restarts=state.get("restarts", 0),
+                last_end=state.get("last_end"),
                 pid=state.get("pid"),
                 started=state.get("started"),
                 ended=state.get("ended"),

@@ -20,6 +20,8 @@ def restarts_in_logs(run: Path) -> list[str]:
     lines = []
     for log in sorted((run / "logs").glob("*.log")):
         lines += [
-            f"{log.name}: {line}" for line in log.read_text().splitlines() if "exited with" in line
+            f"{log.name}: {line}"
+            for line in log.read_text().splitlines()
+            if line.startswith("[symphony]") and "; restarting in" in line
         ]
     return lines

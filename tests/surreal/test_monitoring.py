@@ -155,7 +155,9 @@ def test_the_progress_line_counts_restarts_and_shows_the_latest_crash(tmp_path):
     (tmp_path / "status.json").write_text(json.dumps({"global_step": 10, "total_steps": 1000}))
     _crash(tmp_path, "actor-1", "once")
     states = iter(["running", "exited"])
-    processes = [SimpleNamespace(name="actor-1", state="running", exit_code=None, restarts=1)]
+    processes = [
+        SimpleNamespace(name="actor-1", state="running", exit_code=None, restarts=1, last_end=None)
+    ]
 
     def status():
         learner = SimpleNamespace(name="learner", state=next(states), exit_code=0, restarts=0)

@@ -32,12 +32,14 @@ def test_steps_per_second_is_the_rate_of_the_last_window_not_since_start():
 
 def test_restarts_are_summed_per_role():
     class P:
-        def __init__(self, name, restarts):
-            self.name, self.restarts = name, restarts
+        def __init__(self, name, restarts, last_end=None):
+            self.name, self.restarts, self.last_end = name, restarts, last_end
 
     procs = [P("actor-0", 2), P("actor-1", 1), P("replay-0", 0), P("learner", 1)]
     assert restarts_by_role(procs) == "actor 3, learner 1"
     assert restarts_by_role([P("actor-0", 0)]) == "none"
+    killed = [P("actor-0", 2, "killed by SIGKILL"), P("replay-0", 1, "exited with 1")]
+    assert restarts_by_role(killed) == "actor 2 (killed by SIGKILL), replay 1 (exited with 1)"
 
 
 def _strip_time(line: str) -> str:

@@ -62,3 +62,41 @@ def test_a_crash_loop_still_ends_at_the_limit_within_the_window(records, tmp_pat
     status = handle.wait(timeout=90)
     assert (status.process("w").state, status.process("w").restarts) == ("failed", 2)
     handle.delete()
+
+
+def _killed(tmp_path, tries: int, sig: str) -> list[str]:
+    """A process that dies of `sig` (as if killed from outside), `tries` times, then exits 0."""
+    count = tmp_path / "count"
+    script = (
+        f"n=$(cat {count} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {count}; "
+        f"[ $n -gt {tries} ] && exit 0; kill -{sig} $$"
+    )
+    return ["sh", "-c", script]
+
+
+def test_kills_from_outside_never_use_up_the_limit_and_describe_shows_the_last_end(
+    records, tmp_path
+):
+    import symphony
+    from symphony.testing import cli
+
+    assert not RestartPolicy.counts(-9) and not RestartPolicy.counts(-15)
+    assert RestartPolicy.counts(1) and RestartPolicy.counts(-11)  # SIGSEGV: its own fault
+    policy = RestartPolicy("on-failure", max_restarts=1, backoff_s=0.01, window_s=600.0)
+    exp = Experiment("kills").add(Process("w", _killed(tmp_path, 4, "KILL"), restart=policy))
+    handle = symphony.launch(exp, "local", records=records)
+    proc = handle.wait(timeout=90).process("w")
+    assert (proc.state, proc.exit_code, proc.restarts) == ("exited", 0, 4)
+    assert proc.last_end == "exited with 0"
+    log = handle.logs("w")
+    assert log.count("killed by SIGKILL; restarting in") == 4 and "restart 4 (0/1 crashes" in log
+    handle.delete()
+    # a process that dies of its own signal is a crash: the loop ends at the limit
+    (tmp_path / "count").unlink()
+    exp = Experiment("segv").add(Process("w", _killed(tmp_path, 100, "SEGV"), restart=policy))
+    handle = symphony.launch(exp, "local", records=records)
+    proc = handle.wait(timeout=90).process("w")
+    assert (proc.state, proc.restarts, proc.last_end) == ("failed", 1, "killed by SIGSEGV")
+    shown = cli("describe", "segv").stdout  # SYMPHONY_HOME: the fixture's
+    assert "LAST END" in shown and "killed by SIGSEGV" in shown, shown
+    handle.delete()

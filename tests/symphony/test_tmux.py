@@ -90,7 +90,10 @@ def test_kill_9_on_tmux_restarts_and_describe_counts_it(symphony_home, tmux_sock
     assert row.split()[2:4] == ["running", "1"]
 
     def counts_after_restart():
-        return "got count" in cli("logs", "ring", "node-1").stdout.split("restart 1/3", 1)[-1]
+        return (
+            "got count"
+            in cli("logs", "ring", "node-1").stdout.split("restart 1 (0/3 crashes)", 1)[-1]
+        )
 
     wait_for(counts_after_restart, timeout=60, what="the restarted node passing the counter")
     run_id = Records().load("ring").data["run_id"]
