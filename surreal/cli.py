@@ -151,7 +151,7 @@ def launch(
     quiet,
     population,
 ) -> None:
-    """Train ALGO (ppo, ppo-vision, ddpg, td3, es, mappo, or path/to/file.py:MyLearner) with
+    """Train ALGO (ppo, ppo-vision, ddpg, td3, sac, es, mappo, or path/to/file.py:MyLearner) with
     actors, a buffer, a learner, a parameter server, an evaluator and a metrics sink, each its
     own process.
 

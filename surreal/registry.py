@@ -14,6 +14,7 @@ _REGISTRY: dict[str, str] = {
     "ppo-vision": "surreal.algos.ppo.vision_learner:RecurrentPPOLearner",
     "ddpg": "surreal.algos.ddpg:DDPGLearner",
     "td3": "surreal.algos.ddpg.td3:TD3Learner",
+    "sac": "surreal.algos.sac:SACLearner",
     "es": "surreal.algos.es:ESLearner",
     "mappo": "surreal.multiagent.learner:MultiAgentPPOLearner",
 }
@@ -26,6 +27,7 @@ _CONFIGS: dict[str, str] = {
     "ppo-vision": "surreal.algos.ppo.config:VisionPPOConfig",
     "ddpg": "surreal.algos.ddpg.config:DDPGConfig",
     "td3": "surreal.algos.ddpg.config:TD3Config",
+    "sac": "surreal.algos.sac.config:SACConfig",
     "es": "surreal.algos.es.config:ESConfig",
     "mappo": "surreal.multiagent.config:MultiAgentPPOConfig",
 }

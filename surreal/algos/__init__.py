@@ -1,4 +1,4 @@
-"""The built-in algorithms (`ppo`, `ppo-vision`, `ddpg`, `es`), one folder each.
+"""The built-in algorithms (`ppo`, `ppo-vision`, `ddpg`/`td3`, `sac`, `es`), one folder each.
 
 The registry that maps names to Learner classes is `surreal.registry`; its functions are
 re-exported here for `surreal.algos.register("a2c", "mypkg.a2c:A2C")`.

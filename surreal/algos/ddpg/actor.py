@@ -103,10 +103,7 @@ def main(run_dir: str, index: int = 0) -> None:
                     policy.load_params(fresh)
                     has_params = True
             if has_params:
-                unit = policy.unit_action(obs, deterministic=True)
-                unit = np.clip(unit + np.stack([nz() for nz in noises]), -1.0, 1.0).astype(
-                    np.float32
-                )
+                unit = policy.explore(policy.unit_action, obs, noises)  # DDPGPolicy.explore
             else:  # before the learner's first publication: uniform random exploration
                 unit = rng.uniform(-1, 1, (env.num_envs, comp.env_info.action_dim)).astype(
                     np.float32

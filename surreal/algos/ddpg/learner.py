@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import torch
+from torch import nn
 
 from surreal.algos.ddpg.config import DDPGConfig
 from surreal.algos.ddpg.learning import DDPG
@@ -16,7 +18,9 @@ from surreal.spaces import EnvInfo
 
 def _bounds(env_info: EnvInfo) -> tuple[np.ndarray, np.ndarray]:
     if env_info.discrete:
-        raise ValueError("DDPG needs a continuous (Box) action space; use ppo for discrete actions")
+        raise ValueError(
+            "DDPG, TD3 and SAC need a continuous (Box) action space; use ppo for discrete actions"
+        )
     low = np.asarray(env_info.action_low, np.float32).reshape(env_info.action_shape)
     high = np.asarray(env_info.action_high, np.float32).reshape(env_info.action_shape)
     return low, high
@@ -30,9 +34,14 @@ class DDPGPolicy(Policy):
 
     def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
         self.low, self.high = _bounds(env_info)
-        self.actor = Actor(int(np.prod(env_info.obs_shape)), env_info.action_dim, config.hidden)
+        self.actor = self.make_actor(int(np.prod(env_info.obs_shape)), env_info.action_dim, config)
         self.actor.requires_grad_(False)
-        self.noise = None  # set by the DDPG actor process: a callable giving one noise vector
+        self.noise = None  # optional: a callable giving one noise vector for unit_action(obs)
+
+    @classmethod
+    def make_actor(cls, obs_dim: int, act_dim: int, config: DDPGConfig) -> nn.Module:
+        """The policy network `load_params` fills: DDPG's deterministic mu(o)."""
+        return Actor(obs_dim, act_dim, config.hidden)
 
     def unit_action(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Actions in [-1, 1] for a batch: mu(o), plus exploration noise unless deterministic."""
@@ -42,6 +51,25 @@ class DDPGPolicy(Policy):
         if not deterministic and self.noise is not None:
             a = a + np.stack([self.noise() for _ in range(len(a))])
         return np.clip(a, -1.0, 1.0).astype(np.float32)
+
+    def explore(
+        self,
+        unit_action: Callable[..., np.ndarray],
+        obs: np.ndarray,
+        noises: Sequence[Callable[[], np.ndarray]],
+    ) -> np.ndarray:
+        """The actors' exploratory actions in [-1, 1] for a batch of observations (the hook the
+        DDPG actor process calls): mu(o) plus one draw of each env's noise process, clipped.
+
+        Args:
+            unit_action: the acting policy's `unit_action`: this policy's own, or a policy
+                worker's with `actor.inference=remote` (so it is passed in, not called on self).
+            obs: observations [num_envs, *obs_shape].
+            noises: the actor's noise process of each env (`surreal.algos.ddpg.noise`): a
+                call draws one vector.
+        """
+        greedy = unit_action(obs, deterministic=True)
+        return np.clip(greedy + np.stack([nz() for nz in noises]), -1.0, 1.0).astype(np.float32)
 
     def to(self, device: str | torch.device) -> DDPGPolicy:
         """Compute `unit_action` on DEVICE from now on."""
@@ -61,6 +89,18 @@ class DDPGPolicy(Policy):
         self.actor.load_state_dict({k: torch.as_tensor(np.array(v)) for k, v in params.items()})
 
 
+class OffPolicyAlgo(Protocol):
+    """What DDPGLearner asks of its algorithm object (`DDPG`, or SAC's)."""
+
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]: ...
+
+    def actor_params(self) -> dict[str, np.ndarray]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
 class DDPGLearner(Learner):
     """DDPG (TD3 with `--set algo.twin_critics=true ...`) on batches sampled from uniform replay."""
 
@@ -70,7 +110,15 @@ class DDPGLearner(Learner):
         super().__init__(config, env_info)
         _bounds(env_info)
         obs_dim = int(np.prod(env_info.obs_shape))
-        self.algo = DDPG(obs_dim, env_info.action_dim, config, device=self.device)
+        self.algo = self.make_algo(obs_dim, env_info.action_dim, config, self.device)
+
+    @classmethod
+    def make_algo(
+        cls, obs_dim: int, act_dim: int, config: DDPGConfig, device: torch.device
+    ) -> OffPolicyAlgo:
+        """The networks, optimizers and update (`DDPG`); another algorithm on DDPG's processes
+        (SAC) returns its own."""
+        return DDPG(obs_dim, act_dim, config, device=device)
 
     @classmethod
     def check_config(cls, config: DDPGConfig, env_info: EnvInfo) -> None:

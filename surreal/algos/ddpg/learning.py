@@ -12,6 +12,57 @@ from torch import nn
 from surreal.algos.ddpg.config import DDPGConfig
 from surreal.algos.ddpg.networks import Actor, Critic, hard_update, soft_update
 
+BATCH_KEYS = ("obs", "act", "rew", "next_obs", "discount")
+"""The arrays of a replay sample, in the order `as_tensors` returns them."""
+
+
+def as_tensors(batch: dict[str, np.ndarray], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """obs, act, rew, next_obs, discount of a batch as float32 tensors on `device`."""
+    return tuple(
+        torch.as_tensor(batch[k], dtype=torch.float32).to(device, non_blocking=True)
+        for k in BATCH_KEYS
+    )
+
+
+def optimize(
+    opt: torch.optim.Optimizer, loss: torch.Tensor, module: nn.Module, grad_clip: float
+) -> None:
+    """One gradient step of `opt` on `loss`; the gradient of `module` clipped to `grad_clip`
+    in global norm first (0: no clipping)."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip > 0:
+        nn.utils.clip_grad_norm_(module.parameters(), grad_clip)
+    opt.step()
+
+
+def critic_step(
+    critics: nn.ModuleList,
+    opt: torch.optim.Optimizer,
+    obs: torch.Tensor,
+    act: torch.Tensor,
+    y: torch.Tensor,
+    grad_clip: float,
+) -> dict[str, float]:
+    """One step of every critic on its squared error to the target y; returns losses/qf_loss
+    (the mean per critic) and losses/qf_values (Q_1's mean)."""
+    qs = [q(obs, act) for q in critics]
+    critic_loss = sum(((q - y) ** 2).mean() for q in qs)
+    optimize(opt, critic_loss, critics, grad_clip)
+    return {
+        "losses/qf_loss": critic_loss.item() / len(qs),
+        "losses/qf_values": qs[0].mean().item(),
+    }
+
+
+def update_target(target: nn.Module, source: nn.Module, config: DDPGConfig, iteration: int) -> None:
+    """Called at every actor update: soft (Polyak with config.tau) or hard (a copy once every
+    config.target_period iterations)."""
+    if config.target_update == "soft":
+        soft_update(target, source, config.tau)
+    elif iteration % config.target_period < config.actor_delay:
+        hard_update(target, source)
+
 
 class DDPG:
     """Networks, optimizers and the update of DDPG, with TD3's three options behind config flags.
@@ -60,44 +111,22 @@ class DDPG:
     def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
         """One learner iteration: critic step, then (every actor_delay) actor step + target update."""
         c = self.config
-        obs, act, rew, next_obs, discount = (
-            torch.as_tensor(batch[k], dtype=torch.float32).to(self.device, non_blocking=True)
-            for k in ("obs", "act", "rew", "next_obs", "discount")
-        )
+        obs, act, rew, next_obs, discount = as_tensors(batch, self.device)
         y = self.target_q(rew, next_obs, discount)
-        qs = [q(obs, act) for q in self.critics]
-        critic_loss = sum(((q - y) ** 2).mean() for q in qs)
-        self.critic_opt.zero_grad(set_to_none=True)
-        critic_loss.backward()
-        if c.grad_clip > 0:
-            nn.utils.clip_grad_norm_(self.critics.parameters(), c.grad_clip)
-        self.critic_opt.step()
+        metrics = critic_step(self.critics, self.critic_opt, obs, act, y, c.grad_clip)
         self.iteration += 1
         if self.iteration % c.actor_delay == 0:
             # Deterministic policy gradient: maximize Q_1(o, mu(o)).
             actor_loss = -self.critics[0](obs, self.actor(obs)).mean()
-            self.actor_opt.zero_grad(set_to_none=True)
-            actor_loss.backward()
-            if c.grad_clip > 0:
-                nn.utils.clip_grad_norm_(self.actor.parameters(), c.grad_clip)
-            self.actor_opt.step()
+            optimize(self.actor_opt, actor_loss, self.actor, c.grad_clip)
             self._last_actor_loss = actor_loss.item()
             self.update_targets()
-        return {
-            "losses/qf_loss": critic_loss.item() / len(qs),
-            "losses/actor_loss": self._last_actor_loss,
-            "losses/qf_values": qs[0].mean().item(),
-        }
+        return {**metrics, "losses/actor_loss": self._last_actor_loss}
 
     def update_targets(self) -> None:
         """Soft (Polyak, every actor update) or hard (copy every target_period iterations)."""
-        c = self.config
-        if c.target_update == "soft":
-            soft_update(self.actor_target, self.actor, c.tau)
-            soft_update(self.critics_target, self.critics, c.tau)
-        elif self.iteration % c.target_period < c.actor_delay:
-            hard_update(self.actor_target, self.actor)
-            hard_update(self.critics_target, self.critics)
+        update_target(self.actor_target, self.actor, self.config, self.iteration)
+        update_target(self.critics_target, self.critics, self.config, self.iteration)
 
     @torch.no_grad()
     def act(self, obs: np.ndarray) -> np.ndarray:
