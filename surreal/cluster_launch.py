@@ -93,11 +93,20 @@ def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     """What would start: on compose, kube and slurm the backend's `--dry-run` text (kube: the
     manifests, also written into the `output` folder when given, a summary when large; slurm:
     the batch script of every group), elsewhere the experiment's spec; starts nothing, writes
-    nothing else.
+    nothing else. On kube with a cloudwise cluster spec (`-o cluster_spec=PATH`) the text starts
+    with `# cost: ...` lines: what the processes cost an hour at list prices (`surreal.cost`).
 
     Raises:
         symphony.SymphonyError: a bad option, or an experiment the backend cannot render.
     """
+    text, cost = _render(plan, backend, opts)
+    if cost is None:
+        return text
+    return "".join(f"# {line}\n" for line in cost.lines()) + text
+
+
+def _render(plan: Any, backend: str, opts: dict[str, Any]) -> tuple[str, Any]:
+    """The dry-run text, and the run's `surreal.cost.RunCost` (None: not kube, or no spec)."""
     from surreal import launch as launching
     from symphony.backends import get_backend
     from symphony.errors import SpecError
@@ -106,25 +115,46 @@ def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     impl = get_backend(backend, records=Records(), **opts)
     experiment = launching.build_experiment(plan)
     try:
-        return impl.plan(experiment) if backend in PLANNED else experiment.to_yaml()
+        text = impl.plan(experiment) if backend in PLANNED else experiment.to_yaml()
     except SpecError as err:
         if str(err).startswith("group 'actors-") and "asks for" in str(err):
             raise SpecError(f"{err} (actors: --set actor.group_size=N)") from None
         raise
+    if backend != "kube" or not impl.config.cluster_spec:  # KubeBackend.config: KubeConfig
+        return text, None
+    spec = impl.config.cluster_spec
+    from cloudwise.spec import ClusterSpec
+    from surreal.cost import experiment_cost
+
+    return text, experiment_cost(experiment, ClusterSpec.load(spec))
+
+
+def record_cost(plan: Any, cost: Any) -> None:
+    """Keep the run's cost per hour (a `RunCost`, None: none) in its run.json, for `surreal
+    status`: launch-time prices, so a later edit of the cluster spec does not rewrite them."""
+    from surreal.rundir import write_json
+
+    info = {k: v for k, v in plan.run_dir.info().items() if k != "cost"}
+    if cost is not None:
+        info["cost"] = cost.to_dict()
+    write_json(plan.run_dir.run_file, info)
 
 
 def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
-    """Render the run (a request no node can hold is refused here), write the run folder,
-    launch it and leave it running; returns what to tell the user."""
+    """Render the run (a request no node can hold is refused here), write the run folder
+    (with the run's cost per hour, on kube with a cluster spec), launch it and leave it
+    running; returns what to tell the user."""
     import symphony
     from surreal import launch as launching
 
-    dry_run(plan, backend, opts)  # every refusal before the run folder is written
+    _, cost = _render(plan, backend, opts)  # every refusal before the run folder is written
     launching.create_run(plan)
+    record_cost(plan, cost)
     handle = symphony.launch(launching.build_experiment(plan), backend, detach=True, **opts)
     name = handle.name
-    return (
+    told = (
         f"{name} is running on {backend} ({plan.config.run.actors} actors); follow it with "
         f"`symphony describe {name}`, `symphony logs {name} learner -f`; stop it with "
         f"`symphony delete {name}`"
     )
+    return told if cost is None else f"{told}\n{cost.lines()[0]} (`surreal status` tracks it)"

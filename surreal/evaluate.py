@@ -144,14 +144,29 @@ def _status(run: RunDir, where: str) -> str:
         instead = f"--resume and eval use {checkpoint.PREVIOUS}" if kept else "none before it"
         damage = "" if whole else f"; truncated or corrupt: {instead}"
         lines.append(f"  checkpoint {where.rstrip('/')}/{shown} ({age:.0f} s old{damage})")
-    lines.append("  processes  " + _processes(info.get("experiment")))
+    shown, alive = _processes(info.get("experiment"))
+    lines.append("  processes  " + shown)
+    if info.get("cost"):  # launched on kube with a cluster spec (`cluster_launch.record_cost`)
+        lines.append("  cost       " + _cost(run, info, status, alive))
     from surreal.monitoring.crash import status_lines
 
     lines += status_lines(run.path)  # crashes per role, the latest one's traceback end
     return "\n".join(lines)
 
 
-def _processes(experiment: str | None) -> str:
+def _cost(run: RunDir, info: dict[str, Any], status: dict[str, Any], alive: bool) -> str:
+    """The run's $/h at launch, its cost from `created` to now (to its last status when it
+    runs no more), and the rest of the budget's at the status's steps/s."""
+    from surreal.cost import RunCost, status_line
+
+    end = time.time() if alive else float(status.get("updated") or time.time())
+    hours = max(0.0, end - float(info.get("created") or end)) / 3600
+    budget = {"total_steps": status.get("total_steps") or run.load_config().run.steps}
+    return status_line(RunCost.from_dict(info["cost"]), hours, {**status, **budget}, not alive)
+
+
+def _processes(experiment: str | None) -> tuple[str, bool]:
+    """The processes line, and whether any process is alive."""
     try:
         from symphony.backends import get_backend
         from symphony.records import Records
@@ -159,12 +174,12 @@ def _processes(experiment: str | None) -> str:
         record = Records().load(experiment)
         status = get_backend(record.backend).describe(record)
     except Exception:  # no record: the run is not running (or its backend is gone)
-        return "not running"
+        return "not running", False
     from symphony.states import ALIVE_STATES
 
     if not any(p.state in ALIVE_STATES for p in status.processes):
         ended = record.ended_status(status.status)  # symphony keeps an ended run's record
-        return f"not running ({ended}; `symphony describe {record.name}`)"
+        return f"not running ({ended}; `symphony describe {record.name}`)", False
     from surreal.progress_view import restarts_by_role
 
     return (
@@ -173,4 +188,4 @@ def _processes(experiment: str | None) -> str:
             for p in status.processes
         )
         + f"\n  restarts   {restarts_by_role(status.processes)}"
-    )
+    ), True

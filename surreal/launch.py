@@ -246,7 +246,8 @@ def create_run(p: LaunchPlan) -> None:
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
         before = p.run_dir.info()
-        info = {**before, "experiment": p.experiment_name, **_process_facts(p)}
+        kept = {k: v for k, v in before.items() if k != "cost"}  # a kube launch records it anew
+        info = {**kept, "experiment": p.experiment_name, **_process_facts(p)}
         if info != before:
             write_json(p.run_dir.run_file, info)
     else:

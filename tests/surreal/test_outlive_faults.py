@@ -1,4 +1,5 @@
-"""A run outlives its launcher, and a dead supervisor leaves a checkpoint and nothing else.
+"""A run outlives its launcher, and a dead supervisor leaves a checkpoint and nothing else;
+one run folder takes one launch.
 
 `surreal launch` watches a run whose processes live under a supervisor daemon. Killed with
 SIGKILL, the launcher takes nothing with it: the run goes on, ends at its budget by itself (the
@@ -8,6 +9,7 @@ writes its checkpoint, every process ends and frees its shared memory, and `--re
 from that checkpoint.
 """
 
+import fcntl
 import os
 import signal
 import time
@@ -37,6 +39,17 @@ def _launch(tmp_path, name: str, steps: int):
     return home, run, proc
 
 
+def _error_lines(result) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+
+
+def _snapshot(run) -> dict[str, float]:
+    """What a launch writes before it starts anything: config, run record, spec, monitoring."""
+    files = [run / "config.json", run / "run.json", run / "experiment.yaml"]
+    files += sorted((run / "monitoring").rglob("*"))
+    return {str(f): f.stat().st_mtime_ns for f in files}
+
+
 def test_a_killed_launcher_leaves_the_run_going_to_its_budget_and_status_follow_sees_it(
     tmp_path,
 ):
@@ -52,6 +65,17 @@ def test_a_killed_launcher_leaves_the_run_going_to_its_budget_and_status_follow_
     wait_until(
         lambda: status(run).get("global_step", 0) > at_kill, 30, "the run to go on without it"
     )
+    # one run folder, one launch: the run still runs (under its supervisor), so launching it
+    # again is refused in one line before anything of it is rewritten
+    before = _snapshot(run)
+    args = ["ppo", "--env", "gym:CartPole-v1", "--name", "orphan", "--trial", "a"]
+    again = surreal_cli(["launch", *args], tmp_path, home)
+    resumed = surreal_cli(["launch", "--resume", str(run)], tmp_path, home)
+    for result, says in ((again, "exists"), (resumed, "the run is still running")):
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert len(_error_lines(result)) == 1 and says in _error_lines(result)[0], result.stderr
+    assert "surreal status -f" in _error_lines(resumed)[0]
+    assert _snapshot(run) == before
     followed = surreal_cli(["status", "-f", str(run)], tmp_path, home, timeout=300)
     out = followed.stdout + followed.stderr
     assert followed.returncode == 0, out
@@ -65,8 +89,13 @@ def test_a_killed_launcher_leaves_the_run_going_to_its_budget_and_status_follow_
         "ends the experiment"
         in (home / "experiments" / "orphan-a" / "logs" / "learner.log").read_text()
     )
-    again = surreal_cli(["status", "-f", str(run)], tmp_path, home)
-    assert again.returncode == 0 and "not running (finished)" in again.stdout, again.stdout
+    ended = surreal_cli(["status", "-f", str(run)], tmp_path, home)
+    assert ended.returncode == 0 and "not running (finished)" in ended.stdout, ended.stdout
+    # a launch holds the folder's lock (flock) while it writes and runs it
+    with open(run / ".launch.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        busy = surreal_cli(["launch", "--resume", str(run), "--steps", "1"], tmp_path, home)
+    assert busy.returncode == 2 and "is being launched or run by another" in busy.stderr
 
 
 def test_a_killed_supervisor_stops_every_process_after_a_checkpoint_and_resume_continues(
