@@ -12,6 +12,8 @@ from that checkpoint.
 import fcntl
 import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -22,6 +24,7 @@ from symphony.records import Records
 from tests.surreal.helpers import (
     QUICK,
     describe,
+    env_for,
     processes_of,
     run_segments,
     start_launch,
@@ -65,21 +68,45 @@ def test_a_killed_launcher_leaves_the_run_going_to_its_budget_and_status_follow_
     wait_until(
         lambda: status(run).get("global_step", 0) > at_kill, 30, "the run to go on without it"
     )
-    # one run folder, one launch: the run still runs (under its supervisor), so launching it
-    # again is refused in one line before anything of it is rewritten
-    before = _snapshot(run)
-    args = ["ppo", "--env", "gym:CartPole-v1", "--name", "orphan", "--trial", "a"]
-    again = surreal_cli(["launch", *args], tmp_path, home)
-    resumed = surreal_cli(["launch", "--resume", str(run)], tmp_path, home)
-    for result, says in ((again, "exists"), (resumed, "the run is still running")):
-        assert result.returncode == 2, result.stdout + result.stderr
-        assert len(_error_lines(result)) == 1 and says in _error_lines(result)[0], result.stderr
-    assert "surreal status -f" in _error_lines(resumed)[0]
-    assert _snapshot(run) == before
-    followed = surreal_cli(["status", "-f", str(run)], tmp_path, home, timeout=300)
-    out = followed.stdout + followed.stderr
-    assert followed.returncode == 0, out
-    assert "learner=running" in out, out  # what it printed first: the run was alive
+    # the learner is held (SIGSTOP) while the checks below run, so a fast machine cannot finish
+    # the budget before `status -f` has seen the run alive; it goes on once status -f has
+    learner = next(p for p in describe(home, "orphan-a").processes if p.name == "learner")
+    os.kill(learner.pid, signal.SIGSTOP)
+    try:
+        # one run folder, one launch: the run still runs (under its supervisor), so launching
+        # it again is refused in one line before anything of it is rewritten
+        before = _snapshot(run)
+        args = ["ppo", "--env", "gym:CartPole-v1", "--name", "orphan", "--trial", "a"]
+        again = surreal_cli(["launch", *args], tmp_path, home)
+        resumed = surreal_cli(["launch", "--resume", str(run)], tmp_path, home)
+        for result, says in ((again, "exists"), (resumed, "the run is still running")):
+            assert result.returncode == 2, result.stdout + result.stderr
+            assert len(_error_lines(result)) == 1 and says in _error_lines(result)[0], result.stderr
+        assert "surreal status -f" in _error_lines(resumed)[0]
+        assert _snapshot(run) == before
+        follow = subprocess.Popen(
+            [sys.executable, "-m", "surreal", "status", "-f", str(run)],
+            cwd=tmp_path,
+            env=env_for(home),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        seen = []
+        for line in follow.stdout:  # its summary first, whose processes line shows them alive
+            seen.append(line)
+            if line.lstrip().startswith("processes"):
+                break
+    finally:
+        os.kill(learner.pid, signal.SIGCONT)
+    try:
+        rest, _ = follow.communicate(timeout=300)
+    finally:
+        if follow.poll() is None:
+            follow.kill()
+    out = "".join(seen) + rest
+    assert follow.returncode == 0, out
+    assert "learner=running" in out, out
     assert "the run ended: finished" in out, out
     assert status(run)["global_step"] >= 40_000
     # nobody stopped it: the supervisor ended the experiment when the learner ended
