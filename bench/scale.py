@@ -14,8 +14,9 @@ stand-ins: each sends one every N/rate s, from a random phase) and so is the lea
 update (`algo.batch_size` = `--per-batch` segments whatever N): from N = 16 to 1,024 only the number
 of connected actors changes, and the question is whether the servers keep up with the same work
 spread over 64x the connections. Each stand-in still follows `actor.max_ahead` (phase `paced:1`,
-the default and what real actors do; `paced:none` never waits) and so polls the parameter server
-every 20 ms while it is ahead, exactly as an actor does. Phase `max:1` drops the rollout wait
+the default and what real actors do; `paced:none` never waits) and so waits for newer parameters
+while it is ahead, exactly as an actor does (a long poll that the parameter server answers when the
+version arrives; it polled every 20 ms until issue 33's fix). Phase `max:1` drops the rollout wait
 (infinitely fast envs): only the pacing rule and the sockets' back-pressure hold stand-ins back,
 which measures what the whole loop sustains at N. The checks compare N = 1,024 with N = 16 in the
 first phase. On 2 cores the stand-in processes share the CPU with the servers, so their CPU use is
@@ -26,10 +27,12 @@ shards, pushing chunks as fast as the replay takes them (`max`; algo.updates_per
 Pacer never holds them, as in Ape-X), and with `--ddpg-phases paced,max` first at a fixed offered
 load (`--ddpg-rate` transitions/s).
 
-Straggler/churn: `--churn-actors` (256) stand-ins in `--churn-procs` processes; after a `before`
-span, 10% of the client processes are stopped (SIGSTOP) for `--pause-s`, then resumed; then the same
-10% are killed and restarted every `--churn-every` s for `--churn-s`. Learner updates/s per span,
-against `before`.
+Straggler/churn: `--churn-actors` (256) stand-ins in `--churn-procs` processes, in phase
+`--churn-phase` (`max:1`: the learner is the bottleneck, so the pacing rule decides whether the
+live stand-ins take over the share of the stopped ones; in `paced` the stand-ins' fixed load is the
+bottleneck and stopping 10% of them removes 10% of it); after a `before` span, 10% of the client
+processes are stopped (SIGSTOP) for `--pause-s`, then resumed; then the same 10% are killed and
+restarted every `--churn-every` s for `--churn-s`. Learner updates/s per span, against `before`.
 
 Numbers: medians [min-max] over `--windows` consecutive windows of `--window-s` s per phase, after a
 warm-up of `--warm-s`, in a paced phase at least one stand-in period (every stand-in has sent in
@@ -58,6 +61,7 @@ from pathlib import Path
 import numpy as np
 from scale_report import (
     checks,
+    churn_checks,
     churn_rates,
     plot,
     pooled,
@@ -312,7 +316,7 @@ def ddpg_section(args, md: list[str], problems: list[str]) -> list[dict]:
 def churn_section(args, md: list[str], problems: list[str]) -> tuple[list[dict], dict]:
     n = args.churn_actors
     run, payload = start_run("ppo", n, ppo_overrides(args), args, f"churn-n{n}")
-    spec = ppo_spec(run, payload, n, args, parse_phases(args.phases)[:1])
+    spec = ppo_spec(run, payload, n, args, parse_phases(args.churn_phase))
     clients = Clients(run, spec, n, args.churn_procs)
     procs = len(clients.groups)
     chosen = list(range(max(1, round(args.churn_fraction * procs))))
@@ -378,7 +382,7 @@ def churn_section(args, md: list[str], problems: list[str]) -> tuple[list[dict],
     head = ["span", "s", "learner upd/s", "vs before", "per 1 s", "segments/s", "client procs"]
     title = (
         f"Stragglers and churn: PPO, {n} stand-ins in {procs} processes, {affected} of them "
-        f"({affected / n:.0%}) in the stopped/killed processes"
+        f"({affected / n:.0%}) in the stopped/killed processes; phase {args.churn_phase}"
     )
     print_table(title, head, body, md)
     return timeline, spans
@@ -407,6 +411,12 @@ def main() -> None:
     parser.add_argument("--churn-s", type=float, help="kill/restart span (default 20; quick 6)")
     parser.add_argument("--churn-every", type=float, default=4.0)
     parser.add_argument("--churn-fraction", type=float, default=0.1)
+    parser.add_argument(
+        "--churn-phase",
+        default="max:1",
+        help="MODE:MAX_AHEAD of the churn run (max: the learner is the bottleneck, as pacing "
+        "matters; paced: the stand-ins' fixed load is, and stopping 10%% of them removes 10%%)",
+    )
     parser.add_argument("--out", type=Path, default=OUT, help="scale.md, scale.png, scale.json")
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     parser.add_argument("--no-plot", action="store_true", help="write no scale.png")
@@ -457,6 +467,7 @@ def main() -> None:
     if rows and len(args.actors) > 1:
         full = not q and set(sections) == {"ppo", "ddpg", "churn"}
         results = checks(rows, rows[0]["phase"], elapsed if full else None, problems)
+        results += churn_checks(timeline, spans, args.churn_phase)
         print_checks(results, md, f"checks (phase {rows[0]['phase']})")
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "scale.md").write_text("\n".join(md) + "\n")

@@ -5,18 +5,22 @@ over all their sockets and a timer heap, no thread per stand-in. Each stand-in h
 connections a real actor holds, made with caraml's own socket helpers (`make_socket`, `attach`,
 `send_frames`, `serialize`, `decode`; LINGER=0, the run's Curve keys if it has them):
 
-  params      REQ, as `surreal.parameter_client.ParameterClient`: `{"version": held}` requests, the
-              reply checked by `surreal.schemas.params_reply`; an attempt waits 1 s, doubling up to
-              5 s (`surreal.asking.Asker`'s backoff), then the socket is replaced and the request
-              sent again (caraml.Client's lazy pirate); an error reply is retried after 0.5 s.
+  params      REQ, as `surreal.parameter_client.ParameterClient`: `{"version": held, "actor": i}`
+              requests, the reply checked by `surreal.schemas.params_reply`; an attempt waits 1 s,
+              doubling up to 5 s (`surreal.asking.Asker`'s backoff), plus a long poll's `wait_s`,
+              then the socket is replaced and the request sent again (caraml.Client's lazy
+              pirate); an error reply is retried after 0.5 s.
   experience  PUSH, high-water mark 4 (actor.py): the run's segment, made by a real rollout
               (`bench/scale.py`), with `version` set to the held version, or DDPG's n-step chunk.
   metrics     PUSH, high-water mark 10,000 (common.Component): the actor's report (`actor/sps`,
               env_steps, episode returns/lengths, version) every 2 s or when episodes ended.
 
 PPO stand-ins run surreal/components/actor.py's loop: wait for version >= 1, then rollout -> push ->
-fetch -> while `actor.max_ahead` says the actor is ahead of its share of the learner's batches, fetch
-every 20 ms (`ParameterClient.wait_for`), giving up after 15 s (`_wait_for`) -> report. DDPG
+fetch -> while the actor's `Pacer` (surreal/components/pacing.py: its share of the learner's batches
+over the live actors, `actor.max_ahead`) says it is ahead, a long poll for the version it wants
+(`ParameterClient.wait_for`: answered when the version arrives or after 2 s, then asked again),
+giving up after 15 s (`_wait_for`) -> report. A long poll's reply is not a fetch latency (it waits
+by design): its count is `polls`. DDPG
 stand-ins run surreal/algos/ddpg/actor.py's: fetch every 16 vector steps (4 chunks) or while the
 `Pacer` says ahead (then every 10 ms), push a chunk per `chunk_size` transitions, report.
 
@@ -51,6 +55,7 @@ from caraml.reader import decode
 from caraml.sockets import attach, context, make_socket, recv_frames, send_frames
 from caraml.wire import DEFAULT_MAX_SIZE, KIND_DATA, serialize
 from surreal import schemas
+from surreal.components.pacing import Pacer
 from surreal.guard import Invalid
 
 BINS_PER_DECADE = 40
@@ -176,13 +181,17 @@ class StandIn:
         self.asked = self.attempt_wait = 0.0
         self.after_reply = ""
         self.blocked: dict | None = None
-        self.sent = self.start_version = self.env_steps = self.segments = 0
+        self.env_steps = self.segments = 0
         self.due = 0.0
         self.slot, self.sleeping = 0, False  # the pending "rollout" timer (older ones are stale)
         self.wait_started = self.target = 0.0
         self.last_report, self.steps_at_report = time.monotonic(), 0
         self.v0: int | None = None
         self.phase = -1
+        self.live: int | None = None
+        self.stalls: int | None = None
+        self.pacer: Pacer | None = None
+        self.patience = 0.0  # the long poll's wait_s of the request outstanding
 
     # -- the phase (mode, max_ahead) the harness is in -------------------------------------------
     def mode(self) -> dict:
@@ -196,13 +205,21 @@ class StandIn:
         phase within one period (`wait_rollout` adds the period)."""
         if self.phase != self.loop.phase:
             self.phase = self.loop.phase
-            self.start_version, self.sent = self.version, 0
+            max_ahead = self.mode()["max_ahead"]
+            self.pacer = None
+            if max_ahead is not None:
+                actors, per_batch = self.spec["actors"], self.spec["per_batch"]
+                self.pacer = Pacer(per_batch, actors, max_ahead, self.version)
             self.due = time.monotonic() + random.uniform(0, self.period()) - self.period()
 
     # -- the parameter connection: ParameterClient.fetch over the poller -------------------------
-    def fetch(self, then: str) -> None:
+    def fetch(self, then: str, wait_for: int | None = None, wait_s: float = 0.0) -> None:
         self.after_reply = then
-        self.frames = serialize({"version": self.version})
+        request = {"version": self.version, "actor": self.index}
+        if wait_for is not None:
+            request.update(wait_for=wait_for, wait_s=wait_s)
+        self.patience = wait_s if wait_for is not None else 0.0
+        self.frames = serialize(request)
         self.asked, self.attempt_wait = time.monotonic(), 1.0
         self._send()
 
@@ -212,7 +229,8 @@ class StandIn:
             self.loop.poller.register(self.req, zmq.POLLIN)
         self.token += 1
         send_frames(self.req, self.frames)
-        self.loop.at(time.monotonic() + self.attempt_wait, self, "deadline", self.token)
+        wait = self.attempt_wait + self.patience
+        self.loop.at(time.monotonic() + wait, self, "deadline", self.token)
 
     def _timed_out(self) -> None:
         """Lazy pirate: replace the REQ socket (it is stuck without a reply) and ask again, the
@@ -241,10 +259,15 @@ class StandIn:
             self._refused(getattr(exc, "kind", type(exc).__name__))
             return
         self.token += 1  # the deadline timer of this request is stale now
-        stats.latency(time.monotonic() - self.asked)
+        if self.patience:
+            stats.add("polls")  # a long poll: it waited for a version by design
+        else:
+            stats.latency(time.monotonic() - self.asked)
         stats.add("fetches")
         stats.add("bytes_in", sum(len(f) for f in frames))
         self.latest = reply["version"]
+        self.live = reply.get("live", self.live)
+        self.stalls = reply.get("stalls", self.stalls)
         fresh = reply.get("params") is not None
         if fresh:
             stats.add("with_params")
@@ -268,7 +291,6 @@ class StandIn:
             if token == self.token:
                 self._send()
         elif action == "poll":
-            self.loop.stats.add("polls")
             self.fetch(self.after_reply)
         elif action == "rollout":
             if token == self.slot:
@@ -335,28 +357,39 @@ class PPOStandIn(StandIn):
     def start(self) -> None:
         self.target = 1
         self.wait_started = time.monotonic()
-        self.fetch("wait")  # _wait_for(params, 1)
+        self.fetch("wait", 1, 2.0)  # _wait_for(params, 1)
 
     def on_params(self, fresh: bool) -> None:
         if self.after_reply == "after-push":
             self.env_steps += self.spec["steps_per_segment"]
-            max_ahead = self.mode()["max_ahead"]
-            if max_ahead is not None:
-                actors, per_batch = self.spec["actors"], self.spec["per_batch"]
-                needed = self.start_version + self.sent * actors // per_batch - max_ahead
-                if self.version < needed:
-                    self.target, self.wait_started = needed, time.monotonic()
-                    self.fetch("wait")  # wait_for fetches at once, then every 20 ms
-                    return
+            if self.pacer is not None:
+                self.pacer.sent()
+                self.wait_started = time.monotonic()
+                self.pace()
+                return
             self.cycle_end()
         elif self.after_reply == "wait":
-            if self.version >= self.target or 0 <= self.phase != self.loop.phase:
+            if self.phase < 0:  # the first parameters (version >= 1)
+                if self.version >= self.target:
+                    self.cycle_end()
+                else:
+                    self.fetch("wait", self.target, 2.0)
+            elif 0 <= self.phase != self.loop.phase:
                 self.cycle_end()
             elif self.version >= 1 and time.monotonic() - self.wait_started > 15.0:
-                self.start_version, self.sent = self.version, 0  # gave up: pace from here
+                self.pacer.restart(self.version)  # gave up: pace from here
                 self.cycle_end()
             else:
-                self.loop.at(time.monotonic() + 0.02, self, "poll")
+                self.pace()
+
+    def pace(self) -> None:
+        """`actor._pace`: a long poll for the wanted version while the pacer says ahead."""
+        self.pacer.observe(self.version, self.live, self.stalls)
+        if self.pacer.ahead():
+            self.target = self.pacer.wanted_version()
+            self.fetch("wait", self.target, 2.0)
+        else:
+            self.cycle_end()
 
     def cycle_end(self) -> None:
         if self.phase < 0:  # the first parameters: the loop starts
@@ -375,7 +408,6 @@ class PPOStandIn(StandIn):
         self.push(segment)
 
     def pushed(self) -> None:
-        self.sent += 1
         self.fetch("after-push")
 
 

@@ -283,6 +283,34 @@ def print_checks(results: list[tuple], md: list[str], title: str) -> None:
         md.append(f"- {line}")
 
 
+def span_rates(timeline: list[dict], spans: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """Learner updates/s over each churn span."""
+    rates = {}
+    for name, (t0, t1) in spans.items():
+        inside = [s for s in timeline if t0 <= s["mono"] <= t1]
+        if len(inside) >= 2:
+            a, b = inside[0], inside[-1]
+            rates[name] = (b["iterations"] - a["iterations"]) / (b["mono"] - a["mono"])
+    return rates
+
+
+def churn_checks(timeline: list[dict], spans: dict[str, tuple[float, float]], phase: str) -> list:
+    """Item 6's check: with the stand-ins stopped or churning, updates/s >= 0.9x before."""
+    rates = span_rates(timeline, spans)
+    base = rates.get("before")
+    out = []
+    for name, rate in rates.items():
+        if name.startswith(("paused", "kill+restart")) and base:
+            out.append(
+                (
+                    f"churn ({phase}): learner updates/s while {name} >= 0.9x before",
+                    rate >= 0.9 * base,
+                    f"{rate:.2f} / {base:.2f} = {rate / base:.2f}x",
+                )
+            )
+    return out
+
+
 def churn_rates(timeline: list[dict], spans: dict[str, tuple[float, float]]) -> list[list[str]]:
     """Per churn phase: learner updates/s and segments/s over the span, and 1-s medians."""
     body = []

@@ -17,7 +17,7 @@ from caraml.proxy_process import ProxyProcess
 from caraml.pub_sub import Publisher, Subscriber
 from caraml.push_pull import Puller, Pusher
 from caraml.reader import deserialize
-from caraml.req_rep import Client, Server
+from caraml.req_rep import Client, Later, Server
 from caraml.shm import SlotPool
 from caraml.wire import serialize
 
@@ -31,6 +31,7 @@ __all__ = [
     "CurveServer",
     "DataFetcher",
     "Handle",
+    "Later",
     "MalformedMessage",
     "MessageTooLarge",
     "Proxy",

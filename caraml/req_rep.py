@@ -8,6 +8,12 @@ malformed request or a handler exception gets an error reply (the Client raises 
 CaramlError) and is counted and logged; the server keeps serving. A message without a request
 envelope (from a raw TCP peer speaking old ZMTP, say) cannot be answered: it is counted in
 ``.dropped`` and ``.malformed`` and dropped, and never disturbs the replies to other clients.
+
+Long polls: a handler may return :class:`Later` instead of a reply ("not yet"). The server parks
+the request (at most ``max_parked`` at once; past that it answers at once) and answers it when
+``ready()`` holds after a :meth:`Server.wake` (called by another thread when its state changed),
+or at the request's deadline, with ``answer()`` either way. Waiting clients then cost one
+request per change, not one per poll interval.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import zmq
@@ -28,6 +36,19 @@ from caraml.wire import KIND_DATA, KIND_ERROR, serialize
 
 log = logging.getLogger("caraml")
 _ids = itertools.count()
+
+
+@dataclass
+class Later:
+    """A handler's "not yet": answer with ``answer()`` once ``ready()`` or after ``wait_s``.
+
+    ``ready`` and ``answer`` run in the server's thread, on :meth:`Server.wake` and at the
+    deadline; they must be cheap (the server checks every parked request on each wake).
+    """
+
+    ready: Callable[[], bool]
+    answer: Callable[[], Any]
+    wait_s: float
 
 
 class Client(Endpoint):
@@ -106,6 +127,7 @@ class Server(Endpoint):
         *,
         max_size: int | None = None,
         curve: Curve | None = None,
+        max_parked: int = 16384,
     ) -> None:
         # A ROUTER, not a REP: libzmq's REP can lose the state of its reply routing after a
         # garbled request from a peer that has already gone (junk TCP connections speaking
@@ -124,6 +146,10 @@ class Server(Endpoint):
         self._thread: threading.Thread | None = None
         self._serving = threading.Event()
         self._done = threading.Event()
+        self.max_parked = max_parked
+        self._parked: list[tuple[float, list[bytes], Later]] = []  # (deadline, envelope, later)
+        self.answered_later = 0
+        """Requests answered after they were parked (on a wake or at their deadline)."""
 
     def start(self) -> Server:
         """Serve in a daemon thread; returns self. The socket is already bound, so clients may
@@ -144,14 +170,51 @@ class Server(Endpoint):
         self._serving.set()
         try:
             while True:
-                events = dict(poller.poll())
+                events = dict(poller.poll(self._poll_ms()))
                 if self._ctrl_recv in events:
-                    self._ctrl_recv.recv()
-                    return
+                    if self._ctrl_recv.recv() == b"stop":
+                        return
+                    self._answer_parked(woken=True)
                 if self._sock in events:
                     self._serve_one()
+                if self._parked:
+                    self._answer_parked(woken=False)
         finally:
+            self._parked.clear()  # their clients time out and ask again
             self._done.set()
+
+    def wake(self) -> None:
+        """Answer the parked requests whose ``ready()`` now holds (thread-safe; from any thread)."""
+        with self._ctrl_lock:
+            if not self._ctrl_send.closed:
+                self._ctrl_send.send(b"wake")
+
+    @property
+    def parked(self) -> int:
+        """How many requests wait for an answer now."""
+        return len(self._parked)
+
+    def _poll_ms(self) -> int | None:
+        if not self._parked:
+            return None
+        due = min(deadline for deadline, _, _ in self._parked)
+        return max(0, int(1000 * (due - time.monotonic())) + 1)
+
+    def _answer_parked(self, woken: bool) -> None:
+        """Answer each parked request that is due, or (``woken``) whose ``ready()`` holds."""
+        now, kept = time.monotonic(), []
+        for deadline, envelope, later in self._parked:
+            try:
+                finished = deadline <= now or (woken and later.ready())
+            except Exception:  # noqa: BLE001 - a failing ready() answers now, not never
+                log.exception("a parked request's ready() raised on server %s", self.address)
+                finished = True
+            if not finished:
+                kept.append((deadline, envelope, later))
+                continue
+            send_frames(self._sock, [*envelope, *self._finish(later.answer, parked=True)])
+            self.answered_later += 1
+        self._parked = kept
 
     def _serve_one(self) -> None:
         """Answer one message: ``[routing ids..., b"", request frames...]`` on the ROUTER."""
@@ -165,18 +228,39 @@ class Server(Endpoint):
         request = parts[split + 1 :]
         if request:
             request[0] = request[0].bytes
-        send_frames(self._sock, [*envelope, *self._answer(request)])
+        answer = self._answer(request)
+        if isinstance(answer, Later):
+            try:
+                park = len(self._parked) < self.max_parked and not answer.ready()
+            except Exception:  # noqa: BLE001 - answered now by answer() instead
+                log.exception("a new parked request's ready() raised on server %s", self.address)
+                park = False
+            if park:
+                self._parked.append((time.monotonic() + answer.wait_s, envelope, answer))
+                return
+            answer = self._finish(answer.answer, parked=True)  # full, or ready: answer at once
+        send_frames(self._sock, [*envelope, *answer])
 
-    def _answer(self, frames: list) -> list:
+    def _answer(self, frames: list) -> list | Later:
         try:
             request = deserialize(frames, self.max_size)
         except MalformedMessage as exc:
             self._count_malformed(exc)
             return serialize(f"malformed request: {exc}", kind=KIND_ERROR)
+        return self._finish(lambda: self.handler(request))
+
+    def _finish(self, handle: Callable[[], Any], parked: bool = False) -> Any:
+        """The reply frames of ``handle()``, or an error reply; a Later passes through (unless
+        the request was parked already: a Later's ``answer()`` must give a reply)."""
         try:
-            reply = serialize(self.handler(request))
+            reply = handle()
+            if isinstance(reply, Later):
+                if not parked:
+                    return reply
+                raise TypeError("a Later's answer() returned another Later")
+            frames = serialize(reply)
             self.served += 1
-            return reply
+            return frames
         except Exception as exc:  # a failing handler must not take the server down
             self.handler_errors += 1
             log.exception("handler of server %s raised", self.address)
@@ -193,7 +277,8 @@ class Server(Endpoint):
         if self._thread is not None:
             self._thread.join()
             self._thread = None
-        self._ctrl_send.close(linger=0)
+        with self._ctrl_lock:  # wake() from another thread may race the close
+            self._ctrl_send.close(linger=0)
         self._ctrl_recv.close(linger=0)
         super().close()
 

@@ -35,6 +35,7 @@ class Asker:
         give_up: Callable[[float, Exception], None],
         pause: Callable[[float], Any],
         backoff: bool = False,
+        patience: float = 0.0,
     ) -> Any:
         """`check(reply)` of the first valid reply to `request`.
 
@@ -46,6 +47,8 @@ class Asker:
             backoff: attempts wait 1 s for a reply, doubling up to `timeout` (a lost reply costs
                 about a second while a large reply on a slow link still gets `timeout`);
                 without it, every attempt waits the client's own timeout.
+            patience: seconds every attempt waits on top (the peer holds the request that long
+                by design: a long poll); silence is counted from past it.
         """
         import caraml
         from surreal.guard import Invalid
@@ -54,10 +57,11 @@ class Asker:
         wait = min(1.0, self.timeout) if backoff else None
         while True:
             try:
-                reply = check(self.client.request(request, timeout=wait))
+                timeout = wait if not patience else (wait or self.client.timeout) + patience
+                reply = check(self.client.request(request, timeout=timeout))
                 break
             except (caraml.CaramlError, Invalid) as exc:
-                silent = time.monotonic() - started
+                silent = max(0.0, time.monotonic() - started - patience)
                 give_up(silent, exc)
                 if not announced and silent >= self.timeout:
                     announced, self.outages = True, self.outages + 1

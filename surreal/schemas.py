@@ -6,7 +6,8 @@ A validator takes a decoded caraml message and returns it (possibly a cleaned co
     experience   (buffer, Puller)        SegmentSchema: an actor's segment, shapes from the env spec
     batches      (buffer, Server)        batch_request: {"segments": n, "timeout": s, "id": ...}
     metrics      (metrics sink, Puller)  report: a component's report
-    params       (param server, Server)  params_request: {"version": v}
+    params       (param server, Server)  params_request: {"version": v, optional "wait_for",
+                                         "wait_s" (a long poll), "actor" (who asks, for pacing)}
     params-pub   (param server, SUB)     ParamsSchema: {"version", "step", "params": {name: array}}
     replay       (replay shard, Puller)  ChunkSchema: a DDPG n-step chunk, shapes from the env spec
     replay-sample (replay shard, Server) sample_request: {"op": "sample"|"stats", "batch_size": b}
@@ -20,6 +21,7 @@ match it exactly (keys, dtypes, shapes), so a stray message can never break stac
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
@@ -179,10 +181,35 @@ def batch_request(message: Any, max_segments: int) -> dict:
     return out
 
 
-def params_request(message: Any) -> int:
-    """A request on the `params` port: {"version": v} (the version held; -1 or absent: none)."""
+MAX_PARAMS_WAIT_S = 10.0
+"""The longest a parameter server holds a long-poll request before it answers anyway."""
+
+
+@dataclass(frozen=True)
+class ParamsAsk:
+    """A checked request on the `params` port (see `params_request`)."""
+
+    have: int
+    wait_for: int | None = None
+    wait_s: float = 0.0
+    actor: int | None = None
+
+
+def params_request(message: Any) -> ParamsAsk:
+    """A request on the `params` port: {"version": v} (the version held; -1 or absent: none).
+
+    Optional: "wait_for": w and "wait_s": s (answer once the server holds version >= w, or
+    after s seconds, at most MAX_PARAMS_WAIT_S); "actor": i (the asking actor's index: the
+    server counts the actors that ask, and tells every actor how many are alive, for pacing).
+    """
     req = as_dict(message, "a parameter request")
-    return as_int(req.get("version", -1), "version", -1, 2**62)
+    have = as_int(req.get("version", -1), "version", -1, 2**62)
+    wait_for = req.get("wait_for")
+    wait_for = None if wait_for is None else as_int(wait_for, "wait_for", 0, 2**62)
+    wait_s = as_float(req.get("wait_s", 0.0), "wait_s", 0.0, MAX_PARAMS_WAIT_S)
+    actor = req.get("actor")
+    actor = None if actor is None else as_int(actor, "actor", 0, 2**31)
+    return ParamsAsk(have, wait_for, wait_s, actor)
 
 
 def sample_request(message: Any, max_batch: int = 1 << 16) -> dict:
@@ -217,12 +244,16 @@ class ParamsSchema:
 
 
 def params_reply(message: Any) -> dict:
-    """A parameter server's reply: {"version", "step", optional "params": {name: array}}."""
+    """A parameter server's reply: {"version", "step", optional "params": {name: array} and
+    "live" (how many actors asked lately) and "stalls" (`param_server.ParameterStore.stalls`)}."""
     msg = as_dict(message, "a parameter reply")
     out = {
         "version": as_int(msg.get("version"), "version", 0, 2**62),
         "step": as_int(msg.get("step", 0), "step", 0, 2**62),
     }
+    for key in ("live", "stalls"):
+        if msg.get(key) is not None:
+            out[key] = as_int(msg[key], key, 0, 2**62)
     if msg.get("params") is not None:
         params = as_dict(msg["params"], "params")
         for key, value in params.items():

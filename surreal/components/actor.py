@@ -7,6 +7,7 @@ import time
 import numpy as np
 
 from surreal.components.common import Component
+from surreal.components.pacing import Pacer
 from surreal.components.remote_policy import actor_inference
 from surreal.components.split_actor import build_actor
 from surreal.core import ParameterClient
@@ -30,7 +31,7 @@ def main(run_dir: str, index: int = 0) -> None:
     env, actor = build_actor(comp, policy, seed)  # two halves: actor.double_buffer (remote)
     rollout = actor.rollout_episodes if comp.algo.episode_aligned else actor.rollout
     per_batch = comp.algo.segments_per_batch(cfg)
-    sent, env_steps, last_report, steps_at_report = 0, 0, time.monotonic(), 0
+    env_steps, last_report, steps_at_report = 0, time.monotonic(), 0
     prom, clock = comp.prom, time.perf_counter()
     comp.progress = logs.Progress(comp.log, logs.progress_every(cfg.run.actors))  # 1,000 actors
     episodes, recent, segment_steps = 0, [], cfg.actor.rollout_length * env.num_envs
@@ -44,7 +45,9 @@ def main(run_dir: str, index: int = 0) -> None:
     )
     try:
         fresh = _wait_for(params, 1, comp)
-        start_version = params.version
+        pacer = None
+        if cfg.actor.max_ahead is not None:
+            pacer = Pacer(per_batch, cfg.run.actors, cfg.actor.max_ahead, params.version)
         if fresh is not None:
             comp.log.info("first parameters: version %d; acting", params.version)
         while fresh is not None and not comp.stopping.is_set():
@@ -58,23 +61,11 @@ def main(run_dir: str, index: int = 0) -> None:
             pusher.push(segment)
             prom.port_traffic("experience", "out", segment)
             clock = _phase(prom, "push", clock)
-            sent += 1
             fresh = params.fetch()
-            if cfg.actor.max_ahead is not None:
-                # my share of the learner's batches so far is sent * actors / per_batch versions
-                needed = start_version + sent * cfg.run.actors // per_batch - cfg.actor.max_ahead
-                if params.version < needed:
-                    waited = _wait_for(params, needed, comp)
-                    if waited is None:
-                        break
-                    fresh = waited or fresh  # {}: gave up waiting; keep what fetch() brought
-                    if params.version < needed:  # segments were lost: pace from here on
-                        comp.warnings.warn(
-                            "lost-segments",
-                            f"waited for parameters version {needed}, still at "
-                            f"{params.version}: segments were lost on the way; pacing from here",
-                        )
-                        start_version, sent = params.version, 0
+            if pacer is not None:
+                fresh = _pace(pacer, params, fresh, comp)
+                if fresh is None:
+                    break
             fresh = fresh if fresh is not None else {}
             env_steps += cfg.actor.rollout_length * env.num_envs
             prom.count("surreal_env_steps_total", cfg.actor.rollout_length * env.num_envs)
@@ -123,10 +114,46 @@ def _phase(prom, phase: str, since: float) -> float:
     return now
 
 
+def _pace(
+    pacer: Pacer, params: ParameterClient, fresh: dict | None, comp: Component, give_up_s=15.0
+) -> dict | None:
+    """One segment was sent: wait while this actor is ahead of its share of the learner's
+    batches (`surreal.components.pacing`), asking for the version it wants in long polls.
+    Returns the newest parameters got (or `fresh`; {} for none), None when stopped."""
+    fresh = fresh if fresh is not None else {}
+    pacer.sent()
+    pacer.observe(params.version, params.live, params.stalls)
+    started = said = time.monotonic()
+    while pacer.ahead():
+        if comp.stopping.is_set():
+            return None
+        wanted = pacer.wanted_version()
+        got = params.fetch(wait_for=wanted, wait_s=2.0)  # 2 s: a stop is seen that soon
+        fresh = got if got is not None else fresh
+        pacer.observe(params.version, params.live, params.stalls)
+        now = time.monotonic()
+        if pacer.ahead() and now - started > give_up_s:  # segments lost: pace from here on
+            comp.warnings.warn(
+                "lost-segments",
+                f"waited {now - started:.0f} s for parameters version {wanted}, still at "
+                f"{params.version}: segments were lost on the way; pacing from here",
+            )
+            pacer.restart(params.version)
+        elif now - said >= comp.progress.every_s:  # a stuck run says so in its log
+            said = now
+            comp.log.info(
+                "still waiting for parameters version %d after %.0f s (have %d)",
+                wanted,
+                now - started,
+                params.version,
+            )
+    return fresh
+
+
 def _wait_for(
     params: ParameterClient, target: int, comp: Component, give_up_s: float = 15.0
 ) -> dict | None:
-    """Wait (polling with a deadline) for parameters of version >= `target`; None if stopped.
+    """Wait for parameters of version >= `target` (long polls); None if stopped.
 
     Once parameters are held, waiting ends after `give_up_s` seconds even without the target
     version (returning {}: nothing new): segments lost on the way (a restarted buffer, a lost
@@ -135,8 +162,8 @@ def _wait_for(
     started = said = time.monotonic()
     every_s = getattr(getattr(comp, "progress", None), "every_s", None) or logs.progress_s()
     while not comp.stopping.is_set():
-        try:
-            return params.wait_for(target, deadline_s=1.0)
+        try:  # a long poll: answered when the version arrives (2 s: a stop is seen that soon)
+            return params.wait_for(target, deadline_s=2.0)
         except TimeoutError:
             if params.version >= 1 and time.monotonic() - started > give_up_s:
                 return {}

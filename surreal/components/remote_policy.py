@@ -26,11 +26,11 @@ class VersionClient(ParameterClient):
     holds a newer version, else None; `version`, `latest_version` and `wait_for` work as usual.
     """
 
-    def fetch(self) -> Params | None:
+    def fetch(self, wait_for: int | None = None, wait_s: float = 0.0) -> Params | None:
         held = self.version
         self.version = 2**62  # "I have everything": the server answers with its version only
         try:
-            super().fetch()
+            super().fetch(wait_for, wait_s)
         finally:
             self.version = held
         if self.latest_version > held:
@@ -161,9 +161,9 @@ def actor_inference(comp: Any, index: int) -> tuple[Policy, ParameterClient]:
     cfg = comp.config
     local = comp.algo.make_policy(cfg.algo, comp.env_info)
     if cfg.actor.inference != "remote":
-        return local, ParameterClient(comp.address("params").tcp, timeout=5.0)
+        return local, ParameterClient(comp.address("params").tcp, timeout=5.0, actor=index)
     worker = index % cfg.run.policy_workers
     remote = RemotePolicy(
         comp.address(f"policy-{worker}").tcp, f"actor-{index}", local, comp.stopping
     )
-    return remote, VersionClient(comp.address("params").tcp, timeout=5.0)
+    return remote, VersionClient(comp.address("params").tcp, timeout=5.0, actor=index)
