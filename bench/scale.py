@@ -27,12 +27,15 @@ shards, pushing chunks as fast as the replay takes them (`max`; algo.updates_per
 Pacer never holds them, as in Ape-X), and with `--ddpg-phases paced,max` first at a fixed offered
 load (`--ddpg-rate` transitions/s).
 
-Straggler/churn: `--churn-actors` (256) stand-ins in `--churn-procs` processes, in phase
-`--churn-phase` (`max:1`: the learner is the bottleneck, so the pacing rule decides whether the
-live stand-ins take over the share of the stopped ones; in `paced` the stand-ins' fixed load is the
-bottleneck and stopping 10% of them removes 10% of it); after a `before` span, 10% of the client
-processes are stopped (SIGSTOP) for `--pause-s`, then resumed; then the same 10% are killed and
-restarted every `--churn-every` s for `--churn-s`. Learner updates/s per span, against `before`.
+Straggler/churn: `--churn-actors` (256) stand-ins in `--churn-procs` processes. The run is
+learner-bound, as a run whose actors outpace the learner is (otherwise stopping 10% of the actors
+removes 10% of the data whatever the servers do): 20 epochs per batch (`--churn-epochs`; the
+learner takes ~75 segments/s here), and the stand-ins offer about twice that (`--churn-rate` 160
+segments/s in phase `--churn-phase`, paced:1), so the pacing rule decides whether the live stand-ins take over the share
+of the stopped ones, while the stand-ins leave the learner its CPU (in `max` mode they and the
+restarts compete with it for the 2 cores). After a `before` span, 10% of the client processes are
+stopped (SIGSTOP) for `--pause-s`, then resumed; then the same 10% are killed and restarted every
+`--churn-every` s for `--churn-s`. Learner updates/s per span, against `before`.
 
 Numbers: medians [min-max] over `--windows` consecutive windows of `--window-s` s per phase, after a
 warm-up of `--warm-s`, in a paced phase at least one stand-in period (every stand-in has sent in
@@ -174,11 +177,11 @@ def ppo_spec(run: ServerRun, payload: Path, n: int, args, phases: list[dict]) ->
     }
 
 
-def ppo_overrides(args) -> list[str]:
+def ppo_overrides(args, epochs: int = 1) -> list[str]:
     steps = SEGMENT["num_envs"] * SEGMENT["rollout_length"]
     return [
         f"algo.batch_size={args.per_batch * steps}",
-        "algo.update_epochs=1",
+        f"algo.update_epochs={epochs}",
         "algo.num_minibatches=4",
     ]
 
@@ -315,8 +318,10 @@ def ddpg_section(args, md: list[str], problems: list[str]) -> list[dict]:
 
 def churn_section(args, md: list[str], problems: list[str]) -> tuple[list[dict], dict]:
     n = args.churn_actors
-    run, payload = start_run("ppo", n, ppo_overrides(args), args, f"churn-n{n}")
-    spec = ppo_spec(run, payload, n, args, parse_phases(args.churn_phase))
+    overrides = ppo_overrides(args, args.churn_epochs)
+    run, payload = start_run("ppo", n, overrides, args, f"churn-n{n}")
+    paced = argparse.Namespace(**{**vars(args), "rate": args.churn_rate})
+    spec = ppo_spec(run, payload, n, paced, parse_phases(args.churn_phase))
     clients = Clients(run, spec, n, args.churn_procs)
     procs = len(clients.groups)
     chosen = list(range(max(1, round(args.churn_fraction * procs))))
@@ -347,7 +352,7 @@ def churn_section(args, md: list[str], problems: list[str]) -> tuple[list[dict],
         start_clients(run, clients, PPO_FLOWING)
         sleep_until(time.monotonic() + warm_up(args, spec, spec["phases"][0]))
         for name, seconds, begin, every, action, finish in (
-            ("before", args.window_s * max(2, args.windows - 1), None, None, None, None),
+            ("before", args.window_s * max(4, args.windows + 1), None, None, None, None),
             (
                 f"paused {affected}/{n}",
                 args.pause_s,
@@ -382,7 +387,8 @@ def churn_section(args, md: list[str], problems: list[str]) -> tuple[list[dict],
     head = ["span", "s", "learner upd/s", "vs before", "per 1 s", "segments/s", "client procs"]
     title = (
         f"Stragglers and churn: PPO, {n} stand-ins in {procs} processes, {affected} of them "
-        f"({affected / n:.0%}) in the stopped/killed processes; phase {args.churn_phase}"
+        f"({affected / n:.0%}) in the stopped/killed processes; phase {args.churn_phase}, "
+        f"offered {args.churn_rate:g} segments/s, {args.churn_epochs} epochs per batch"
     )
     print_table(title, head, body, md)
     return timeline, spans
@@ -411,12 +417,9 @@ def main() -> None:
     parser.add_argument("--churn-s", type=float, help="kill/restart span (default 20; quick 6)")
     parser.add_argument("--churn-every", type=float, default=4.0)
     parser.add_argument("--churn-fraction", type=float, default=0.1)
-    parser.add_argument(
-        "--churn-phase",
-        default="max:1",
-        help="MODE:MAX_AHEAD of the churn run (max: the learner is the bottleneck, as pacing "
-        "matters; paced: the stand-ins' fixed load is, and stopping 10%% of them removes 10%%)",
-    )
+    parser.add_argument("--churn-phase", default="paced:1", help="MODE:MAX_AHEAD (churn)")
+    parser.add_argument("--churn-rate", type=float, default=160.0, help="offered segments/s")
+    parser.add_argument("--churn-epochs", type=int, default=20, help="PPO epochs per batch")
     parser.add_argument("--out", type=Path, default=OUT, help="scale.md, scale.png, scale.json")
     parser.add_argument("--keep", action="store_true", help="keep the run folders")
     parser.add_argument("--no-plot", action="store_true", help="write no scale.png")

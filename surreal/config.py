@@ -65,8 +65,9 @@ class ActorConfig:
     group_size: int = 8
     """Actor processes per ProcessGroup (one machine / Pod on a cluster)."""
     max_ahead: int | None = 1
-    """Segments an actor may run ahead of its share of the learner's batches before it waits for
-    newer parameters: bounds the policy lag (0: synchronous PPO; None: never wait, off-policy)."""
+    """Versions an actor may run ahead of its share of the learner's batches (over the live
+    actors) before it waits for newer parameters: bounds the policy lag (0: synchronous PPO;
+    None: never wait, off-policy). See surreal/components/pacing.py."""
     inference: str = "local"
     """Where actors' policies run: `local` (in each actor) or `remote` (on `run.policy_workers`
     batched policy workers; actors only step environments; see docs/policy_workers.md)."""

@@ -27,7 +27,7 @@ from surreal.schemas import REQUEST_MAX_BYTES, ParamsAsk, ParamsSchema, params_r
 
 STALL_INTERVALS = 3.0
 """A stall: waiting actors, and no version for this many usual intervals between versions."""
-STALL_MIN_S = 0.25
+STALL_MIN_S = 0.05
 """... and for at least this long."""
 
 
