@@ -18,6 +18,7 @@ request per change, not one per poll interval.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import threading
@@ -147,7 +148,8 @@ class Server(Endpoint):
         self._serving = threading.Event()
         self._done = threading.Event()
         self.max_parked = max_parked
-        self._parked: list[tuple[float, list[bytes], Later]] = []  # (deadline, envelope, later)
+        self._parked: dict[int, tuple[list[bytes], Later]] = {}  # id -> (envelope, later)
+        self._deadlines: list[tuple[float, int]] = []  # a heap of (deadline, id); lazily pruned
         self.answered_later = 0
         """Requests answered after they were parked (on a wake or at their deadline)."""
 
@@ -174,13 +176,13 @@ class Server(Endpoint):
                 if self._ctrl_recv in events:
                     if self._ctrl_recv.recv() == b"stop":
                         return
-                    self._answer_parked(woken=True)
+                    self._answer_ready()
                 if self._sock in events:
                     self._serve_one()
-                if self._parked:
-                    self._answer_parked(woken=False)
+                self._answer_due()
         finally:
             self._parked.clear()  # their clients time out and ask again
+            self._deadlines.clear()
             self._done.set()
 
     def wake(self) -> None:
@@ -195,26 +197,35 @@ class Server(Endpoint):
         return len(self._parked)
 
     def _poll_ms(self) -> int | None:
-        if not self._parked:
+        while self._deadlines and self._deadlines[0][1] not in self._parked:
+            heapq.heappop(self._deadlines)  # answered on a wake already
+        if not self._deadlines:
             return None
-        due = min(deadline for deadline, _, _ in self._parked)
-        return max(0, int(1000 * (due - time.monotonic())) + 1)
+        return max(0, int(1000 * (self._deadlines[0][0] - time.monotonic())) + 1)
 
-    def _answer_parked(self, woken: bool) -> None:
-        """Answer each parked request that is due, or (``woken``) whose ``ready()`` holds."""
-        now, kept = time.monotonic(), []
-        for deadline, envelope, later in self._parked:
+    def _answer_ready(self) -> None:
+        """On a wake: answer each parked request whose ``ready()`` holds."""
+        for key, (_, later) in list(self._parked.items()):
             try:
-                finished = deadline <= now or (woken and later.ready())
+                finished = later.ready()
             except Exception:  # noqa: BLE001 - a failing ready() answers now, not never
                 log.exception("a parked request's ready() raised on server %s", self.address)
                 finished = True
-            if not finished:
-                kept.append((deadline, envelope, later))
-                continue
-            send_frames(self._sock, [*envelope, *self._finish(later.answer, parked=True)])
-            self.answered_later += 1
-        self._parked = kept
+            if finished:
+                self._answer_later(key)
+
+    def _answer_due(self) -> None:
+        """Answer the parked requests whose deadline passed (O(log n) each; none due: O(1))."""
+        now = time.monotonic()
+        while self._deadlines and self._deadlines[0][0] <= now:
+            _, key = heapq.heappop(self._deadlines)
+            if key in self._parked:
+                self._answer_later(key)
+
+    def _answer_later(self, key: int) -> None:
+        envelope, later = self._parked.pop(key)
+        send_frames(self._sock, [*envelope, *self._finish(later.answer, parked=True)])
+        self.answered_later += 1
 
     def _serve_one(self) -> None:
         """Answer one message: ``[routing ids..., b"", request frames...]`` on the ROUTER."""
@@ -236,7 +247,9 @@ class Server(Endpoint):
                 log.exception("a new parked request's ready() raised on server %s", self.address)
                 park = False
             if park:
-                self._parked.append((time.monotonic() + answer.wait_s, envelope, answer))
+                key = next(_ids)
+                self._parked[key] = (envelope, answer)
+                heapq.heappush(self._deadlines, (time.monotonic() + answer.wait_s, key))
                 return
             answer = self._finish(answer.answer, parked=True)  # full, or ready: answer at once
         send_frames(self._sock, [*envelope, *answer])
