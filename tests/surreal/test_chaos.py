@@ -23,9 +23,10 @@ from tests.surreal.test_hostile_peers import SETTINGS, sample_steps
 # (chaos seconds, seconds between kills, step budget, eval goal). The budget keeps the run
 # going past the chaos on this machine (the learner does a few thousand steps per second here,
 # fewer while its helpers keep dying). A minute: 24 kills, each of the 8 helpers dies ~3 times;
-# three minutes: 36 kills, as the issue that asked for it measures (eval >= 400).
+# three minutes: 36 kills, as the issue that asked for it measures (eval >= 400). These settings
+# run ~14k steps/s on a quiet machine, kills included: 1.2M steps ended after 88 s of chaos.
 MINUTE = (60.0, 2.5, 300_000, 475.0)
-THREE_MINUTES = (180.0, 5.0, 1_200_000, 400.0)
+THREE_MINUTES = (180.0, 5.0, 3_200_000, 400.0)
 
 
 @pytest.mark.slow
@@ -69,6 +70,8 @@ def test_killing_random_helpers_does_not_stop_a_run_from_learning(
                     for p in describe(home, "chaos-a").processes
                     if p.name != "learner" and p.state == "running" and p.pid
                 ]
+                if not victims:  # the run is ending (its budget used): nothing left to kill
+                    break
                 victim = rng.choice(victims)
                 try:
                     os.kill(victim.pid, signal.SIGKILL)
