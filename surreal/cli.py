@@ -11,6 +11,7 @@ import click
 
 from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
 from surreal.config import EnvConfig, RunConfig
+from surreal.stopping import raise_interrupt, stop_and_keep_logs
 
 _UserError = (
     InputError  # a problem with the input: `Error: ...` on one line, exit 2, nothing started
@@ -316,7 +317,7 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
         status = read_json(plan.run_dir.status_file, {}) or {}
         click.echo(format_status(status, time.monotonic() - started, plan.config.run.steps))
 
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
+    signal.signal(signal.SIGTERM, raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
     try:
         code = monitor(
             handle,
@@ -333,7 +334,7 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
     except KeyboardInterrupt:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
-        _stop_and_keep_logs(handle, plan.run_dir.path / "logs", code)
+        stop_and_keep_logs(handle, plan.run_dir.path / "logs", code)
         sync.close()  # the logs and the last status
         if not summarized:  # interrupted: the learner's last checkpoint is in the status now
             summary()
@@ -342,39 +343,6 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
             f"tensorboard --logdir {plan.run_dir.shown('tb')})"
         )
     return code
-
-
-OUTCOMES = {0: "finished", 130: "stopped"}
-"""`surreal launch`'s exit code -> how symphony's record says the run ended (else "failed")."""
-
-
-def _stop_and_keep_logs(handle, logs: Path, code: int | None = None) -> None:
-    """Stop every process and append their logs to RUN_DIR/logs/. Symphony keeps its record
-    (with the logs) and how the run ended, from the exit `code` (None: as the processes
-    ended): `symphony list --all`, `symphony describe/logs EXPERIMENT` show the past run."""
-    from surreal.cluster_launch import save_container_logs
-
-    save_container_logs(handle, logs)  # compose: the containers' output, before they go
-    outcome = None if code is None else OUTCOMES.get(code, "failed")
-    handle.stop(outcome=outcome)
-    try:
-        logs.mkdir(exist_ok=True)
-        for process, source in (handle.record.logs or {}).items():
-            try:
-                text = Path(source).read_text(errors="replace")
-            except FileNotFoundError:
-                continue
-            with (logs / f"{process}.log").open("a") as out:
-                out.write(text)
-    except OSError as err:  # a full disk: the run's folder cannot take them
-        click.echo(
-            f"could not copy the processes' logs into {logs} ({err.strerror or err}); they "
-            f"stay in symphony's record: symphony logs {handle.record.name} PROCESS"
-        )
-
-
-def _raise_interrupt(*_: object) -> None:
-    raise KeyboardInterrupt
 
 
 @main.command("eval")

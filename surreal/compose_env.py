@@ -24,14 +24,15 @@ import stat
 from pathlib import Path
 from typing import Any
 
+import surreal.curve as curve
+from surreal.curve import CONTAINER_KEYS  # noqa: F401  (where the keys go: compose_env's API)
+from surreal.portable import run_url
+
 ENV_FILE = "compose.env"
 """The env file's name in the run's `keys/` folder."""
 
 KEYS_ENV = "SURREAL_CURVE_KEYS"
 """The env var that carries the run's secret key files into the containers."""
-
-CONTAINER_KEYS = "/tmp/surreal-curve-keys"
-"""`CARAML_CURVE_KEYS` inside a compose container: where each process writes the keys."""
 
 PASSED = (
     "AWS_ENDPOINT_URL",
@@ -50,8 +51,6 @@ KEY_FILES = ("server.key_secret", "client.key_secret")
 
 def env_file(plan: Any) -> Path:
     """`RUN/keys/compose.env` of the plan's run folder (its local mirror for an s3:// run)."""
-    from surreal import curve
-
     return curve.key_folder(plan) / ENV_FILE
 
 
@@ -68,9 +67,6 @@ def prepare(plan: Any, environ: dict[str, str] | None = None) -> None:
     """
     if plan.backend != "compose":
         return
-    from surreal import curve
-    from surreal.portable import run_url
-
     environ = os.environ if environ is None else environ
     values: dict[str, str] = {}
     if run_url(plan):

@@ -12,9 +12,22 @@ from surreal.config import Config
 from surreal.parameter_client import ParameterClient  # noqa: F401  (surreal.core's API)
 from surreal.replay import FifoSampler, FifoStorage, Replay
 from surreal.spaces import EnvInfo
+from surreal.synthetic import SyntheticEnv
 
 Batch = dict[str, np.ndarray]
 Params = dict[str, np.ndarray]
+
+RUNTIME_COMPONENTS = {
+    "actor": "surreal.components.actor:main",
+    "buffer": "surreal.components.replay:main",
+    "learner": "surreal.components.learner:main",
+    "param-server": "surreal.components.param_server:main",
+    "evaluator": "surreal.components.evaluator:main",
+    "metrics": "surreal.components.metrics:main",
+    "policy-worker": "surreal.components.policy_worker:main",
+}
+"""role -> "module:function(run_dir, index)" of the runtime's own processes
+(`Learner.components`' default; `surreal.topology` starts them)."""
 
 
 def fifo_replay(per_batch: int, actors: int) -> Replay:
@@ -212,25 +225,23 @@ class Learner(abc.ABC):
 
     @classmethod
     def build_experiment(cls, plan: Any) -> Any:
-        """The symphony Experiment of a launch plan (`surreal.topology.LaunchPlan`).
+        """The symphony Experiment of a launch plan (`surreal.topology.LaunchPlan`), or None.
 
-        Default: `surreal.topology.standard_experiment`: metrics sink, buffer, learner, parameter
-        server, evaluator and `run.actors` actors in groups. Build others from the blocks in
-        `surreal.topology` (see `surreal/algos/ddpg/topology.py`).
+        Default: None, and the launcher builds `surreal.topology.standard_experiment(plan)`:
+        metrics sink, buffer, learner, parameter server, evaluator and `run.actors` actors in
+        groups. Return your own from the blocks in `surreal.topology` (see
+        `surreal/algos/ddpg/topology.py`); start from the standard one with
+        `standard_experiment(plan)`.
         """
-        from surreal.topology import standard_experiment
-
-        return standard_experiment(plan)
+        return None
 
     @classmethod
     def components(cls) -> dict[str, str]:
         """role -> "module:function(run_dir, index)" of every process `build_experiment` starts.
 
         `python -m surreal component ROLE RUN_DIR` runs the function. Default: the runtime's
-        roles (`surreal.topology.RUNTIME_COMPONENTS`); add or replace roles for your topology.
+        roles (`RUNTIME_COMPONENTS`); add or replace roles for your topology.
         """
-        from surreal.topology import RUNTIME_COMPONENTS
-
         return dict(RUNTIME_COMPONENTS)
 
     @classmethod
@@ -292,10 +303,8 @@ class Learner(abc.ABC):
         launch` runs before anything starts; None skips `learn` there.
 
         Default: 2 segments of `actor.rollout_length` steps from 2 synthetic environments,
-        collected by `Actor` with `policy` (so with your policy's extras).
+        collected by `Actor` with `policy` (so with your policy's extras): `segment_batch`.
         """
-        from surreal.preflight import segment_batch
-
         return segment_batch(cls, run_config, env_info, policy)
 
 
@@ -409,3 +418,16 @@ class Actor:
         returns, lengths = self.episode_returns, self.episode_lengths
         self.episode_returns, self.episode_lengths = [], []
         return returns, lengths
+
+
+def segment_batch(
+    algo_class: type[Learner], run_config: Config, env_info: EnvInfo, policy: Policy
+) -> Batch:
+    """2 segments of `actor.rollout_length` steps of 2 synthetic envs, as the buffer stacks them
+    (`Learner.example_batch`'s default)."""
+    actor = Actor(SyntheticEnv(env_info), policy, run_config.actor.rollout_length)
+    rollout = actor.rollout_episodes if algo_class.episode_aligned else actor.rollout
+    segments = [rollout() for _ in range(2)]
+    for segment in segments:
+        segment["version"] = np.ones(actor.env.num_envs, np.int64)
+    return {key: np.stack([s[key] for s in segments]) for key in segments[0]}

@@ -25,6 +25,10 @@ SECRET = "surreal-curve"
 
 ENV = "CARAML_CURVE_KEYS"
 
+CONTAINER_KEYS = "/tmp/surreal-curve-keys"
+"""`CARAML_CURVE_KEYS` inside a compose container: where each process writes the keys it gets
+through the run's env file (`surreal.compose_env.materialize_keys`)."""
+
 
 def enabled(plan: Any) -> bool:
     """Whether the run's traffic uses Curve: `run.curve`, or (unset) whether the backend is
@@ -46,8 +50,6 @@ def process_folder(plan: Any) -> str:
 
         return f"{SECRETS_ROOT}/{SECRET}"
     if plan.backend == "compose":  # written there by each process (surreal.compose_env)
-        from surreal.compose_env import CONTAINER_KEYS
-
         return CONTAINER_KEYS
     return str(key_folder(plan))
 

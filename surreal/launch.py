@@ -9,11 +9,18 @@ from typing import Any
 from surreal import checkpoint, config_check
 from surreal import config as config_io
 from surreal.config import Config, ConfigError
-from surreal.core import Learner
+from surreal.core import RUNTIME_COMPONENTS, Learner
 from surreal.policy_topology import check_inference, check_remote_actors
 from surreal.portable import IMAGE_BACKENDS
-from surreal.rundir import RunDir, check_writable, slug, write_json
-from surreal.topology import LaunchPlan
+from surreal.rundir import (
+    RunDir,
+    check_writable,
+    new_remote_run_dir,
+    resume_run_dir,
+    slug,
+    write_json,
+)
+from surreal.topology import LaunchPlan, algorithm_experiment
 
 __all__ = ["LaunchPlan", "build_experiment", "create_run", "plan", "preflight"]
 
@@ -52,7 +59,7 @@ def plan(
     if not resume and not storage_sync.is_remote(folder):
         check_writable(folder)  # /proc, a file as parent, a read-only mount: before torch
     if resume:
-        run_dir = storage_sync.resume_run_dir(resume)
+        run_dir = resume_run_dir(resume)
         if not run_dir.exists():
             raise FileNotFoundError(
                 f"--resume {resume}: not a run folder (no config.json/run.json)"
@@ -98,7 +105,7 @@ def plan(
         name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
     )
     if not resume and storage_sync.is_remote(folder):
-        run_dir = storage_sync.new_remote_run_dir(folder, experiment, trial, offline=offline)
+        run_dir = new_remote_run_dir(folder, experiment, trial, offline=offline)
     elif not resume:
         base = Path(folder) / experiment
         run_dir = RunDir(base / (trial or _next_trial(base)))
@@ -175,8 +182,6 @@ def _check(config: Config, gpus_here: bool = True) -> None:
 def _check_replicas(config: Config, algo_class: type) -> None:
     """`run.learner_replicas`: >= 1; above 1 only with the runtime's learner loop and a batch
     that splits evenly between the replicas."""
-    from surreal.topology import RUNTIME_COMPONENTS
-
     n = config.run.learner_replicas
     if n < 1:
         raise ConfigError(f"run.learner_replicas must be >= 1, got {n}")
@@ -206,17 +211,18 @@ def preflight(p: LaunchPlan) -> None:
     if p.backend in IMAGE_BACKENDS:  # the learner's device is the cluster's: check on the CPU
         config = dataclasses.replace(config, run=dataclasses.replace(config.run, device="cpu"))
     check_algorithm(p.algo_class, config, p.env_info)
-    check_remote_actors(p)  # actor.inference=remote: only with actors that ask policy workers
+    check_remote_actors(p, algorithm_experiment)  # remote inference: actors that ask for it
 
 
 def build_experiment(p: LaunchPlan) -> Any:
-    """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`,
+    """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`
+    (the standard topology when it returns None: `surreal.topology.algorithm_experiment`),
     with the run's Curve keys on every process when `surreal.curve.enabled(plan)`, and on
     compose and kube commands that run in the image (`surreal.portable`). The learner's end
     is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there."""
     from surreal import curve, portable
 
-    exp = portable.apply(curve.apply(p.algo_class.build_experiment(p), p), p)
+    exp = portable.apply(curve.apply(algorithm_experiment(p), p), p)
     if "learner" in exp.process_names():
         exp.ends_with = ["learner"]
     return exp

@@ -1,15 +1,19 @@
-"""Where policy workers go in a run's topology, and the checks `surreal launch` runs for them.
+"""Which actors ask policy workers, and the checks `surreal launch` runs for them.
 
 With `actor.inference=remote`, `surreal.topology.add_actor_groups` adds `run.policy_workers`
-processes `policy-worker-K` (binding `policy-K`) and connects actor i to `policy-{i % K}`, for
-actors that ask them (`SUPPORTED_ACTORS`: they build their policy with
-`surreal.components.remote_policy.actor_inference`). Knows no algorithm and no component module
-(it names them as strings), so the topology may use it.
+processes `policy-worker-K` (binding `policy-K`, `surreal.topology.add_policy_workers`) and
+connects actor i to `policy-{i % K}` (`policy_services`), for actors that ask them
+(`SUPPORTED_ACTORS`: they build their policy with
+`surreal.components.remote_policy.actor_inference`). Knows no algorithm, no component module
+(it names them as strings) and not the topology, which builds on it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+from surreal.config import ConfigError
 
 INFERENCE = ("local", "remote")
 SUPPORTED_ACTORS = frozenset({"surreal.components.actor:main", "surreal.algos.ddpg.actor:main"})
@@ -18,8 +22,6 @@ SUPPORTED_ACTORS = frozenset({"surreal.components.actor:main", "surreal.algos.dd
 
 def check_inference(config: Any, algo_class: type) -> None:
     """Raise ConfigError for settings remote inference cannot run with (before anything starts)."""
-    from surreal.config import ConfigError
-
     mode, workers = config.actor.inference, config.run.policy_workers
     if mode not in INFERENCE:
         raise ConfigError(f"actor.inference must be local or remote, got {mode!r}")
@@ -29,15 +31,14 @@ def check_inference(config: Any, algo_class: type) -> None:
         raise ConfigError("actor.inference_wait_ms must be >= 0")
 
 
-def check_remote_actors(plan: Any) -> None:
-    """With `actor.inference=remote`, raise ConfigError unless the plan's experiment has policy
-    workers, i.e. its actors are ones that ask them (`SUPPORTED_ACTORS`): ES workers and the
-    multi-agent actor run their own policies."""
-    from surreal.config import ConfigError
-
+def check_remote_actors(plan: Any, build_experiment: Callable[[Any], Any]) -> None:
+    """With `actor.inference=remote`, raise ConfigError unless the plan's experiment
+    (`build_experiment(plan)`: `surreal.topology.algorithm_experiment`) has policy workers, i.e.
+    its actors are ones that ask them (`SUPPORTED_ACTORS`): ES workers and the multi-agent actor
+    run their own policies."""
     if plan.config.actor.inference != "remote":
         return
-    exp = plan.algo_class.build_experiment(plan)
+    exp = build_experiment(plan)
     if not any(p.name.startswith("policy-worker-") for p in exp.processes()):
         raise ConfigError(
             f"actor.inference=remote: {plan.algo_class.__name__}'s actors run their own policy; "
@@ -57,23 +58,3 @@ def policy_services(plan: Any, index: int, role: str = "actor") -> tuple[str, ..
 def serves(plan: Any, role: str) -> bool:
     """Whether actors running component ROLE ask policy workers under remote inference."""
     return plan.algo_class.components().get(role) in SUPPORTED_ACTORS
-
-
-def add_policy_workers(exp: Any, plan: Any, role: str = "actor") -> None:
-    """With `actor.inference=remote`: `run.policy_workers` processes `policy-worker-K` (binding
-    `policy-K`, restarted on failure like the actors) in the ProcessGroup `policy-workers`; each
-    declares one GPU when `actor.inference_device` asks for cuda (kube/compose/slurm request it)."""
-    from surreal.device import wants_gpu
-    from surreal.topology import process
-    from symphony import ProcessGroup, Resources
-
-    cfg = plan.config
-    if cfg.actor.inference != "remote" or not serves(plan, role):
-        return
-    group = ProcessGroup("policy-workers")
-    for k in range(cfg.run.policy_workers):
-        proc = process(plan, "policy-worker", k, name=f"policy-worker-{k}")
-        if wants_gpu(cfg.actor.inference_device):
-            proc.resources = Resources(gpu=1)
-        group.add(proc.binds(f"policy-{k}").connects("params", "metrics"))
-    exp.add(group)

@@ -12,8 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from surreal import config as config_io
+import surreal.config as config_io
 from surreal.spaces import EnvInfo
+from surreal.storage import S3Folder, is_remote
+from surreal.storage_sync import mirror_path, prepare_launch_mirror, track
 
 
 def slug(text: str) -> str:
@@ -24,8 +26,6 @@ def slug(text: str) -> str:
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (readers never see half a file); a run in an object store
     uploads it (`surreal.storage_sync.track`)."""
-    from surreal.storage_sync import track
-
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=float) + "\n")
     os.replace(tmp, path)
@@ -189,3 +189,35 @@ def resolve_run(run: str | Path) -> RunDir:
             "FOLDER/EXPERIMENT/TRIAL, e.g. runs/ppo-cartpole-v1/t1"
         )
     return run_dir
+
+
+def resume_run_dir(ref: str) -> RunDir:
+    """The RunDir `surreal launch --resume REF` continues: REF itself, or for a URL a fresh
+    local mirror of it (`surreal.storage_sync.prepare_launch_mirror`)."""
+    if not is_remote(ref):
+        return RunDir(Path(ref))
+    return RunDir(prepare_launch_mirror(ref, resume=True), url=ref.rstrip("/"))
+
+
+def new_remote_run_dir(
+    folder: str, experiment: str, trial: str | None, offline: bool = False
+) -> RunDir:
+    """The RunDir of a new run under the object-store folder `folder`: FOLDER/EXPERIMENT/TRIAL,
+    TRIAL the first free t1, t2, ... unless given; FileExistsError when it holds a run.
+    `offline` (`surreal launch --dry-run`): the store is not contacted, TRIAL is t1 unless
+    given, and nothing checks that it is free."""
+    base = S3Folder(folder).child(experiment)
+    if offline:
+        run = base.child(trial or "t1")
+        return RunDir(mirror_path(run.url, "launch"), url=run.url)
+    if trial is None:
+        taken, i = set(base.children()), 1
+        while f"t{i}" in taken:
+            i += 1
+        trial = f"t{i}"
+    run = base.child(trial)
+    if run.exists():
+        raise FileExistsError(
+            f"{run.url} exists; pick another --trial or continue it with --resume {run.url}"
+        )
+    return RunDir(mirror_path(run.url, "launch"), url=run.url)

@@ -261,37 +261,3 @@ def check_folder(folder: str, contact: bool = True) -> None:
         remote = S3Folder(folder)  # the URL's form: no store contacted
         if contact:
             remote.check()
-
-
-def resume_run_dir(ref: str):
-    """The RunDir `surreal launch --resume REF` continues: REF itself, or for a URL a fresh
-    local mirror of it (`prepare_launch_mirror`)."""
-    from surreal.rundir import RunDir
-
-    if not is_remote(ref):
-        return RunDir(Path(ref))
-    return RunDir(prepare_launch_mirror(ref, resume=True), url=ref.rstrip("/"))
-
-
-def new_remote_run_dir(folder: str, experiment: str, trial: str | None, offline: bool = False):
-    """The RunDir of a new run under the object-store folder `folder`: FOLDER/EXPERIMENT/TRIAL,
-    TRIAL the first free t1, t2, ... unless given; FileExistsError when it holds a run.
-    `offline` (`surreal launch --dry-run`): the store is not contacted, TRIAL is t1 unless
-    given, and nothing checks that it is free."""
-    from surreal.rundir import RunDir
-
-    base = S3Folder(folder).child(experiment)
-    if offline:
-        run = base.child(trial or "t1")
-        return RunDir(mirror_path(run.url, "launch"), url=run.url)
-    if trial is None:
-        taken, i = set(base.children()), 1
-        while f"t{i}" in taken:
-            i += 1
-        trial = f"t{i}"
-    run = base.child(trial)
-    if run.exists():
-        raise FileExistsError(
-            f"{run.url} exists; pick another --trial or continue it with --resume {run.url}"
-        )
-    return RunDir(mirror_path(run.url, "launch"), url=run.url)

@@ -2,7 +2,8 @@
 
 Every process of every algorithm runs the one entry point `python -m surreal component ROLE
 RUN_DIR --index I`; `surreal.components.run_component` looks ROLE up in the run's
-`Learner.components()`. `standard_experiment` is the default topology (`Learner.build_experiment`):
+`Learner.components()`. `algorithm_experiment` asks the learner class for its topology
+(`Learner.build_experiment`); `standard_experiment` is the default when it returns None:
 
     actor-i --push--> buffer <--req-- learner --pub--> param-server <--req-- actors, evaluator
     everyone --push--> metrics
@@ -16,22 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from surreal.config import Config
+from surreal.core import RUNTIME_COMPONENTS  # noqa: F401  (defined beside Learner.components)
+from surreal.policy_topology import policy_services, serves
 from surreal.rundir import RunDir
 from surreal.spaces import EnvInfo
 
 PROCESS_ENV = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Environment of every process: unbuffered output, one OpenMP thread (the learner sets its own)."""
-
-RUNTIME_COMPONENTS = {
-    "actor": "surreal.components.actor:main",
-    "buffer": "surreal.components.replay:main",
-    "learner": "surreal.components.learner:main",
-    "param-server": "surreal.components.param_server:main",
-    "evaluator": "surreal.components.evaluator:main",
-    "metrics": "surreal.components.metrics:main",
-    "policy-worker": "surreal.components.policy_worker:main",
-}
-"""role -> "module:function(run_dir, index)" of the runtime's own processes."""
 
 
 @dataclass
@@ -158,8 +150,7 @@ def add_actor_groups(
 ) -> None:
     """Add `run.actors` processes `PREFIX-i` running component ROLE --index i, connected to
     `connects`, in groups `GROUP_PREFIX-g` of `actor.group_size` (one machine / Pod each);
-    with `actor.inference=remote` also the policy workers each actor asks (`surreal.policy_topology`)."""
-    from surreal.policy_topology import add_policy_workers, policy_services
+    with `actor.inference=remote` also the policy workers each actor asks (`add_policy_workers`)."""
     from symphony import ProcessGroup
 
     cfg, services = plan.config, tuple(connects)
@@ -173,6 +164,26 @@ def add_actor_groups(
     add_policy_workers(exp, plan, role)
 
 
+def add_policy_workers(exp: Any, plan: LaunchPlan, role: str = "actor") -> None:
+    """With `actor.inference=remote`: `run.policy_workers` processes `policy-worker-K` (binding
+    `policy-K`, restarted on failure like the actors) in the ProcessGroup `policy-workers`; each
+    declares one GPU when `actor.inference_device` asks for cuda (kube/compose/slurm request it).
+    Nothing when ROLE's actors run their own policy (`surreal.policy_topology.serves`)."""
+    from surreal.device import wants_gpu
+    from symphony import ProcessGroup, Resources
+
+    cfg = plan.config
+    if cfg.actor.inference != "remote" or not serves(plan, role):
+        return
+    group = ProcessGroup("policy-workers")
+    for k in range(cfg.run.policy_workers):
+        proc = process(plan, "policy-worker", k, name=f"policy-worker-{k}")
+        if wants_gpu(cfg.actor.inference_device):
+            proc.resources = Resources(gpu=1)
+        group.add(proc.binds(f"policy-{k}").connects("params", "metrics"))
+    exp.add(group)
+
+
 def standard_experiment(plan: LaunchPlan) -> Any:
     """The default topology: metrics, buffer, learner, parameter server, evaluator, actors."""
     exp = new_experiment(plan)
@@ -182,3 +193,10 @@ def standard_experiment(plan: LaunchPlan) -> Any:
     add_evaluator(exp, plan)
     add_actor_groups(exp, plan, ("params", "experience", "metrics"))
     return exp.validate()
+
+
+def algorithm_experiment(plan: LaunchPlan) -> Any:
+    """The algorithm's topology: `plan.algo_class.build_experiment(plan)`, or
+    `standard_experiment(plan)` when that returns None (the `Learner` default)."""
+    exp = plan.algo_class.build_experiment(plan)
+    return standard_experiment(plan) if exp is None else exp

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cloudwise import addons
+import cloudwise.addons as addons
 from cloudwise.render.hcl import Block, Raw, block, render
 from cloudwise.render.kubectl import addon_files, addons_blocks
 from cloudwise.resolve import ResolvedCluster, ResolvedPool

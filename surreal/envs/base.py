@@ -73,7 +73,7 @@ def make_env(
         seed: seeds the first reset.
         render: build it so that `env.render()` returns RGB frames (for videos).
     """
-    from surreal.envs import wrappers
+    import surreal.envs.wrappers as wrappers  # gymnasium: imported when an env is built
 
     config = config or EnvConfig(id=env_id)
     module, name = _family(env_id)

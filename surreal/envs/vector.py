@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from surreal.config import EnvConfig
+from surreal.envs.base import info_from_spaces, make_env
 
 
 class VectorEnv:
@@ -24,8 +25,6 @@ class VectorEnv:
     def __init__(
         self, env_id: str, config: EnvConfig, seed: int = 0, num_envs: int | None = None
     ) -> None:
-        from surreal.envs.base import info_from_spaces, make_env
-
         self.num_envs = num_envs or config.num_envs
         self.envs = [make_env(env_id, config, seed=seed + i) for i in range(self.num_envs)]
         self.info = info_from_spaces(self.envs[0].observation_space, self.envs[0].action_space)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from surreal.pbt import store
+import surreal.pbt.store as store
 from surreal.pbt.config import PBTConfig, from_dict
 from surreal.pbt.exploit import Decision, MemberScore, exploit_explore
 from surreal.pbt.store import MemberView

@@ -15,15 +15,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import surreal.pbt.store as store
 from surreal import config as config_io
 from surreal.config import Config, ConfigError
-from surreal.pbt import store
 from surreal.pbt.config import PBTConfig, init_overrides, make_config
 from surreal.pbt.config import from_dict as pbt_from_dict
 from surreal.pbt.config import to_dict as pbt_to_dict
 from surreal.pbt.space import check_space
 from surreal.rundir import RunDir, read_json, write_json
-from surreal.topology import PROCESS_ENV, RUNTIME_COMPONENTS, LaunchPlan, restart_policy
+from surreal.topology import (
+    PROCESS_ENV,
+    RUNTIME_COMPONENTS,
+    LaunchPlan,
+    algorithm_experiment,
+    restart_policy,
+)
 
 MANAGER = "population-manager"
 """The manager's process name."""
@@ -123,7 +129,7 @@ def build_experiment(pp: PopulationPlan) -> Any:
         },
     )
     for name, member in zip(store.member_names(pp.pbt.members), pp.members, strict=True):
-        for item in member.algo_class.build_experiment(member).components:
+        for item in algorithm_experiment(member).components:
             exp.add(_renamed(item, name))
     command = [sys.executable, "-m", "surreal.pbt.manager", str(base.run_dir.path.resolve())]
     exp.add(Process(MANAGER, command, env=dict(PROCESS_ENV), restart=restart_policy()))

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from surreal.pbt import store
+import surreal.pbt.store as store
 from surreal.pbt.config import from_dict, init_overrides
 from surreal.rundir import read_json
 

@@ -7,10 +7,11 @@ import sys
 import time
 from typing import Any, TextIO
 
-from surreal.pbt import store
+import surreal.pbt.store as store
 from surreal.pbt.plan import MANAGER, PopulationPlan, build_experiment, create_population
 from surreal.pbt.status import population_status
 from surreal.rundir import read_json
+from surreal.stopping import raise_interrupt, stop_and_keep_logs
 
 ENDED = ("exited", "failed", "stopped")
 
@@ -26,7 +27,6 @@ def run_population(
     """
     import symphony
     from surreal import curve
-    from surreal.cli import _raise_interrupt, _stop_and_keep_logs
 
     create_population(pp)
     base = pp.base
@@ -39,7 +39,7 @@ def run_population(
         flush=True,
     )
     handle = symphony.launch(build_experiment(pp), backend, **curve.launch_options(base))
-    signal.signal(signal.SIGTERM, _raise_interrupt)  # `kill` and `timeout` stop it like Ctrl-C
+    signal.signal(signal.SIGTERM, raise_interrupt)  # `kill` and `timeout` stop it like Ctrl-C
     code = 130
     try:
         code, _ = watch(handle, pp, out, every_s)
@@ -47,7 +47,7 @@ def run_population(
         print("interrupted: stopping every process (the learners write checkpoints)", file=out)
     finally:
         print("stopping the processes...", file=out, flush=True)
-        _stop_and_keep_logs(handle, base.run_dir.path / "logs")
+        stop_and_keep_logs(handle, base.run_dir.path / "logs")
         store.keep_best(base.run_dir.path, store.member_names(pp.pbt.members))
         print(population_status(base.run_dir.path, {}), file=out)
         print(f"done: {base.run_dir.path} (surreal eval {base.run_dir.path})", file=out)

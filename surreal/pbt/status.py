@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from surreal.pbt import store
+import surreal.pbt.store as store
 from surreal.pbt.config import from_dict
 from surreal.rundir import read_json
 
