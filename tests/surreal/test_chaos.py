@@ -24,8 +24,9 @@ from tests.surreal.test_hostile_peers import SETTINGS, sample_steps
 # going past the chaos on this machine (the learner does a few thousand steps per second here,
 # fewer while its helpers keep dying). A minute: 24 kills, each of the 8 helpers dies ~3 times;
 # three minutes: 36 kills, as the issue that asked for it measures (eval >= 400). These settings
-# run ~14k steps/s on a quiet machine, kills included: 1.2M steps ended after 88 s of chaos.
-MINUTE = (60.0, 2.5, 300_000, 475.0)
+# run ~14k steps/s on a quiet machine, kills included: 1.2M steps ended after 88 s of chaos (and
+# 300k within the minute under CI's load, once actors no longer polled for parameters).
+MINUTE = (60.0, 2.5, 1_500_000, 475.0)
 THREE_MINUTES = (180.0, 5.0, 3_200_000, 400.0)
 
 

@@ -120,10 +120,17 @@ def test_a_waiting_actor_is_answered_when_the_version_arrives_with_one_request()
     try:
         assert client.fetch() is not None and client.version == 1 and client.live == 1
         asked = store.requests
-        threading.Timer(
-            0.3, store.update, [{"version": 4, "step": 9, "params": {"w": np.zeros(2, np.float32)}}]
-        ).start()
-        fresh = client.wait_for(4, deadline_s=8.0)
+
+        def publish_once_parked() -> None:  # the version comes while the request waits
+            parked = threading.Event()
+            while server.parked < 1:
+                parked.wait(0.01)
+            store.update({"version": 4, "step": 9, "params": {"w": np.zeros(2, np.float32)}})
+
+        publisher = threading.Thread(target=publish_once_parked, daemon=True)
+        publisher.start()
+        fresh = client.wait_for(4, deadline_s=30.0)
+        publisher.join(10)
         assert client.version == 4 and fresh["w"].sum() == 0
         assert store.requests - asked == 1  # parked, then answered on the publication
         assert server.answered_later == 1
