@@ -111,6 +111,8 @@ def test_a_killed_launcher_leaves_the_run_going_to_its_budget_and_status_follow_
     assert status(run)["global_step"] >= 40_000
     # nobody stopped it: the supervisor ended the experiment when the learner ended
     wait_until(lambda: not processes_of(run), 30, "every process to end")
+    # the supervisor records the outcome after it stopped the others (it outlives them)
+    wait_until(lambda: Records(home).load("orphan-a").outcome, 30, "the supervisor's record")
     assert Records(home).load("orphan-a").outcome == "finished"
     assert (
         "ends the experiment"
