@@ -14,16 +14,15 @@ reported (PASS/FAIL against the goal), never a reason to fail.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+import report
 
 try:
     import matplotlib
@@ -169,50 +168,13 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
-def loads(avg: tuple[float, float, float]) -> str:
-    return " ".join(f"{x:.2f}" for x in avg)
-
-
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=5, help="rounds (default: 5)")
-    parser.add_argument("--quick", action="store_true", help="one round (for the test)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=Path(__file__).resolve().parent / "out" / "errors.md",
-        help="the markdown file, or a folder for errors.md/.json/.png "
-        "(default: bench/out/errors.md)",
-    )
-    parser.add_argument("--no-plot", action="store_true", help="no errors.png")
-    args = parser.parse_args()
-    rounds = 1 if args.quick else args.rounds
-    md = args.out if args.out.suffix == ".md" else args.out / "errors.md"
-    md.parent.mkdir(parents=True, exist_ok=True)
-
-    load_before = os.getloadavg()
-    rows, baseline = measure(rounds)
-    load_after = os.getloadavg()
-    header = (
-        f"cores {os.cpu_count()}, load average before {loads(load_before)}, after "
-        f"{loads(load_after)}, rounds {rounds}, python {platform.python_version()}"
-    )
-    lines = table(rows, baseline, header)
-    print("\n".join(lines))
-    md.write_text("\n".join(lines) + "\n")
-    raw = {
-        "cores": os.cpu_count(),
-        "load_before": load_before,
-        "load_after": load_after,
-        "rounds": rounds,
-        "python": platform.python_version(),
-        "goal_s": GOAL_S,
-        "baseline": baseline,
-        "rows": rows,
-    }
-    md.with_suffix(".json").write_text(json.dumps(raw, indent=1) + "\n")
-    if plt is not None and not args.no_plot:
-        plot(rows, md.with_suffix(".png"))
+    run = report.start("errors", __doc__)
+    rows, baseline = measure(run.rounds)
+    run.measured()
+    lines = table(rows, baseline, run.header())
+    raw = {"goal_s": GOAL_S, "baseline": baseline, "rows": rows}
+    run.publish(lines, raw, None if plt is None else lambda path: plot(rows, path))
     return 1 if any(row["failures"] for row in rows) else 0
 
 

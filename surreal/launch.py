@@ -220,9 +220,9 @@ def build_experiment(p: LaunchPlan) -> Any:
     with the run's Curve keys on every process when `surreal.curve.enabled(plan)`, and on
     compose and kube commands that run in the image (`surreal.portable`). The learner's end
     is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there."""
-    from surreal import curve, portable
+    from surreal import curve, portable, preload
 
-    exp = portable.apply(curve.apply(algorithm_experiment(p), p), p)
+    exp = preload.apply(portable.apply(curve.apply(algorithm_experiment(p), p), p), p)
     if "learner" in exp.process_names():
         exp.ends_with = ["learner"]
     return exp

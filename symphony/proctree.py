@@ -35,6 +35,36 @@ def die_with_parent() -> None:
         pass
 
 
+def set_subreaper(on: bool) -> bool:
+    """Make this process adopt the orphans among its descendants (`PR_SET_CHILD_SUBREAPER`, Linux
+    only), as init would: the local supervisor, so that the processes a fork server forks for
+    it are its children. Returns whether the setting took."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(36, int(on), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(known: set[int], sessions: set[int]) -> None:
+    """Reap this process's ended children that it adopted as a subreaper: zombies not in
+    `known` (those it waits for itself) whose session is one of `sessions` (children that a
+    caller of the same process started, and waits for, stay untouched)."""
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return
+    for child in children:
+        try:
+            if child.pid in known or child.status() != psutil.STATUS_ZOMBIE:
+                continue
+            if os.getsid(child.pid) in sessions:
+                os.waitpid(child.pid, os.WNOHANG)
+        except (OSError, psutil.Error):
+            continue
+
+
 def alive(pid: int | None, create_time: float | None = None) -> bool:
     """Whether `pid` runs (and, given `create_time`, is the same process, not a reused pid)."""
     if not pid:

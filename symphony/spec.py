@@ -47,6 +47,7 @@ __all__ = [
 
 SPEC_VERSION = 1
 _NAME_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def check_name(name: Any, what: str = "name") -> str:
@@ -78,6 +79,9 @@ class Process:
         image: container image (compose, kube); None uses the experiment's image.
         secrets: names of Kubernetes Secrets the process mounts (DNS-1123 labels; the kube
             backend mounts each read-only and sets `SYMPH_SECRET_<NAME>_DIR`; others ignore it).
+        preload: modules to import once, before the process starts (local backend: a
+            `python -m MODULE ...` command forks from a fork server that imported them, shared
+            by the processes with the same list; see `symphony.forkserver`; others ignore it).
     """
 
     name: str
@@ -88,6 +92,7 @@ class Process:
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     image: str | None = None
     secrets: list[str] = field(default_factory=list)
+    preload: list[str] = field(default_factory=list)
     bound: list[str] = field(default_factory=list)
     connected: list[str] = field(default_factory=list)
     exposed: list[str] = field(default_factory=list)
@@ -108,6 +113,7 @@ class Process:
         self.resources = self.resources or Resources()
         self.restart = self.restart or RestartPolicy()
         self.secrets = _secret_names(self.name, self.secrets)
+        self.preload = _module_names(self.name, self.preload)
 
     def binds(self, *names: str) -> Process:
         """Declare services this process provides (listens on); returns self."""
@@ -163,6 +169,7 @@ class Process:
             "cwd": self.cwd,
             "image": self.image,
             **({"secrets": list(self.secrets)} if self.secrets else {}),
+            **({"preload": list(self.preload)} if self.preload else {}),
             "binds": list(self.bound),
             "connects": list(self.connected),
             "exposes": list(self.exposed),
@@ -181,6 +188,7 @@ class Process:
             cwd=data.get("cwd"),
             image=data.get("image"),
             secrets=data.get("secrets") or [],
+            preload=data.get("preload") or [],
             resources=Resources(**_known_keys(data.get("resources") or {}, "resources", _RES_KEYS)),
             restart=RestartPolicy(**_known_keys(data.get("restart") or {}, "restart", _RST_KEYS)),
         )
@@ -197,6 +205,7 @@ _PROCESS_KEYS = {
     "cwd",
     "image",
     "secrets",
+    "preload",
     "binds",
     "connects",
     "exposes",
@@ -220,6 +229,22 @@ def _secret_names(process: str, names: Any) -> list[str]:
     if duplicates:
         raise SpecError(
             f"process {process!r} lists secret(s) {duplicates} twice; name each Secret once"
+        )
+    return list(names)
+
+
+def _module_names(process: str, names: Any) -> list[str]:
+    """Validated `preload`: a list of dotted module names."""
+    if isinstance(names, str) or not isinstance(names, (list, tuple)):
+        raise SpecError(
+            f"preload of process {process!r} must be a list of module names, e.g. "
+            f"preload=['numpy'], not {names!r}"
+        )
+    bad = [n for n in names if not isinstance(n, str) or not _MODULE_RE.match(n)]
+    if bad:
+        raise SpecError(
+            f"preload of process {process!r} names {bad}, which are not module names; "
+            f"use dotted Python names such as 'numpy' or 'mypkg.worker'"
         )
     return list(names)
 

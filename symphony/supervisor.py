@@ -10,7 +10,12 @@ It writes `state.json` in the record folder (atomically) whenever something chan
 
     {"supervisor_pid", "supervisor_started", "status": starting|running|stopping|finished|failed|
      stopped, "error", "endpoints": {service: [host, port]}, "updated",
-     "processes": {name: {"state", "pid", "started", "ended", "exit_code", "restarts"}}}
+     "processes": {name: {"state", "pid", "started", "ended", "exit_code", "restarts"}},
+     "fork_servers": [{"pid", "state", "preload", "processes"}]}
+
+A process that declares `preload` starts as a fork of a fork server that imported those modules
+once (`symphony.forking`; it stays `pending` while the server imports); any other with Popen.
+Either way it is the supervisor's child. Lines about the fork servers go to `supervisor.log`.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -28,12 +32,14 @@ from typing import Any
 
 from symphony import proctree
 from symphony.addresses import Address, free_port, port_is_free, process_env
+from symphony.forking import ForkServers
 from symphony.records import ExperimentRecord
 from symphony.resources import ending
 from symphony.spec import Experiment, Process
 from symphony.states import EXITED, FAILED, PENDING, RESTARTING, RUNNING, STOPPED
 
 STATE_FILE = "state.json"
+SUPERVISOR_LOG = "supervisor.log"
 
 
 @dataclass
@@ -66,7 +72,8 @@ class Supervisor:
         self.grace_s = grace_s
         self.poll_s = poll_s
         self.runs = {p.name: _Run() for p in self.experiment.processes()}
-        self.popens: dict[str, subprocess.Popen] = {}
+        self.popens: dict[str, Any] = {}  # subprocess.Popen, or a ForkedChild
+        self.forks = ForkServers(self._log_line, str(record.file(SUPERVISOR_LOG)))
         self.due: dict[str, float] = {}
         self.restart_times: dict[str, list[float]] = {n: [] for n in self.runs}  # the backoff
         self.crash_times: dict[str, list[float]] = {n: [] for n in self.runs}  # max_restarts
@@ -82,16 +89,17 @@ class Supervisor:
         """Supervise until done; returns 0 (all exited 0), 1 (a process failed), 130 (stopped)."""
         self._install_signal_handlers()
         self._reserve_ports()
-        try:
-            for proc in self.experiment.processes():
-                self._spawn(proc)
-        except OSError as err:
-            self.error = f"could not start: {err}"
-            self._stop_all()
+        processes = self.experiment.processes()
+        launches = [(p.name, p.argv(), self._env(p), p.preload) for p in processes]
+        self.forks.start(launches, self.record.data["cwd"])
+        if not self._start_pending():
             return self._finish("failed", 1)
         self.status = "running"
         self._save()
         while not self.stops_requested:
+            self.forks.step({p.pid for p in self.popens.values()})
+            if not self._start_pending():
+                return self._finish("failed", 1)
             alive = self._step()
             leader = self._ended_leader()
             if leader is not None:  # Experiment.ends_with: its end is the experiment's end
@@ -106,6 +114,19 @@ class Supervisor:
             time.sleep(self.poll_s)
         self._stop_all()
         return self._finish("stopped", 130)
+
+    def _start_pending(self) -> bool:
+        """Start each process not started yet, unless its fork server is still importing;
+        False (every process stopped, the error recorded) when one cannot start."""
+        for proc in self.experiment.processes():
+            if self.runs[proc.name].state == PENDING and not self.forks.waiting(proc.name):
+                try:
+                    self._spawn(proc)
+                except OSError as err:
+                    self.error = f"could not start: {err}"
+                    self._stop_all()
+                    return False
+        return True
 
     def _ended_leader(self) -> str | None:
         """The first of `Experiment.ends_with` that has ended for good (None: none has)."""
@@ -156,16 +177,10 @@ class Supervisor:
     def _spawn(self, proc: Process) -> None:
         run = self.runs[proc.name]
         log_path = self.record.log_path(proc.name)
-        with open(log_path, "ab") as log:
-            self.popens[proc.name] = subprocess.Popen(
-                proc.argv(),
-                env=self._env(proc),
-                cwd=os.path.join(self.record.data["cwd"], proc.cwd or ""),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=proctree.die_with_parent,
+        cwd = os.path.join(self.record.data["cwd"], proc.cwd or "")
+        with open(log_path, "ab") as log:  # a fork server's fork, or Popen (symphony.forking)
+            self.popens[proc.name] = self.forks.start_process(
+                proc.name, proc.argv(), self._env(proc), cwd, log
             )
         pid = self.popens[proc.name].pid
         run.state, run.pid, run.started = RUNNING, pid, proctree.create_time(pid) or time.time()
@@ -195,7 +210,7 @@ class Supervisor:
                     self._note(proc.name, f"restart failed: {err}")
                     run.state = FAILED
                     self._save()
-        return any(r.state in (RUNNING, RESTARTING) for r in self.runs.values())
+        return any(r.state in (PENDING, RUNNING, RESTARTING) for r in self.runs.values())
 
     def _ended(self, proc: Process, run: _Run, code: int, now: float) -> None:
         run.ended, run.exit_code, run.pid = now, code, None
@@ -217,10 +232,16 @@ class Supervisor:
         with open(self.record.log_path(process), "a") as log:
             log.write(f"[symphony] {time.strftime('%H:%M:%S')} {process}: {text}\n")
 
+    def _log_line(self, text: str) -> None:
+        """Append a line to the supervisor's own log (e.g. how the fork servers fare)."""
+        with open(self.record.file(SUPERVISOR_LOG), "a") as log:
+            log.write(f"[symphony] {time.strftime('%H:%M:%S')} {text}\n")
+
     def _stop_all(self) -> None:
         self.status = "stopping"
         self._save()
         pids = [p.pid for p in self.popens.values()]
+        self.forks.close(set(pids))  # no more forks; orphans go to init again
         proctree.stop_all(pids, self.record.data["run_id"], self.grace_s)
         now = time.time()
         for name, run in self.runs.items():
@@ -233,6 +254,7 @@ class Supervisor:
         """Record how it ended; `outcome` when the supervisor itself ended the experiment
         (`ends_with`: the other processes it stopped do not make it "stopped")."""
         self._restore_signal_handlers()
+        self.forks.close({p.pid for p in self.popens.values()})
         self.status = status
         self._save()
         try:  # else only the status: an `outcome` the launcher wrote meanwhile stays
@@ -250,6 +272,7 @@ class Supervisor:
             "endpoints": {s: [a.host, a.port] for s, a in self.endpoints.items()},
             "updated": time.time(),
             "processes": {n: asdict(r) for n, r in self.runs.items()},
+            "fork_servers": self.forks.describe(),
         }
         write_json(self.record.file(STATE_FILE), state)
 
@@ -279,7 +302,7 @@ def daemon_main(argv: list[str]) -> None:
         os._exit(0)  # the launcher reaps this middle process; the supervisor is adopted by init
     os.setsid()
     record = ExperimentRecord.load(folder)
-    log = os.open(record.file("supervisor.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    log = os.open(record.file(SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
     for fd in (1, 2):
         os.dup2(log, fd)
     os._exit(Supervisor(record, grace_s=grace_s).run())

@@ -7,34 +7,20 @@ gave its one-line outcome (1/1), and the JSON holds one sample per row.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-BENCH = ROOT / "bench" / "errors.py"
-_spec = importlib.util.spec_from_file_location("bench_errors", BENCH)
-_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_bench)
+from tests import benches
+
+_bench = benches.load("errors")
 CASES = _bench.CASES  # the rows the bench is to print
 
 
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_the_quick_bench_prints_a_one_line_error_row_per_bad_input(tmp_path):
-    done = subprocess.run(
-        [sys.executable, str(BENCH), "--quick", "--no-plot", "--out", str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=280,
-    )
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = done.stdout.splitlines()
+    done, lines = benches.run_quick("errors", tmp_path, timeout=280)
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]
     assert "| exit-2 one-line ok (k/N) |" in done.stdout
     rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}

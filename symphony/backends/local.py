@@ -7,7 +7,9 @@ Every service gets a free port on 127.0.0.1 (checked again right before the proc
 Each process writes stdout and stderr to `<record>/logs/<process>.log`, restarts per its
 RestartPolicy (backoff doubling up to a limit), and runs in its own session so that only the
 supervisor sees Ctrl-C. Attached (`detach=False`), the supervisor runs in the caller's process;
-detached, it runs as a daemon and `symphony delete` stops it with SIGTERM.
+detached, it runs as a daemon and `symphony delete` stops it with SIGTERM. A process that
+declares `preload` and runs `python -m MODULE` forks from a fork server that imported those
+modules once (`symphony.forking`; SYMPHONY_FORKSERVER=0 starts every process with Popen).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from symphony.backends.base import (
     ProcessStatus,
 )
 from symphony.errors import BackendError
+from symphony.forking import module_of
 from symphony.logfiles import follow_file, read_lines
 from symphony.preflight import check_commands
 from symphony.records import ExperimentRecord
@@ -184,6 +187,8 @@ def local_plan(experiment: Experiment) -> str:
     for proc in experiment.processes():
         env = process_env(experiment, proc, endpoints, bind_host="127.0.0.1")
         lines.append(f"  {proc.name}: {proc.shell_command()}")
+        if proc.preload and module_of(proc.argv()):
+            lines.append(f"      forks from a fork server that imported {', '.join(proc.preload)}")
         lines += [f"      {k}={v}" for k, v in env.items() if k.endswith("_ADDR")]
     return "\n".join(lines) + "\n"
 
