@@ -6,6 +6,8 @@ compose specification, records the image ids/digests it will run, writes it into
 (`compose.yaml`) and runs `docker compose up -d` (the plugin where it exists, else
 `docker-compose`). `describe/logs/exec/delete` talk to the engine through the docker SDK, finding
 containers by their compose project label, so they work from any shell that reaches the engine.
+`delete` keeps each process's output in the record (`logs/<process>.log`) before it removes the
+containers: `symphony logs` of a stopped experiment reads it there.
 
 Options (keyword arguments, e.g. from `symphony launch --backend compose`):
     network         "service" (default; compose's project network, addresses are service names)
@@ -29,7 +31,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, ClassVar
@@ -57,6 +59,7 @@ from symphony.backends.compose_render import (
 )
 from symphony.backends.compose_schema import validate_compose
 from symphony.errors import BackendError, LaunchRefused
+from symphony.logfiles import read_lines
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
 
@@ -143,6 +146,7 @@ class ComposeBackend(Backend):
         compose_file = record.file(COMPOSE_FILE)
         compose_file.write_text(yaml.safe_dump(compose, sort_keys=False))
         command = engine.compose_command(self.options.get("compose_command"))
+        record.logs = {}  # no log files while it runs: the containers hold the output
         record.data.update(
             {
                 "project": project,
@@ -200,9 +204,16 @@ class ComposeBackend(Backend):
         follow: bool = False,
         tail: int | None = None,
     ) -> Iterator[str]:
-        """The container output of one process (stdout and stderr interleaved)."""
+        """The container output of one process (stdout and stderr interleaved); once the
+        containers are removed (the experiment was stopped), the copy `delete` kept."""
         project = record.data.get("project", project_name(record.name))
-        container = engine.process_container(self.client, project, process)
+        try:
+            container = engine.process_container(self.client, project, process)
+        except BackendError:
+            kept = record.log_path(process) if record.path is not None else None
+            if kept is None or not kept.exists():
+                raise
+            return iter(read_lines(kept, tail))
         return engine.container_lines(container, follow, tail)
 
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
@@ -224,22 +235,25 @@ class ComposeBackend(Backend):
         containers = engine.project_containers(self.client, project, role=None)
         grace = 0 if force else self.compose_options.stop_grace_s
 
-        def remove(container: Any) -> None:
-            try:
-                if not force and container.status == "running":
-                    container.stop(timeout=grace)
-                container.remove(force=True)
-            except Exception as exc:  # noqa: BLE001 - already gone is fine
-                if "No such container" not in str(exc) and "is already in progress" not in str(exc):
-                    raise BackendError(
-                        f"could not remove container {container.name}: {exc}"
-                    ) from exc
+        def stop(container: Any) -> None:
+            if not force and container.status == "running":
+                _tolerant(container, "stop", lambda: container.stop(timeout=grace))
 
-        # the processes stop together (one grace period in all, not one each), then the
-        # sandboxes that hold their namespaces
+        def remove(container: Any) -> None:
+            _tolerant(container, "remove", lambda: container.remove(force=True))
+
+        def stop_and_remove(container: Any) -> None:
+            stop(container)
+            remove(container)
+
+        # the processes stop together (one grace period in all, not one each), their output is
+        # kept, then they and the sandboxes that hold their namespaces go
         sandboxes = [c for c in containers if c.labels.get("io.symphony.role") == "sandbox"]
-        _all(remove, [c for c in containers if c not in sandboxes])
-        _all(remove, sandboxes)
+        processes = [c for c in containers if c not in sandboxes]
+        _all(stop, processes)
+        _keep_output(record, processes)
+        _all(remove, processes)
+        _all(stop_and_remove, sandboxes)
         for network in self.client.networks.list(
             filters={"label": f"{engine.PROJECT_LABEL}={project}"}
         ):
@@ -275,6 +289,34 @@ def _all(fn: Any, items: list[Any]) -> None:
         futures = [pool.submit(fn, item) for item in items]
     for future in futures:
         future.result()
+
+
+def _tolerant(container: Any, verb: str, action: Callable[[], object]) -> None:
+    """`action()` on a container; one already gone (or going) is fine, else BackendError."""
+    try:
+        action()
+    except Exception as exc:  # noqa: BLE001 - already gone is fine
+        if "No such container" not in str(exc) and "is already in progress" not in str(exc):
+            raise BackendError(f"could not {verb} container {container.name}: {exc}") from exc
+
+
+def _keep_output(record: ExperimentRecord, containers: list[Any]) -> None:
+    """Each process's output (its newest container's) into the record's `logs/PROCESS.log`,
+    where `logs` reads it once the containers are removed. A record without a folder (found
+    through the engine's labels) keeps none."""
+    if record.path is None:
+        return
+    newest: dict[str, Any] = {}
+    for container in sorted(containers, key=lambda c: c.attrs.get("Created", "")):
+        newest[container.labels.get(PROCESS_LABEL, container.name)] = container
+    for process, container in newest.items():
+        try:
+            lines = list(engine.container_lines(container, follow=False, tail=None))
+        except Exception:  # noqa: BLE001 - a container that is gone has no output to keep
+            continue
+        path = record.log_path(process)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(lines))
 
 
 def _paths(value: Any) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import sys
 import time
 import uuid
@@ -230,7 +231,8 @@ class TmuxBackend(Backend):
         session = record.data.get("session", record.name)
         grace = 0.0 if force else float(record.data.get("grace_s", self.grace_s))
         runners = [p["pid"] for p in _panes(server, session).values() if not p["dead"]]
-        proctree.stop_all(runners, record.data.get("run_id"), grace_s=grace + (0 if force else 2.0))
+        left = _stop_runners(server, runners, grace + (0 if force else 2.0))
+        proctree.stop_all(left, record.data.get("run_id"), grace_s=0.0 if force else 1.0)
         if _has_session(server, session):
             server.cmd("kill-session", "-t", f"={session}")
 
@@ -246,6 +248,28 @@ def _inherited_env() -> dict[str, str]:
     virtualenv; these are passed explicitly (the whole environment could exceed tmux's limits).
     """
     return {k: v for k, v in os.environ.items() if k in INHERITED or k.startswith("SYMPHONY_")}
+
+
+def _stop_runners(server: libtmux.Server, pids: list[int], wait_s: float) -> list[int]:
+    """SIGTERM each pane's runner (it stops its command) and wait up to `wait_s` for them to end;
+    returns those still running.
+
+    A runner that ended counts as ended while it is a zombie: a tmux linked with libutempter
+    can miss the SIGCHLD of a pane's exit and leave it unreaped until the next one
+    (tmux/tmux#311), so tmux is sent one to reap them.
+    """
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + wait_s
+    while (left := [p for p in pids if proctree.alive(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the runners' exit (they are tmux's children, not ours)
+    server_pid = "".join(server.cmd("display-message", "-p", "#{pid}").stdout).strip()
+    if pids and server_pid.isdigit():
+        os.kill(int(server_pid), signal.SIGCHLD)
+    return left
 
 
 def _has_session(server: libtmux.Server, name: str) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,6 +35,40 @@ QUICK = [
 
 def env_for(home: Path) -> dict[str, str]:
     return dict(os.environ, SYMPHONY_HOME=str(home), PYTHONUNBUFFERED="1")
+
+
+def symphony_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    """`python -m symphony ARGS` with symphony's state in `home` (the environment else as here)."""
+    return subprocess.run(
+        [sys.executable, "-m", "symphony", *args],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d (?:INFO|WARNING|ERROR) ([\w-]+): ")
+"""A line a run's process writes to its log (`surreal.monitoring.logs`); group 1: the process."""
+
+
+def own_lines(text: str, process: str) -> list[str]:
+    """The lines of a log's `text` that `process` wrote itself."""
+    return [ln for ln in text.splitlines() if (m := LOG_LINE.match(ln)) and m.group(1) == process]
+
+
+def shown_log(home: Path, experiment: str, process: str = "actor-0") -> list[str]:
+    """`process`'s own lines as `symphony logs EXPERIMENT PROCESS` prints them, once they are
+    its `start:` line and two more; [] before (for `wait_until`)."""
+    result = symphony_cli(home, "logs", experiment, process)
+    lines = own_lines(result.stdout, process) if result.returncode == 0 else []
+    return lines if len(lines) >= 3 and f" {process}: start: " in lines[0] else []
+
+
+def listed_status(home: Path, experiment: str) -> str | None:
+    """`experiment`'s STATUS in `symphony list --all` (None: not listed)."""
+    rows = symphony_cli(home, "list", "--all").stdout.splitlines()
+    return next((r.split()[3] for r in rows if r.split()[:1] == [experiment]), None)
 
 
 def start_launch(args: list[str], cwd: Path, home: Path) -> subprocess.Popen:

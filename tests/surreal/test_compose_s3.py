@@ -6,7 +6,8 @@
 dependencies: nothing is pulled), talks to the others over CurveZMQ with keys that reach the
 containers through the run's private env file, and keeps the run folder in moto's S3 server on
 127.0.0.1. It learns (eval >= 475); boto3 sees the run's objects; `surreal status`, `surreal
-eval` and `surreal launch --resume` (again on compose) work from the URL.
+eval` and `surreal launch --resume` (again on compose) work from the URL; `symphony logs
+cartpole-c1 actor-0` shows the actor's log while the run runs and after its containers are gone.
 """
 
 from __future__ import annotations
@@ -22,6 +23,14 @@ from pathlib import Path
 import pytest
 
 from surreal.testing import surreal_cli
+from tests.surreal.helpers import (
+    ctrl_c,
+    listed_status,
+    own_lines,
+    shown_log,
+    start_launch,
+    wait_until,
+)
 from tests.surreal.test_storage_s3 import BUCKET, checkpoint, metrics, objects, read, store
 from tests.symphony.docker_engine import MAKE_BASE, DockerEngine
 
@@ -42,6 +51,7 @@ RECIPE = ["--actors", "4", "--steps", "150000", "--set", f"run.stop_at_return={G
 RUNTIME = ("click", "pyyaml", "numpy", "pyzmq", "pyarrow", "psutil", "boto3")
 RUNTIME += ("torch", "gymnasium", "tensorboardX", "rich", "prometheus-client")
 COMPOSE = ["--backend", "compose", "--image", IMAGE, "-o", "network=host"]
+NAME = "cartpole-c1"  # the run's symphony experiment
 
 
 def runtime_modules() -> list[str]:
@@ -98,20 +108,28 @@ def image(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture(scope="module")
 def compose_run(store, image):
-    """One PPO CartPole run on compose whose folder is RUN_URL, ended by its eval goal."""
+    """One PPO CartPole run on compose whose folder is RUN_URL, ended by its eval goal, and
+    actor-0's lines as `symphony logs` showed them while it ran."""
     root, client = store
-    args = ["launch", "ppo", "--env", "gym:CartPole-v1", *RECIPE, "--set", "run.seed=2"]
+    args = ["ppo", "--env", "gym:CartPole-v1", *RECIPE, "--set", "run.seed=2"]
     args += [*COMPOSE, "--folder", f"s3://{BUCKET}/compose", "--name", "cartpole"]
     args += ["--trial", "c1", "--quiet", "--set", "run.checkpoint_every=5"]
     started = time.monotonic()
-    result = surreal_cli(args, root, root / "home", timeout=1000)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    launcher = start_launch(args, root, root / "home")
+    try:
+        live = wait_until(lambda: shown_log(root / "home", NAME), 300, "actor-0's log", launcher)
+        out, _ = launcher.communicate(timeout=1000)
+    finally:
+        if launcher.poll() is None:
+            ctrl_c(launcher)  # the launcher stops every container
+            launcher.communicate(timeout=120)
+    assert launcher.returncode == 0, out[-6000:]
     print(f"\nPPO CartPole on compose: {time.monotonic() - started:.0f} s, start to stop")
-    return root, client, result
+    return root, client, subprocess.CompletedProcess(launcher.args, 0, out, ""), live
 
 
 def test_the_run_learns_in_containers_and_its_files_are_in_the_bucket(compose_run):
-    root, client, result = compose_run
+    root, client, result, _ = compose_run
     assert f"run folder: {RUN_URL} " in result.stdout and "backend compose" in result.stdout
     stored = objects(client, PREFIX)
     for key in ("config.json", "run.json", "experiment.yaml", "metrics.jsonl", "status.json"):
@@ -131,6 +149,9 @@ def test_the_run_learns_in_containers_and_its_files_are_in_the_bucket(compose_ru
     roles = {"learner", "buffer", "param-server", "evaluator", "metrics"}
     roles |= {f"actor-{i}" for i in range(4)}
     assert {f"logs/{role}.log" for role in roles} <= set(stored)  # each container's output
+    for role in roles:
+        text = read(client, f"{PREFIX}/logs/{role}.log").decode()
+        assert len(own_lines(text, role)) >= 3, text
     env_file = next((root / "mirrors" / "launch").rglob("keys/compose.env"))
     assert stat.S_IMODE(env_file.stat().st_mode) == 0o600
     env = dict(line.split("=", 1) for line in env_file.read_text().splitlines())
@@ -138,8 +159,17 @@ def test_the_run_learns_in_containers_and_its_files_are_in_the_bucket(compose_ru
     assert env["SURREAL_CURVE_KEYS"] not in spec and "AWS_SECRET_ACCESS_KEY" not in spec
 
 
+def test_symphony_shows_actor_logs_during_and_after_the_run(compose_run):
+    root, client, _, live = compose_run
+    assert listed_status(root / "home", NAME) == "finished"
+    kept = shown_log(root / "home", NAME)  # the containers are gone: the record's copy
+    assert kept[: len(live)] == live and "actor-0: stop: " in kept[-1], kept
+    copied = own_lines(read(client, f"{PREFIX}/logs/actor-0.log").decode(), "actor-0")
+    assert copied == kept[: len(copied)]  # the run folder's copy holds each line once
+
+
 def test_status_and_eval_read_the_run_from_the_bucket(compose_run):
-    root, _, _ = compose_run
+    root, _, _, _ = compose_run
     status = surreal_cli(["status", RUN_URL], root, root / "home")
     assert status.returncode == 0, status.stderr
     assert status.stdout.startswith(f"run {RUN_URL}: ppo on gym:CartPole-v1")
@@ -152,7 +182,7 @@ def test_status_and_eval_read_the_run_from_the_bucket(compose_run):
 
 
 def test_resume_on_compose_from_the_bucket_continues_the_run(compose_run):
-    root, client, _ = compose_run
+    root, client, _, _ = compose_run
     before = checkpoint(client, PREFIX)
     target = before["counters"]["global_step"] + 2000
     args = ["launch", "--resume", RUN_URL, "--steps", str(target), *COMPOSE, "--quiet"]

@@ -1,7 +1,9 @@
 """A 2-node Slurm run with Curve on (the default there): `surreal launch ppo --env
 gym:CartPole-v1 --backend slurm` solves CartPole (eval >= 475, the local test's goal and
 settings) with its jobs spread over both nodes and its run folder on a path every node sees, and
-a caraml client without the run's keys gets nothing from its parameter server."""
+a caraml client without the run's keys gets nothing from its parameter server. `symphony logs
+curve-a actor-0` shows the actor's log while the run runs and after it, and `symphony list --all`
+keeps the finished run."""
 
 from __future__ import annotations
 
@@ -17,7 +19,14 @@ import pytest
 import torch
 
 import caraml
-from tests.surreal.helpers import describe, metric_records
+from tests.surreal.helpers import (
+    describe,
+    listed_status,
+    metric_records,
+    own_lines,
+    shown_log,
+    wait_until,
+)
 from tests.surreal.test_ppo_learns import cartpole_until
 from tests.symphony.slurm_cluster import SlurmCluster, require_slurm
 
@@ -93,6 +102,8 @@ def test_curve_slurm_run_learns_on_both_nodes_and_refuses_a_client_without_the_k
         rec = json.loads(names[0].read_text())
         address = f"tcp://{rec['host']}:{rec['port']}"
         _answers_with_the_runs_keys(address, run / "keys")  # the server is up
+        # actor-0's log through symphony while the run runs (the job's file on the shared folder)
+        live = wait_until(lambda: shown_log(home, "curve-a"), 120, "actor-0's log", launcher)
         # a client without the experiment's key: no reply at all (refused in the handshake)
         with caraml.Client(address, timeout=2, retries=2) as plain:
             assert plain.curve is None
@@ -106,8 +117,8 @@ def test_curve_slurm_run_learns_on_both_nodes_and_refuses_a_client_without_the_k
 
         def both_nodes() -> bool:  # the union of the nodes the run's jobs were seen on
             for proc in describe(home, "curve-a").processes:
-                if " on " in (proc.location or ""):
-                    nodes.add(proc.location.split(" on ")[-1])
+                if " on " in (proc.location or ""):  # "slurm job 12 on n1[ STATE]"
+                    nodes.add(proc.location.split(" on ")[-1].split()[0])
             return len(nodes) == 2 or launcher.poll() is not None
 
         _wait("jobs on both nodes", both_nodes, deadline)
@@ -127,3 +138,11 @@ def test_curve_slurm_run_learns_on_both_nodes_and_refuses_a_client_without_the_k
     solved = [step for step, value in evals if value >= GOAL]
     assert solved, f"no evaluation reached {GOAL} within 300k steps: {evals}"
     assert solved[0] <= 300_000
+    # symphony keeps the ended run: its list entry, and every process's log
+    assert listed_status(home, "curve-a") == "finished"
+    kept = shown_log(home, "curve-a")
+    assert kept[: len(live)] == live and "actor-0: stop: " in kept[-1], kept
+    processes = ["metrics", "buffer", "learner", "param-server", "evaluator"]
+    for process in processes + [f"actor-{i}" for i in range(4)]:
+        text = (run / "logs" / f"{process}.log").read_text()
+        assert len(own_lines(text, process)) >= 3, text

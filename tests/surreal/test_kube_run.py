@@ -29,6 +29,7 @@ from symphony.cli import main as symphony_main  # noqa: E402
 from symphony.kube_manifests import ANNOTATION_SPEC  # noqa: E402
 from symphony.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.testing_kube_controllers import Controllers  # noqa: E402
+from tests.surreal.helpers import own_lines  # noqa: E402
 from tests.symphony.kube_env import config_maps, container_env  # noqa: E402
 
 pytestmark = pytest.mark.timeout(300)
@@ -220,6 +221,18 @@ def test_the_bundle_starts_a_component_without_the_launching_machine(tmp_path, m
         portable.materialize(str(inside), {portable.BUNDLE_ENV: "not base64!"})
 
 
+STAMP = "2025-01-31 12:00:00"
+ACTOR_LOG = "".join(
+    f"{STAMP} INFO actor-0: {line}\n"
+    for line in (
+        "start: role actor, index 0, pid 7 on actors-0; run /runs/cart/t1; services ...",
+        "connects experience tcp://buffer:7001 (segments of 16 steps x 4 envs), params ...",
+        "first parameters: version 1; acting",
+    )
+)
+"""What a surreal actor writes first (`surreal.monitoring.logs`), as its container's output."""
+
+
 def invoke(main, *args: str):
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
@@ -258,12 +271,18 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
         assert "0/9" in theirs.output  # 9 processes known from the stored spec, no pod yet
         monkeypatch.setenv("SYMPHONY_HOME", str(tmp_path / "symphony-home"))
 
-        Controllers(endpoint).reconcile()  # the Job controller makes the pods
-        learner_pod = next(
-            p["metadata"]["name"]
-            for p in endpoint.stored("Pod")
-            if p["metadata"]["labels"]["symphony.io/group"] == "learner"
-        )
+        controllers = Controllers(endpoint)
+        controllers.reconcile()  # the Job controller makes the pods
+
+        def pod_of(group: str) -> str:
+            pods = endpoint.stored("Pod")
+            return next(
+                p["metadata"]["name"]
+                for p in pods
+                if p["metadata"]["labels"]["symphony.io/group"] == group
+            )
+
+        learner_pod, actors_pod = pod_of("learner"), pod_of("actors-0")
         endpoint.write_log("cart-t1", learner_pod, "learner", "learner: step 2048\n")
 
         listed = invoke(symphony_main, "list", "-b", "kube")
@@ -274,6 +293,24 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
         assert described.exit_code == 0 and "actor-3" in described.output
         logs = invoke(symphony_main, "logs", "cart-t1", "learner")
         assert logs.exit_code == 0 and logs.output == "learner: step 2048\n"
+
+        # actor-0's log while it runs (a container of the actors-0 pod), and after the run
+        endpoint.write_log("cart-t1", actors_pod, "actor-0", ACTOR_LOG)
+        live = invoke(symphony_main, "logs", "cart-t1", "actor-0")
+        assert live.exit_code == 0 and own_lines(live.output, "actor-0") == ACTOR_LOG.splitlines()
+        stop = f"{STAMP} INFO actor-0: stop: finished\n"
+        endpoint.write_log("cart-t1", actors_pod, "actor-0", stop)
+        endpoint.end_log("cart-t1", actors_pod, "actor-0")
+        for process in ("metrics", "buffer", "learner", "param-server", "evaluator"):
+            controllers.exit("cart-t1", process, 0)
+        for i in range(4):
+            controllers.exit("cart-t1", f"actor-{i}", 0)
+        ended = invoke(symphony_main, "list", "--all", "-b", "kube")
+        row = next(r for r in ended.output.splitlines() if r.startswith("cart-t1 "))
+        assert row.split()[3] == "finished", ended.output
+        for follow in ((), ("-f",)):  # following an ended process returns
+            after = invoke(symphony_main, "logs", "cart-t1", "actor-0", *follow)
+            assert after.exit_code == 0 and after.output == ACTOR_LOG + stop, after.output
         deleted = invoke(symphony_main, "delete", "cart-t1")
         assert deleted.exit_code == 0, deleted.output
         assert "cart-t1" not in endpoint.namespaces

@@ -1,13 +1,29 @@
 """A short real run through `surreal launch` on the local backend, then eval, status, resume."""
 
 import json
+import os
+import shutil
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 
+from surreal.monitoring.logs import PROGRESS_ENV
 from surreal.testing import surreal_cli
-from tests.surreal.helpers import QUICK, metric_records
+from symphony.errors import SymphonyError
+from tests.surreal.helpers import (
+    QUICK,
+    ctrl_c,
+    describe,
+    listed_status,
+    metric_records,
+    own_lines,
+    shown_log,
+    start_launch,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.integration]
 
@@ -144,34 +160,48 @@ def test_custom_learner_from_a_file(tmp_path):
 
 
 @pytest.mark.tmux
-def test_same_run_on_the_tmux_backend(tmp_path):
-    import shutil
-
+def test_same_run_on_the_tmux_backend(tmp_path, monkeypatch):
+    """The run on a tmux server of its own; `symphony logs` shows actor-0's log while the run
+    runs (its learner is held with SIGSTOP until then, so that a fast machine cannot use the
+    budget first) and after it, and every process's log holds lines of its own."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (make system-deps)")
-    result = surreal_cli(
-        [
-            "launch",
-            "ppo",
-            "--env",
-            "gym:CartPole-v1",
-            "--actors",
-            "1",
-            "--steps",
-            "1000",
-            "--backend",
-            "tmux",
-            "--name",
-            "tm",
-            "--trial",
-            "a",
-            *QUICK,
-        ],
-        tmp_path,
-        tmp_path / "home",
+    socket = f"surreal-test-{os.getpid()}"
+    monkeypatch.setenv("SYMPHONY_TMUX_SOCKET", socket)
+    monkeypatch.setenv(PROGRESS_ENV, "0.5")  # a held run's processes say so at once
+    home, run = tmp_path / "home", tmp_path / "runs" / "tm" / "a"
+    args = ["ppo", "--env", "gym:CartPole-v1", "--actors", "1", "--steps", "1000"]
+    proc = start_launch(
+        [*args, "--backend", "tmux", "--name", "tm", "--trial", "a", *QUICK], tmp_path, home
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert (tmp_path / "runs" / "tm" / "a" / "checkpoints" / "latest.pt").is_file()
-    assert "losses/policy_loss" in {
-        r["name"] for r in metric_records(tmp_path / "runs" / "tm" / "a")
-    }
+    try:
+        learner = wait_until(lambda: pid_of(home, "tm-a", "learner"), 120, "the learner", proc)
+        os.kill(learner, signal.SIGSTOP)
+        try:
+            live = wait_until(lambda: shown_log(home, "tm-a"), 120, "actor-0's log lines", proc)
+        finally:
+            os.kill(learner, signal.SIGCONT)
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            ctrl_c(proc)
+            proc.communicate(timeout=120)
+        subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=20)
+    assert proc.returncode == 0, out
+    assert (run / "checkpoints" / "latest.pt").is_file()
+    assert "losses/policy_loss" in {r["name"] for r in metric_records(run)}
+    logs = {log.stem: log.read_text() for log in (run / "logs").glob("*.log")}
+    assert set(logs) == {"metrics", "buffer", "learner", "param-server", "evaluator", "actor-0"}
+    for process, text in logs.items():
+        assert len(own_lines(text, process)) >= 3, text
+    assert listed_status(home, "tm-a") == "finished"
+    kept = shown_log(home, "tm-a")
+    assert kept[: len(live)] == live and "actor-0: stop: " in kept[-1], kept
+
+
+def pid_of(home, experiment: str, process: str) -> int | None:
+    """The pid of a process of a launched experiment (None before it has one)."""
+    try:
+        return describe(home, experiment).process(process).pid
+    except SymphonyError:  # no record yet
+        return None

@@ -12,15 +12,22 @@ from tests.surreal.helpers import (
     QUICK,
     ctrl_c,
     describe,
+    listed_status,
     processes_of,
     run_segments,
     shm_segments,
+    shown_log,
     start_launch,
     status,
     wait_until,
 )
 
 pytestmark = pytest.mark.timeout(600)
+
+
+def starts(lines: list[str]) -> int:
+    """How many times a process started, by its log's lines."""
+    return sum(": start: " in line for line in lines)
 
 
 @pytest.mark.integration
@@ -47,6 +54,8 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
     )
     try:
         wait_until(lambda: status(run).get("global_step", 0) > 0, 120, "first learner step", proc)
+        # what actor-0 wrote so far, while it runs (its start line and more)
+        live = wait_until(lambda: shown_log(home, "rel-a"), 60, "actor-0's log lines", proc)
         actor = describe(home, "rel-a").process("actor-0")
         os.kill(actor.pid, signal.SIGKILL)
         wait_until(
@@ -56,6 +65,9 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
             60,
             "actor-0 to restart",
             proc,
+        )
+        wait_until(
+            lambda: starts(shown_log(home, "rel-a")) == 2, 60, "actor-0's second start line", proc
         )
         after_kill = status(run)["global_step"]
         # training goes on, and the restarted actor contributes again
@@ -83,6 +95,9 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
     )
     # symphony keeps the interrupted run's record (`symphony list --all`, `symphony logs`)
     assert Records(home).load("rel-a").outcome == "stopped"
+    assert listed_status(home, "rel-a") == "stopped"  # symphony's word for interrupted
+    kept = shown_log(home, "rel-a")  # the lines of both of actor-0's lives
+    assert kept[: len(live)] == live and starts(kept) == 2, kept
     assert (run / "checkpoints" / "latest.pt").is_file()  # written at exit
 
 

@@ -175,6 +175,9 @@ def test_failed_process_shows_failed_with_logs_and_groups_share_ipc(
     finally:
         handle.stop()
     assert _containers(docker_engine, "mixed") == []
+    # the containers are gone; what they printed stays (`symphony logs` of a stopped experiment)
+    assert sorted(handle.logs("bad").splitlines()) == ["going down", "oops"]
+    assert handle.logs("flaky").count("try") == 3 and handle.logs("reader", tail=1) == "hello\n"
 
 
 def test_attached_ring_runs_to_the_end_and_leaves_its_record(
