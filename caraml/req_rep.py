@@ -224,8 +224,9 @@ class Server(Endpoint):
 
     def _answer_later(self, key: int) -> None:
         envelope, later = self._parked.pop(key)
-        send_frames(self._sock, [*envelope, *self._finish(later.answer, parked=True)])
-        self.answered_later += 1
+        reply = self._finish(later.answer, parked=True)
+        self.answered_later += 1  # before the send: a client that has its answer sees it counted
+        send_frames(self._sock, [*envelope, *reply])
 
     def _serve_one(self) -> None:
         """Answer one message: ``[routing ids..., b"", request frames...]`` on the ROUTER."""
