@@ -6,6 +6,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -135,23 +136,7 @@ def main() -> None:
     "--actors actors) and a population-manager that copies the best into the worst with "
     "perturbed algo.* settings every pbt.interval steps (--set pbt.*; docs/pbt.md).",
 )
-def launch(
-    algo,
-    env_id,
-    actors,
-    backend,
-    steps,
-    folder,
-    name,
-    trial,
-    overrides,
-    resume,
-    image,
-    backend_pairs,
-    dry_run,
-    quiet,
-    population,
-) -> None:
+def launch(**args: Any) -> None:
     """Train ALGO (ppo, ppo-vision, ddpg, td3, sac, es, mappo, or path/to/file.py:MyLearner) with
     actors, a buffer, a learner, a parameter server, an evaluator and a metrics sink, each its
     own process.
@@ -164,79 +149,94 @@ def launch(
     otherwise); Ctrl-C stops every process (a checkpoint
     is written first).
     """
-    from surreal import config as config_io
-    from surreal import launch as launching
-
     _quiet_third_party()
+    plan, population_plan = _plan_and_check(args)
+    if args["dry_run"]:
+        _print_dry_run(plan, population_plan, args)
+    elif population_plan is not None:
+        sys.exit(_run_population(population_plan, args["backend"]))
+    else:
+        _start(plan, args)
+
+
+_PLAN_ARGS = ("actors", "steps", "folder", "name", "trial", "resume", "backend", "dry_run")
+"""The arguments of `surreal launch` that `surreal.launch.plan` takes by the same name."""
+
+
+def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
+    """The launch plan of `surreal launch`'s arguments (and its population's, with
+    --population or a population's --resume), after the launch check; a bad input raises the
+    one-line usage error."""
+    from surreal import launch as launching
     from surreal.pbt.config import split_overrides
     from surreal.pbt.store import is_population
 
-    pbt_overrides, overrides = split_overrides(overrides)
+    pbt_overrides, overrides = split_overrides(args["overrides"])
+    resume, population = args["resume"], args["population"]
     populated = bool(population) or bool(resume and is_population(Path(resume)))
     if pbt_overrides and not populated:
         raise _UserError(f"{pbt_overrides[0]}: pbt.* settings need --population N")
-    population_plan = None
     try:
-        plan = launching.plan(
-            algo,
-            env=env_id,
-            actors=actors,
-            steps=steps,
-            overrides=overrides,
-            folder=folder,
-            name=name,
-            trial=trial,
-            resume=resume,
-            backend=backend,
-            dry_run=dry_run,
-        )
-        plan.backend = backend  # e.g. Curve keys on multi-node backends (surreal.curve)
-        plan.config.run.image = image or plan.config.run.image
+        given = {key: args[key] for key in _PLAN_ARGS}
+        plan = launching.plan(args["algo"], env=args["env_id"], overrides=overrides, **given)
+        plan.backend = args["backend"]  # e.g. Curve keys on multi-node backends (surreal.curve)
+        plan.config.run.image = args["image"] or plan.config.run.image
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
-        if populated:
-            from surreal.pbt.run import prepare_population
+        if not populated:
+            return plan, None
+        from surreal.pbt.run import prepare_population
 
-            population_plan = prepare_population(plan, population, pbt_overrides, steps, overrides)
+        return plan, prepare_population(plan, population, pbt_overrides, args["steps"], overrides)
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
     except ModuleNotFoundError as err:
         raise _missing_extra(err) from err
-    if dry_run and population_plan is not None:
-        import json
 
-        click.echo(_dry_run_folder_line(plan, trial))
-        click.echo(f"# {_family_line(plan)}")
-        click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
+
+def _print_dry_run(plan: Any, population_plan: Any, args: dict[str, Any]) -> None:
+    """What --dry-run prints: the run folder, the family defaults, the config, then what the
+    backend would start (a population: its settings and experiment)."""
+    import json
+
+    import symphony
+    from surreal import cluster_launch
+    from surreal import config as config_io
+
+    if population_plan is not None:
         from surreal.pbt import build_experiment
         from surreal.pbt.config import to_dict
 
-        click.echo(json.dumps({"pbt": to_dict(population_plan.pbt)}, indent=2))
-        click.echo(build_experiment(population_plan).to_yaml())
-        return
-    if population_plan is not None:
-        sys.exit(_run_population(population_plan, backend))
+        pbt = json.dumps({"pbt": to_dict(population_plan.pbt)}, indent=2)
+        text = f"{pbt}\n{build_experiment(population_plan).to_yaml()}"
+    else:
+        try:
+            opts = cluster_launch.options(plan, args["backend"], args["backend_pairs"])
+            text = cluster_launch.dry_run(plan, args["backend"], opts)
+        except (symphony.SymphonyError, FileExistsError) as err:
+            raise _UserError(str(err)) from err
+    click.echo(_dry_run_folder_line(plan, args["trial"]))
+    click.echo(f"# {_family_line(plan)}")
+    click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
+    click.echo(text)
+
+
+def _start(plan: Any, args: dict[str, Any]) -> None:
+    """Start the run: detached on the backends that run it without this command (kube,
+    slurm: prints how to follow it), else watched here until it ends (exits with its code)."""
     import symphony
     from surreal import cluster_launch
+    from surreal.algos.families import user_keys
 
+    backend = args["backend"]
     try:
-        opts = cluster_launch.options(plan, backend, backend_pairs)
-        if dry_run:
-            import json
-
-            text = cluster_launch.dry_run(plan, backend, opts)
-            click.echo(_dry_run_folder_line(plan, trial))
-            click.echo(f"# {_family_line(plan)}")
-            click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
-            click.echo(text)
-            return
+        opts = cluster_launch.options(plan, backend, args["backend_pairs"])
         if backend in cluster_launch.DETACHED:
             click.echo(cluster_launch.launch_detached(plan, backend, opts))
             return
     except (symphony.SymphonyError, FileExistsError) as err:
         raise _UserError(str(err)) from err
-    from surreal.algos.families import user_keys
-
-    sys.exit(_run(plan, backend, quiet, opts, user_keys(steps, actors, overrides)))
+    user = user_keys(args["steps"], args["actors"], args["overrides"])
+    sys.exit(_run(plan, backend, args["quiet"], opts, user))
 
 
 def _population_size(n: int | None) -> int | None:
@@ -278,12 +278,11 @@ def _family_line(plan, user: set[str] = frozenset(), width: int | None = None) -
     return summary(plan.config, user=user, width=width)
 
 
-def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset()) -> int:
-    import symphony
+def _create_run(plan: Any, backend: str) -> Any:
+    """Write the run folder (after the backend's check); the started LaunchSync that uploads
+    a run in an object store and follows its status."""
     from surreal import config_check
     from surreal import launch as launching
-    from surreal.progress import format_status, monitor
-    from surreal.rundir import read_json
     from surreal.storage_sync import LaunchSync
 
     try:
@@ -299,6 +298,17 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
         sync.start()
     except ValueError as err:
         raise _UserError(str(err)) from err
+    return sync
+
+
+def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset()) -> int:
+    """Create the run, launch it, watch it until it ends or Ctrl-C; its exit code."""
+    import symphony
+    from surreal import launch as launching
+    from surreal.progress import format_status, monitor
+    from surreal.rundir import read_json
+
+    sync = _create_run(plan, backend)
     out = sys.stdout
     click.echo(
         f"run folder: {plan.run_dir.where}  (experiment {plan.experiment_name}, "

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import dataclasses
 import fcntl
+import shutil
 from pathlib import Path
 from typing import Any
 
-from surreal import checkpoint, config_check
+from surreal import (
+    checkpoint,
+    compose_env,
+    config_check,
+    curve,
+    monitoring,
+    portable,
+    preload,
+    storage_sync,
+)
 from surreal import config as config_io
+from surreal.algos.families import apply_family_defaults
 from surreal.config import Config, ConfigError
 from surreal.core import RUNTIME_COMPONENTS, Learner
+from surreal.device import check_device
+from surreal.envs import check_env, env_info
 from surreal.policy_topology import check_inference, check_remote_actors
 from surreal.portable import IMAGE_BACKENDS
+from surreal.preflight import check_algorithm
+from surreal.registry import config_class, resolve
 from surreal.rundir import (
     RunDir,
     check_writable,
@@ -20,7 +36,13 @@ from surreal.rundir import (
     slug,
     write_json,
 )
+from surreal.storage_sync import prepare_launch_mirror
 from surreal.topology import LaunchPlan, algorithm_experiment
+from symphony.backends import get_backend
+from symphony.errors import ExperimentNotFound, SymphonyError
+from symphony.launcher import free_name
+from symphony.records import Records
+from symphony.states import ALIVE_STATES
 
 __all__ = ["LaunchPlan", "build_experiment", "create_run", "plan", "preflight"]
 
@@ -48,10 +70,6 @@ def plan(
         UnknownAlgorithm, UnknownEnvironment, ConfigError, FileExistsError, FileNotFoundError:
             with a message that says what to do; nothing has started.
     """
-    from surreal import storage_sync
-    from surreal.envs import check_env, env_info
-    from surreal.registry import config_class, resolve
-
     config_check.check_backend_name(backend)  # a misspelt --backend: before torch is imported
     offline = dry_run and not resume  # a dry run of a new run contacts no object store
     # an object store that does not answer: now (a dry run checks only the URL's form)
@@ -59,19 +77,7 @@ def plan(
     if not resume and not storage_sync.is_remote(folder):
         check_writable(folder)  # /proc, a file as parent, a read-only mount: before torch
     if resume:
-        run_dir = resume_run_dir(resume)
-        if not run_dir.exists():
-            raise FileNotFoundError(
-                f"--resume {resume}: not a run folder (no config.json/run.json)"
-            )
-        if not run_dir.url:
-            check_writable(run_dir.path, "--resume")
-        algo_ref = run_dir.info()["algo"]
-        if algo and _absolute_ref(algo) != algo_ref and resolve(algo) is not resolve(algo_ref):
-            raise ConfigError(f"--resume {resume} trains {algo_ref!r}, not {algo!r}; drop ALGO")
-        algo_class = run_dir.algo_class()  # a file learner: the run's own copy
-        config = run_dir.load_config()
-        _check_checkpoint(run_dir.checkpoint)
+        run_dir, algo_ref, algo_class, config = _resumed(resume, algo)
     else:
         if not algo:
             raise ConfigError(
@@ -80,11 +86,47 @@ def plan(
         algo_class = None  # resolved (torch imported) once the settings are checked
         algo_ref = _absolute_ref(algo)
         config = Config(algo=config_class(algo)())
+    _settle(config, env, actors, steps, overrides, family=not resume)
+    algo_class = algo_class or resolve(algo)
+    info = _check_run(config, algo_class, backend)
+    experiment = slug(
+        name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
+    )
+    if not resume:
+        run_dir = _new_run_dir(folder, experiment, trial, offline)
+    exp_name = slug(f"{run_dir.path.parent.name}-{run_dir.path.name}")[:63].strip("-")
+    return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume), backend)
+
+
+def _resumed(resume: str, algo: str | None) -> tuple[RunDir, str, type[Learner], Config]:
+    """--resume RUN_DIR: the run folder, its algorithm (reference and class) and its config."""
+    run_dir = resume_run_dir(resume)
+    if not run_dir.exists():
+        raise FileNotFoundError(f"--resume {resume}: not a run folder (no config.json/run.json)")
+    if not run_dir.url:
+        check_writable(run_dir.path, "--resume")
+    algo_ref = run_dir.info()["algo"]
+    if algo and _absolute_ref(algo) != algo_ref and resolve(algo) is not resolve(algo_ref):
+        raise ConfigError(f"--resume {resume} trains {algo_ref!r}, not {algo!r}; drop ALGO")
+    algo_class = run_dir.algo_class()  # a file learner: the run's own copy
+    config = run_dir.load_config()
+    _check_checkpoint(run_dir.checkpoint)
+    return run_dir, algo_ref, algo_class, config
+
+
+def _settle(
+    config: Config,
+    env: str | None,
+    actors: int | None,
+    steps: int | None,
+    overrides: tuple[str, ...],
+    family: bool,
+) -> None:
+    """The command line's settings into `config` (after the task family's defaults for a new
+    run: the user's still win), then its values checked, before torch is imported."""
     if env is not None:
         config.env.id = env
-    if not resume:  # settings per task family (surreal.algos.families); the user's still win
-        from surreal.algos.families import apply_family_defaults
-
+    if family:  # settings per task family (surreal.algos.families)
         apply_family_defaults(config)
     if actors is not None:
         config.run.actors = actors
@@ -92,7 +134,10 @@ def plan(
         config.run.steps = steps
     config_io.apply_overrides(config, list(overrides))
     config_check.check_values(config)  # NaN/inf and ranges: before torch is imported
-    algo_class = algo_class or resolve(algo)
+
+
+def _check_run(config: Config, algo_class: type[Learner], backend: str) -> Any:
+    """Check the config against the environment and the algorithm; the environment's EnvInfo."""
     _check(config, gpus_here=backend not in IMAGE_BACKENDS)
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
@@ -101,22 +146,22 @@ def plan(
     _check_replicas(config, algo_class)
     check_inference(config, algo_class)  # actor.inference, run.policy_workers
     algo_class.check_run(config)  # the whole run config, e.g. mappo: agents vs policies
-    experiment = slug(
-        name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
-    )
-    if not resume and storage_sync.is_remote(folder):
-        run_dir = new_remote_run_dir(folder, experiment, trial, offline=offline)
-    elif not resume:
-        base = Path(folder) / experiment
-        run_dir = RunDir(base / (trial or _next_trial(base)))
-        if run_dir.path.exists():
-            raise FileExistsError(
-                f"{run_dir.path} exists; pick another --trial or continue it with "
-                f"--resume {run_dir.path}"
-            )
-        check_writable(run_dir.path)  # e.g. FOLDER/EXPERIMENT is a file
-    exp_name = slug(f"{run_dir.path.parent.name}-{run_dir.path.name}")[:63].strip("-")
-    return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume), backend)
+    return info
+
+
+def _new_run_dir(folder: str, experiment: str, trial: str | None, offline: bool) -> RunDir:
+    """A new run's folder: FOLDER/EXPERIMENT/TRIAL (the next free trial unless named)."""
+    if storage_sync.is_remote(folder):
+        return new_remote_run_dir(folder, experiment, trial, offline=offline)
+    base = Path(folder) / experiment
+    run_dir = RunDir(base / (trial or _next_trial(base)))
+    if run_dir.path.exists():
+        raise FileExistsError(
+            f"{run_dir.path} exists; pick another --trial or continue it with "
+            f"--resume {run_dir.path}"
+        )
+    check_writable(run_dir.path)  # e.g. FOLDER/EXPERIMENT is a file
+    return run_dir
 
 
 def _check_checkpoint(path: Path) -> None:
@@ -163,7 +208,6 @@ def _check(config: Config, gpus_here: bool = True) -> None:
         raise ConfigError("actor.max_ahead must be >= 0 or none (never wait)")
     if config.run.torch_threads < 0:
         raise ConfigError("run.torch_threads must be >= 0 (0: what the learner's CPUs allow)")
-    from surreal.device import check_device
 
     # a GPU asked for but not there: a usage error, here (the cluster's GPUs: only the spelling)
     check_device(config.run.device, cuda_count=None if gpus_here else 1 << 16)
@@ -174,7 +218,6 @@ def _check(config: Config, gpus_here: bool = True) -> None:
         cuda_count=None if gpus_here and remote else 1 << 16,
         name="actor.inference_device",
     )
-    from surreal import monitoring
 
     monitoring.check(config)  # run.wandb without wandb installed: a usage error, here
 
@@ -203,10 +246,6 @@ def _check_replicas(config: Config, algo_class: type) -> None:
 def preflight(p: LaunchPlan) -> None:
     """Run the algorithm once on synthetic data here, before anything starts
     (`surreal.preflight.check_algorithm`); raises PreflightError (a ValueError) saying where."""
-    import dataclasses
-
-    from surreal.preflight import check_algorithm
-
     config = p.config
     if p.backend in IMAGE_BACKENDS:  # the learner's device is the cluster's: check on the CPU
         config = dataclasses.replace(config, run=dataclasses.replace(config.run, device="cpu"))
@@ -220,8 +259,6 @@ def build_experiment(p: LaunchPlan) -> Any:
     with the run's Curve keys on every process when `surreal.curve.enabled(plan)`, and on
     compose and kube commands that run in the image (`surreal.portable`). The learner's end
     is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there."""
-    from surreal import curve, portable, preload
-
     exp = preload.apply(portable.apply(curve.apply(algorithm_experiment(p), p), p), p)
     if "learner" in exp.process_names():
         exp.ends_with = ["learner"]
@@ -258,8 +295,6 @@ def create_run(p: LaunchPlan) -> None:
             write_json(p.run_dir.run_file, info)
     else:
         if p.run_dir.url:  # a run in an object store: written here, uploaded by surreal launch
-            from surreal.storage_sync import prepare_launch_mirror
-
             prepare_launch_mirror(p.run_dir.url, resume=False)
         info = {
             "algo": p.algo_ref,
@@ -272,13 +307,10 @@ def create_run(p: LaunchPlan) -> None:
         copy = p.run_dir.copy_algo_file(p.algo_ref)
         if copy:  # every process, `surreal eval` and `--resume` load the learner from the copy
             write_json(p.run_dir.run_file, {**p.run_dir.info(), "algo_copy": copy})
-    from surreal import curve
 
     curve.prepare(p)  # RUN/keys/ (mode 600) when the run's traffic uses Curve
-    from surreal import compose_env
 
     compose_env.prepare(p)  # compose: RUN/keys/compose.env for the containers (mode 600)
-    from surreal import monitoring
 
     monitoring.prepare(p.run_dir.path)  # restart counts and /metrics targets start afresh
     (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())
@@ -315,10 +347,6 @@ def _refuse_if_running(p: LaunchPlan) -> None:
     before anything in its folder is rewritten."""
     if not p.resume:
         return
-    from symphony.backends import get_backend
-    from symphony.errors import ExperimentNotFound, SymphonyError
-    from symphony.records import Records
-    from symphony.states import ALIVE_STATES
 
     try:
         record = Records().load(p.experiment_name)
@@ -341,9 +369,6 @@ def _free_experiment_name(p: LaunchPlan) -> str:
     """The symphony name this launch runs under: the run's own (a resumed run: the one it had),
     taking over the record of its own ended launch; another experiment's name gets `-2`, ...
     (symphony keeps ended runs' records: `symphony.launcher.free_name`)."""
-    from symphony.errors import SymphonyError
-    from symphony.launcher import free_name
-
     name = (p.run_dir.info().get("experiment") if p.resume else None) or p.experiment_name
     here = {p.run_dir.location, str(p.run_dir.path.resolve())}
     try:
@@ -356,9 +381,6 @@ def _copy_algo_files(p: LaunchPlan) -> None:
     """Copy the files that `algo.*` settings name (`path/file.py:Class`, e.g. PPO's `algo.model`)
     into the run's `code/` and point the saved config at the copies, so the run keeps working
     after the originals change."""
-    import dataclasses
-    import shutil
-
     for f in dataclasses.fields(p.config.algo):
         value = getattr(p.config.algo, f.name)
         path, sep, cls = value.rpartition(":") if isinstance(value, str) else ("", "", "")

@@ -6,8 +6,16 @@ import time
 from typing import Any, TextIO
 
 from surreal.components.common import STOP_DEADLINE_S
+from surreal.monitoring.crash import CrashWatch
+from surreal.monitoring.crash import report as crash_report
 from surreal.monitoring.plot import series
-from surreal.progress_view import policy_lag
+from surreal.progress_view import (
+    RateWindow,
+    fields,
+    policy_lag,
+    progress_line,
+    startup_message,
+)
 from surreal.rundir import RunDir, read_json
 from symphony.backends.base import ExperimentStatus
 from symphony.launcher import ExperimentHandle
@@ -147,99 +155,122 @@ def _watch(
     since: float,
 ) -> int:
     """The monitoring loop of `monitor`; `view` shows what it finds (None: nothing)."""
-    from surreal.monitoring.crash import CrashWatch
-    from surreal.monitoring.crash import report as crash_report
-    from surreal.progress_view import RateWindow, fields, progress_line, startup_message
-
-    rates, unknown_since = RateWindow(), None
-    crashes = CrashWatch(run_dir.path, _max_restarts(run_dir), since)
-    reader = StatusReader(run_dir, total)
-
-    def say(phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
-        if view is not None:
-            view.show(phase, text, urgent=urgent, values=values)
-
+    watch = _Watch(handle, run_dir, stop_at_return, total, view, since)
     while True:
-        described = handle.status()
-        processes = described.processes
+        code = watch.step()
+        if code is not None:
+            return code
+        time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
+
+
+class _Watch:
+    """One look at the run per `step()`: progress shown, and the verdict once it has one."""
+
+    def __init__(
+        self,
+        handle: Any,
+        run_dir: RunDir,
+        stop_at_return: float | None,
+        total: int,
+        view: Any,
+        since: float,
+    ) -> None:
+        self.handle, self.run_dir, self.view = handle, run_dir, view
+        self.stop_at_return, self.total = stop_at_return, total
+        self.rates, self.unknown_since = RateWindow(), None
+        self.crashes = CrashWatch(run_dir.path, _max_restarts(run_dir), since)
+        self.reader = StatusReader(run_dir, total)
+        self.resume_hint = f"Continue the run with: surreal launch --resume {run_dir.path}"
+
+    def say(self, phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
+        if self.view is not None:
+            self.view.show(phase, text, urgent=urgent, values=values)
+
+    def fail(self, text: str) -> int:
+        self.say("failed", text, urgent=True)
+        return 1
+
+    def step(self) -> int | None:
+        """Look once: the exit code when the run has ended for `monitor`, else None."""
+        described = self.handle.status()
         if _supervisor_lost(described):
-            say(
-                "failed",
+            self.fail(
                 f"the run's supervisor (pid {described.details.get('supervisor_pid')}) died: "
                 "its processes stop by themselves, the learner writing its checkpoint first. "
-                f"Continue the run with: surreal launch --resume {run_dir.path}",
-                urgent=True,
+                + self.resume_hint
             )
-            _wait_for_stop(handle)
+            _wait_for_stop(self.handle)
             return 1
-        learner = next((p for p in processes if p.name == "learner"), None)
-        failed = [p.name for p in processes if p.state == "failed" and p.name != "learner"]
-        status, stale = reader.read()
+        processes = described.processes
+        status, stale = self.reader.read()
         now = time.monotonic()
-        step = status.get("global_step")
-        crashes.poll()
-        looping = crashes.loop_report()
+        self.crashes.poll()
+        looping = self.crashes.loop_report()
         if looping:
-            say("failed", f"stopping the run: {looping}", urgent=True)
-            return 1
-        if step:
-            rate = None if stale else rates.add(now, step)
-            values = fields(status, rate, total, processes)
-            values["crashes"] = crashes.summary()
-            budget = status.get("total_steps") or total
-            done = bool(budget) and step >= budget
-            phase = "budget used: the learner writes its checkpoint" if done else "training"
-            phase = "resuming: waiting for this launch's first report" if stale else phase
-            line = progress_line(values)
-            text = f"{phase} (step {values['step']})" if done else line  # said once
-            say(phase, text, urgent=done, values=values)
-        else:
-            message = startup_message(processes)
-            say("starting", message, urgent=True)
+            return self.fail(f"stopping the run: {looping}")
+        self.show(status, stale, processes, now)
+        learner = next((p for p in processes if p.name == "learner"), None)
         if learner is not None and learner.state == "exited":
             return 0
-        if learner is None or learner.state == "unknown":
-            unknown_since = unknown_since or now
-        else:
-            unknown_since = None
-        lost = unknown_since is not None and now - unknown_since > UNKNOWN_GRACE_S
-        if lost or (learner is not None and learner.state in ENDED):
-            code = learner.exit_code if learner else None
-            why = _last_error(handle)
-            say(
-                "failed",
-                f"the learner ended ({learner.state if learner else 'missing'}, exit code "
-                f"{code}){': ' + why if why else ''}; see {run_dir.path}/logs/learner.log. "
-                f"Continue the run with: surreal launch --resume {run_dir.path}",
-                urgent=True,
-            )
-            return 1
-        if failed and _reached_budget(status, total):
+        failed = [p.name for p in processes if p.state == "failed" and p.name != "learner"]
+        if failed and _reached_budget(status, self.total):
             failed = []  # the learner is finishing its last steps: a helper's end is no failure
-        if failed:
-            last = crashes.latest()
-            say(
-                "failed",
-                f"process(es) {', '.join(failed)} failed past their restart limit; see "
-                f"{run_dir.path}/logs/ after the stop. Fix the cause, then continue with: "
-                f"surreal launch --resume {run_dir.path}"
-                + (
-                    f"\nlast crash: {crash_report(last, crashes.counts()[last['process']])}"
-                    if last
-                    else ""
-                ),
-                urgent=True,
-            )
-            return 1
-        reached = reader.launch_best
-        if stop_at_return is not None and reached is not None and reached >= stop_at_return:
-            say(
-                "goal reached",
-                f"eval return {reached:.1f} >= {stop_at_return}: stopping",
-                urgent=True,
-            )
-            return 0
-        time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
+        return self.learner_ended(learner, now) or self.helpers_failed(failed) or self.goal()
+
+    def show(self, status: dict, stale: bool, processes: list, now: float) -> None:
+        """Show the progress line (or, before the learner's first report, what starts)."""
+        step = status.get("global_step")
+        if not step:
+            self.say("starting", startup_message(processes), urgent=True)
+            return
+        rate = None if stale else self.rates.add(now, step)
+        values = fields(status, rate, self.total, processes)
+        values["crashes"] = self.crashes.summary()
+        budget = status.get("total_steps") or self.total
+        done = bool(budget) and step >= budget
+        phase = "budget used: the learner writes its checkpoint" if done else "training"
+        phase = "resuming: waiting for this launch's first report" if stale else phase
+        line = progress_line(values)
+        text = f"{phase} (step {values['step']})" if done else line  # said once
+        self.say(phase, text, urgent=done, values=values)
+
+    def learner_ended(self, learner: Any, now: float) -> int | None:
+        """1 once the learner failed, stopped, or is unknown for UNKNOWN_GRACE_S."""
+        if learner is None or learner.state == "unknown":
+            self.unknown_since = self.unknown_since or now
+        else:
+            self.unknown_since = None
+        lost = self.unknown_since is not None and now - self.unknown_since > UNKNOWN_GRACE_S
+        if not lost and (learner is None or learner.state not in ENDED):
+            return None
+        code = learner.exit_code if learner else None
+        why = _last_error(self.handle)
+        return self.fail(
+            f"the learner ended ({learner.state if learner else 'missing'}, exit code "
+            f"{code}){': ' + why if why else ''}; see {self.run_dir.path}/logs/learner.log. "
+            + self.resume_hint
+        )
+
+    def helpers_failed(self, failed: list[str]) -> int | None:
+        """1 once a process other than the learner failed past its restart limit."""
+        if not failed:
+            return None
+        last = self.crashes.latest()
+        crash = crash_report(last, self.crashes.counts()[last["process"]]) if last else None
+        return self.fail(
+            f"process(es) {', '.join(failed)} failed past their restart limit; see "
+            f"{self.run_dir.path}/logs/ after the stop. Fix the cause, then continue with: "
+            f"surreal launch --resume {self.run_dir.path}"
+            + (f"\nlast crash: {crash}" if crash else "")
+        )
+
+    def goal(self) -> int | None:
+        """0 once this launch's best eval return reached run.stop_at_return."""
+        reached, goal = self.reader.launch_best, self.stop_at_return
+        if goal is None or reached is None or reached < goal:
+            return None
+        self.say("goal reached", f"eval return {reached:.1f} >= {goal}: stopping", urgent=True)
+        return 0
 
 
 def _last_error(handle: Any) -> str:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -12,6 +15,111 @@ from surreal.components.remote_policy import actor_inference
 from surreal.components.split_actor import build_actor
 from surreal.core import ParameterClient
 from surreal.monitoring import logs
+
+
+@dataclass
+class _ActorLoop:
+    """The acting loop's parts and running counts (env steps, episodes, the last report)."""
+
+    comp: Component
+    policy: Any
+    params: ParameterClient
+    pusher: Any
+    env: Any
+    actor: Any
+    rollout: Callable[[], dict]
+    per_batch: int
+    clock: float
+    env_steps: int = 0
+    steps_at_report: int = 0
+    last_report: float = field(default_factory=time.monotonic)
+    episodes: int = 0
+    recent: list = field(default_factory=list)
+
+    @property
+    def segment_steps(self) -> int:
+        """Environment steps in one segment (`actor.rollout_length` x `env.num_envs`)."""
+        return self.comp.config.actor.rollout_length * self.env.num_envs
+
+    def run(self) -> None:
+        """Wait for the first parameters, then act, push and follow the parameters until stopped."""
+        comp, params, cfg = self.comp, self.params, self.comp.config
+        fresh = _wait_for(params, 1, comp)
+        pacer = None
+        if cfg.actor.max_ahead is not None:
+            pacer = Pacer(self.per_batch, cfg.run.actors, cfg.actor.max_ahead, params.version)
+        if fresh is not None:
+            comp.log.info("first parameters: version %d; acting", params.version)
+        while fresh is not None and not comp.stopping.is_set():
+            self.segment(fresh)
+            fresh = params.fetch()
+            if pacer is not None:
+                fresh = _pace(pacer, params, fresh, comp)
+                if fresh is None:
+                    break
+            fresh = fresh if fresh is not None else {}
+            self.account()
+
+    def segment(self, fresh: dict) -> None:
+        """Load `fresh` parameters (if any), roll out one segment and push it, timing each phase."""
+        prom, env = self.comp.prom, self.env
+        if fresh:
+            self.policy.load_params(fresh)
+            prom.port_traffic("params", "in", fresh)
+        self.clock = _phase(prom, "params", self.clock)
+        segment = self.rollout()
+        segment["version"] = np.full(env.num_envs, self.params.version, np.int64)
+        self.clock = _phase(prom, "rollout", self.clock)
+        self.pusher.push(segment)
+        prom.port_traffic("experience", "out", segment)
+        self.clock = _phase(prom, "push", self.clock)
+
+    def account(self) -> None:
+        """Count the segment's steps and finished episodes; progress line and report when due."""
+        comp, prom, params = self.comp, self.comp.prom, self.params
+        self.env_steps += self.segment_steps
+        prom.count("surreal_env_steps_total", self.segment_steps)
+        prom.set("surreal_policy_version", params.version)
+        now = time.monotonic()
+        returns, lengths = self.actor.pop_episodes()
+        prom.count("surreal_episodes_total", len(returns))
+        self.episodes, self.recent = (
+            self.episodes + len(returns),
+            (self.recent + list(returns))[-20:],
+        )
+        comp.tick(
+            {"env steps": self.env_steps, "segments": self.env_steps // self.segment_steps},
+            {
+                "episodes": self.episodes,
+                "return": logs.rate(sum(self.recent) / len(self.recent)) if self.recent else None,
+                "version": params.version,
+            },
+        )
+        if returns or now - self.last_report > 2.0:
+            sps = (self.env_steps - self.steps_at_report) / max(now - self.last_report, 1e-6)
+            comp.report(
+                params.step,
+                {"actor/sps": sps},
+                env_steps=self.env_steps,
+                episode_returns=returns,
+                episode_lengths=lengths,
+                version=params.version,
+            )
+            self.last_report, self.steps_at_report = now, self.env_steps
+
+    def close(self) -> None:
+        """The closing log line; then close the env, the parameter client, the pusher, comp."""
+        self.comp.log.info(
+            "acted %s env steps (%s segments, %s episodes); last version %d",
+            f"{self.env_steps:,}",
+            f"{self.env_steps // self.segment_steps:,}",
+            f"{self.episodes:,}",
+            self.params.version,
+        )
+        self.env.close()
+        self.params.close()
+        self.pusher.close()
+        self.comp.close()
 
 
 def main(run_dir: str, index: int = 0) -> None:
@@ -31,10 +139,10 @@ def main(run_dir: str, index: int = 0) -> None:
     env, actor = build_actor(comp, policy, seed)  # two halves: actor.double_buffer (remote)
     rollout = actor.rollout_episodes if comp.algo.episode_aligned else actor.rollout
     per_batch = comp.algo.segments_per_batch(cfg)
-    env_steps, last_report, steps_at_report = 0, time.monotonic(), 0
-    prom, clock = comp.prom, time.perf_counter()
+    loop = _ActorLoop(
+        comp, policy, params, pusher, env, actor, rollout, per_batch, clock=time.perf_counter()
+    )
     comp.progress = logs.Progress(comp.log, logs.progress_every(cfg.run.actors))  # 1,000 actors
-    episodes, recent, segment_steps = 0, [], cfg.actor.rollout_length * env.num_envs
     comp.log.info(
         "connects experience %s (segments of %d steps x %d envs), params %s (inference %s)",
         comp.address("experience").tcp,
@@ -44,67 +152,9 @@ def main(run_dir: str, index: int = 0) -> None:
         cfg.actor.inference,
     )
     try:
-        fresh = _wait_for(params, 1, comp)
-        pacer = None
-        if cfg.actor.max_ahead is not None:
-            pacer = Pacer(per_batch, cfg.run.actors, cfg.actor.max_ahead, params.version)
-        if fresh is not None:
-            comp.log.info("first parameters: version %d; acting", params.version)
-        while fresh is not None and not comp.stopping.is_set():
-            if fresh:
-                policy.load_params(fresh)
-                prom.port_traffic("params", "in", fresh)
-            clock = _phase(prom, "params", clock)
-            segment = rollout()
-            segment["version"] = np.full(env.num_envs, params.version, np.int64)
-            clock = _phase(prom, "rollout", clock)
-            pusher.push(segment)
-            prom.port_traffic("experience", "out", segment)
-            clock = _phase(prom, "push", clock)
-            fresh = params.fetch()
-            if pacer is not None:
-                fresh = _pace(pacer, params, fresh, comp)
-                if fresh is None:
-                    break
-            fresh = fresh if fresh is not None else {}
-            env_steps += cfg.actor.rollout_length * env.num_envs
-            prom.count("surreal_env_steps_total", cfg.actor.rollout_length * env.num_envs)
-            prom.set("surreal_policy_version", params.version)
-            now = time.monotonic()
-            returns, lengths = actor.pop_episodes()
-            prom.count("surreal_episodes_total", len(returns))
-            episodes, recent = episodes + len(returns), (recent + list(returns))[-20:]
-            comp.tick(
-                {"env steps": env_steps, "segments": env_steps // segment_steps},
-                {
-                    "episodes": episodes,
-                    "return": logs.rate(sum(recent) / len(recent)) if recent else None,
-                    "version": params.version,
-                },
-            )
-            if returns or now - last_report > 2.0:
-                sps = (env_steps - steps_at_report) / max(now - last_report, 1e-6)
-                comp.report(
-                    params.step,
-                    {"actor/sps": sps},
-                    env_steps=env_steps,
-                    episode_returns=returns,
-                    episode_lengths=lengths,
-                    version=params.version,
-                )
-                last_report, steps_at_report = now, env_steps
+        loop.run()
     finally:
-        comp.log.info(
-            "acted %s env steps (%s segments, %s episodes); last version %d",
-            f"{env_steps:,}",
-            f"{env_steps // segment_steps:,}",
-            f"{episodes:,}",
-            params.version,
-        )
-        env.close()
-        params.close()
-        pusher.close()
-        comp.close()
+        loop.close()
 
 
 def _phase(prom, phase: str, since: float) -> float:

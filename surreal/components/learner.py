@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 
@@ -250,56 +251,71 @@ def main(run_dir: str, index: int = 0) -> None:
         last_report = time.monotonic()
         while fetcher is not None and not comp.stopping.is_set() and not loop.done():
             try:
-                waited = time.perf_counter()
-                handle = fetcher.get()
-                comp.prom.count(
-                    "surreal_phase_seconds_total", time.perf_counter() - waited, phase="wait"
-                )
+                handle = _next_batch(comp, fetcher)
             except caraml.CaramlError:
                 if comp.stopping.wait(2.0):  # its worker got the same stop signal first
                     break
                 raise
-            with handle:
-                if "empty" in handle.data:
-                    loop.publish()  # subscribers that joined late get the current version
-                    loop.empty += 1
-                    loop.tick()
-                    continue
-                metrics = loop.step(handle.data)
-            loop.tick()
-            now = time.monotonic()
-            metrics["charts/learner_its"] = 1.0 / max(now - last_report, 1e-6)
-            last_report = now
-            loop.report(
-                loop.counters["global_step"],
-                metrics,
-                version=loop.counters["version"],
-                finished=loop.done(),
-            )
+            last_report = _learn_from(loop, handle, last_report)
     finally:
-        loop.save()
-        comp.log.info(
-            "%s at step %s of %s (version %d, %d updates); checkpoint %s",
-            "budget used" if loop.done() else "stopping",
-            f"{loop.counters['global_step']:,}",
-            f"{comp.config.run.steps:,}",
-            loop.counters["version"],
-            loop.counters["iterations"],
-            comp.run.checkpoint if loop.rank == 0 else "written by rank 0",
-        )
-        if fetcher is not None:
-            fetcher.close()
-        if loop.publisher is not None:
-            loop.publisher.close()
-        if loop.replicas is not None:
-            loop.replicas.close()
-        loop.report(
-            loop.counters["global_step"],
-            {},
-            version=loop.counters["version"],
-            finished=loop.done(),
-            exiting=True,
-        )
-        comp.close()
+        _shut_down(loop, fetcher)
     if loop.save_failed:
         raise SystemExit(1)
+
+
+def _next_batch(comp: Component, fetcher: Any) -> Any:
+    """The DataFetcher's next batch handle, its wait counted as the `wait` phase."""
+    waited = time.perf_counter()
+    handle = fetcher.get()
+    comp.prom.count("surreal_phase_seconds_total", time.perf_counter() - waited, phase="wait")
+    return handle
+
+
+def _learn_from(loop: LearnerLoop, handle: Any, last_report: float) -> float:
+    """Learn from (or, empty, re-publish on) one batch; returns the last report's time."""
+    with handle:
+        if "empty" in handle.data:
+            loop.publish()  # subscribers that joined late get the current version
+            loop.empty += 1
+            loop.tick()
+            return last_report
+        metrics = loop.step(handle.data)
+    loop.tick()
+    now = time.monotonic()
+    metrics["charts/learner_its"] = 1.0 / max(now - last_report, 1e-6)
+    loop.report(
+        loop.counters["global_step"],
+        metrics,
+        version=loop.counters["version"],
+        finished=loop.done(),
+    )
+    return now
+
+
+def _shut_down(loop: LearnerLoop, fetcher: Any) -> None:
+    """Checkpoint, log where it stopped, close fetcher, publisher, replicas; report the exit."""
+    comp = loop.comp
+    loop.save()
+    comp.log.info(
+        "%s at step %s of %s (version %d, %d updates); checkpoint %s",
+        "budget used" if loop.done() else "stopping",
+        f"{loop.counters['global_step']:,}",
+        f"{comp.config.run.steps:,}",
+        loop.counters["version"],
+        loop.counters["iterations"],
+        comp.run.checkpoint if loop.rank == 0 else "written by rank 0",
+    )
+    if fetcher is not None:
+        fetcher.close()
+    if loop.publisher is not None:
+        loop.publisher.close()
+    if loop.replicas is not None:
+        loop.replicas.close()
+    loop.report(
+        loop.counters["global_step"],
+        {},
+        version=loop.counters["version"],
+        finished=loop.done(),
+        exiting=True,
+    )
+    comp.close()

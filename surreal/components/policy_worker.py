@@ -13,6 +13,8 @@ env's observation spec (`surreal.components.policy_protocol`); a bad one is coun
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -181,13 +183,17 @@ def serve(comp: Any, address: str) -> None:
     obs_bytes = 4 * int(np.prod(comp.env_info.obs_shape))
     port = Endpoint(zmq.ROUTER, address, True, max_size=(1 << 14) * obs_bytes + (1 << 20))
     params = ParameterClient(comp.address("params").tcp, timeout=5.0)
-    wait_s = cfg.actor.inference_wait_ms / 1000.0
-    seen: dict[str, float] = {}
-    last_fetch = last_report = time.monotonic()
-    reported = (0, 0)
     log = getattr(comp, "log", None) or logs.get()
-    tick = getattr(comp, "tick", None) or logs.Progress(log).tick  # (tests pass a bare comp)
-    drops = logs.DropReport(log, [server.guard])
+    loop = _Serving(
+        comp,
+        policy,
+        server,
+        port,
+        params,
+        wait_s=cfg.actor.inference_wait_ms / 1000.0,
+        tick=getattr(comp, "tick", None) or logs.Progress(log).tick,  # (tests pass a bare comp)
+        drops=logs.DropReport(log, [server.guard]),
+    )
     log.info(
         "policy worker %d binds %s on %s; parameters from %s",
         index_of(comp),
@@ -196,36 +202,7 @@ def serve(comp: Any, address: str) -> None:
         comp.address("params").tcp,
     )
     try:
-        while not comp.stopping.is_set():
-            pending = _gather(port, server, seen, wait_s, comp)
-            need = max((req["min_version"] for _, req in pending), default=0)
-            if time.monotonic() - last_fetch > 0.05 or server.version < max(need, 1):
-                last_fetch = _follow(params, policy, server, need, comp)
-            if pending:
-                if server.version < 1:
-                    replies = [{"error": "no parameters yet; retry"}] * len(pending)
-                else:
-                    replies = server.answer([req for _, req in pending])
-                for (envelope, _), reply in zip(pending, replies, strict=True):
-                    _send(port, envelope, reply)
-            if tick(
-                {"envs served": server.served_envs, "batches": server.batches},
-                {"clients": len(seen), "version": server.version},
-            ):
-                drops.check()
-            now = time.monotonic()
-            if now - last_report > 2.0:
-                envs, batches = server.served_envs - reported[0], server.batches - reported[1]
-                comp.report(
-                    params.step,
-                    {
-                        "policy/envs_per_s": envs / (now - last_report),
-                        "policy/batch_envs": envs / max(batches, 1),
-                        "policy/dropped": server.guard.total_dropped,
-                    },
-                    version=server.version,
-                )
-                last_report, reported = now, (server.served_envs, server.batches)
+        loop.run()
     finally:
         log.info(
             "served %s envs in %s batches; last version %d",
@@ -235,6 +212,71 @@ def serve(comp: Any, address: str) -> None:
         )
         port.close()
         params.close()
+
+
+@dataclass
+class _Serving:
+    """The serving loop's parts and state: clients seen, the last fetch and report."""
+
+    comp: Any
+    policy: Policy
+    server: PolicyServer
+    port: Any
+    params: Any
+    wait_s: float
+    tick: Callable[..., bool]
+    drops: logs.DropReport
+    seen: dict[str, float] = field(default_factory=dict)
+    last_fetch: float = field(default_factory=time.monotonic)
+    last_report: float = 0.0
+    reported: tuple[int, int] = (0, 0)
+
+    def __post_init__(self) -> None:
+        """Both clocks start together (the first report covers the time since start)."""
+        self.last_report = self.last_fetch
+
+    def run(self) -> None:
+        """Gather requests, follow the parameters, answer, report; until stopped."""
+        server = self.server
+        while not self.comp.stopping.is_set():
+            pending = _gather(self.port, server, self.seen, self.wait_s, self.comp)
+            need = max((req["min_version"] for _, req in pending), default=0)
+            if time.monotonic() - self.last_fetch > 0.05 or server.version < max(need, 1):
+                self.last_fetch = _follow(self.params, self.policy, server, need, self.comp)
+            if pending:
+                self.answer(pending)
+            if self.tick(
+                {"envs served": server.served_envs, "batches": server.batches},
+                {"clients": len(self.seen), "version": server.version},
+            ):
+                self.drops.check()
+            now = time.monotonic()
+            if now - self.last_report > 2.0:
+                self.report(now)
+
+    def answer(self, pending: list) -> None:
+        """Answer each pending request (an error to all while no parameters are held)."""
+        if self.server.version < 1:
+            replies = [{"error": "no parameters yet; retry"}] * len(pending)
+        else:
+            replies = self.server.answer([req for _, req in pending])
+        for (envelope, _), reply in zip(pending, replies, strict=True):
+            _send(self.port, envelope, reply)
+
+    def report(self, now: float) -> None:
+        """Report envs served per second, envs per batch and requests dropped since the last."""
+        server = self.server
+        envs, batches = server.served_envs - self.reported[0], server.batches - self.reported[1]
+        self.comp.report(
+            self.params.step,
+            {
+                "policy/envs_per_s": envs / (now - self.last_report),
+                "policy/batch_envs": envs / max(batches, 1),
+                "policy/dropped": server.guard.total_dropped,
+            },
+            version=server.version,
+        )
+        self.last_report, self.reported = now, (server.served_envs, server.batches)
 
 
 def index_of(comp: Any) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,89 @@ class BatchHandler:
         return self.replies.answer(request.get("id"), take)
 
 
+@dataclass
+class _BufferLoop:
+    """The buffer's serving loop: its replay, ports and guards, and when it last reported."""
+
+    comp: Component
+    replay: Replay
+    segment: SegmentSchema
+    experience: PortGuard
+    handle: BatchHandler
+    puller: Any
+    server: GuardedServer
+    last_report: float
+    drops: logs.DropReport
+
+    @property
+    def invalid(self) -> int:
+        """Messages dropped as invalid on either port."""
+        return self.experience.total_dropped + self.handle.guard.total_dropped
+
+    def run(self) -> None:
+        """Take segments in (the batches port serves on its own thread) until stopped."""
+        while not self.comp.stopping.is_set():
+            self.take()
+            self.tick()
+            if time.monotonic() - self.last_report > 2.0:
+                self.last_report = time.monotonic()
+                self.report()
+
+    def take(self) -> None:
+        """Pull one segment (waiting up to 0.5 s), check it and add it to the replay."""
+        comp, experience = self.comp, self.experience
+        message = receive(lambda: self.puller.pull(timeout=0.5), experience)
+        checked = None if message is NOTHING else experience.check(self.segment, message)
+        if checked is not None:
+            self.replay.add(checked)
+            comp.prom.port_traffic("experience", "in", checked)
+            comp.prom.count("surreal_buffer_added_total")
+        comp.prom.set("surreal_buffer_fill", len(self.replay))
+
+    def tick(self) -> None:
+        """The buffer's `progress:` line when one is due (and the dropped-message report)."""
+        replay = self.replay
+        if self.comp.tick(
+            {"segments in": replay.added, "batches out": self.handle.served},
+            {
+                "fill": len(replay),
+                "overflowed": getattr(replay.storage, "dropped", None),
+                "invalid": self.invalid,
+            },
+        ):
+            self.drops.check()
+
+    def report(self) -> None:
+        """Report the buffer's fill, segments added, dropped and invalid, replayed replies."""
+        replay = self.replay
+        dropped = float(getattr(replay.storage, "dropped", 0))
+        self.comp.prom.total("surreal_invalid_messages_total", self.invalid)
+        self.comp.report(
+            0,
+            {
+                "buffer/fill": len(replay),
+                "buffer/added": replay.added,
+                "buffer/dropped": dropped,
+                "buffer/invalid": self.invalid,
+                "buffer/replayed_replies": self.handle.replies.replayed,
+            },
+        )
+
+    def close(self) -> None:
+        """The closing log line; then stop the batches server, close the puller and comp."""
+        self.drops.check()
+        self.comp.log.info(
+            "took %s segments, answered %s batches; held %s at the end",
+            f"{self.replay.added:,}",
+            f"{self.handle.served:,}",
+            len(self.replay),
+        )
+        self.server.stop()
+        self.server.close()
+        self.puller.close()
+        self.comp.close()
+
+
 def main(run_dir: str, index: int = 0) -> None:
     """Serve until stopped. Every message is checked against its port's schema first
     (`surreal.schemas`): a bad one is counted, logged once per kind and dropped."""
@@ -69,11 +153,10 @@ def main(run_dir: str, index: int = 0) -> None:
     segment = SegmentSchema(comp.env_info, cfg.actor.rollout_length, cfg.env.num_envs)
     experience = PortGuard("experience")
     handle = BatchHandler(replay, comp.prom)
-    batches, replies = handle.guard, handle.replies
     limit = segment_max_bytes(comp.env_info, cfg.actor.rollout_length, cfg.env.num_envs)
     puller = caraml.Puller(comp.address("experience").bind_tcp, hwm=64, max_size=limit)
     server = GuardedServer(
-        comp.address("batches").bind_tcp, handle, batches, max_size=REQUEST_MAX_BYTES
+        comp.address("batches").bind_tcp, handle, handle.guard, max_size=REQUEST_MAX_BYTES
     ).start()
     last_report = time.monotonic()
     comp.log.info(
@@ -83,54 +166,14 @@ def main(run_dir: str, index: int = 0) -> None:
         type(replay.storage).__name__,
         handle.capacity,
     )
-    drops = logs.DropReport(comp.log, [experience, batches])
+    drops = logs.DropReport(comp.log, [experience, handle.guard])
+    loop = _BufferLoop(
+        comp, replay, segment, experience, handle, puller, server, last_report, drops
+    )
     try:
-        while not comp.stopping.is_set():
-            message = receive(lambda: puller.pull(timeout=0.5), experience)
-            checked = None if message is NOTHING else experience.check(segment, message)
-            if checked is not None:
-                replay.add(checked)
-                comp.prom.port_traffic("experience", "in", checked)
-                comp.prom.count("surreal_buffer_added_total")
-            comp.prom.set("surreal_buffer_fill", len(replay))
-            if comp.tick(
-                {"segments in": replay.added, "batches out": handle.served},
-                {
-                    "fill": len(replay),
-                    "overflowed": getattr(replay.storage, "dropped", None),
-                    "invalid": experience.total_dropped + batches.total_dropped,
-                },
-            ):
-                drops.check()
-            if time.monotonic() - last_report > 2.0:
-                last_report = time.monotonic()
-                dropped = float(getattr(replay.storage, "dropped", 0))
-                comp.prom.total(
-                    "surreal_invalid_messages_total",
-                    experience.total_dropped + batches.total_dropped,
-                )
-                comp.report(
-                    0,
-                    {
-                        "buffer/fill": len(replay),
-                        "buffer/added": replay.added,
-                        "buffer/dropped": dropped,
-                        "buffer/invalid": experience.total_dropped + batches.total_dropped,
-                        "buffer/replayed_replies": replies.replayed,
-                    },
-                )
+        loop.run()
     finally:
-        drops.check()
-        comp.log.info(
-            "took %s segments, answered %s batches; held %s at the end",
-            f"{replay.added:,}",
-            f"{handle.served:,}",
-            len(replay),
-        )
-        server.stop()
-        server.close()
-        puller.close()
-        comp.close()
+        loop.close()
 
 
 def batch_arrays(reply: Any) -> dict[str, np.ndarray]:

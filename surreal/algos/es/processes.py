@@ -3,6 +3,76 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass
+class _MasterRun:
+    """The ES master's run: its learner, counters and parameter publisher, and how it saves."""
+
+    comp: Any
+    learner: Any
+    counters: dict[str, int]
+    publisher: Any
+    save: Callable[[], None]
+    """Writes the run's checkpoint (learner and counters)."""
+    start_steps: int = 0
+
+    def publish(self) -> None:
+        """Publish the current parameters with their version and step."""
+        self.publisher.publish(
+            "params",
+            {
+                "version": self.counters["version"],
+                "step": self.counters["global_step"],
+                "params": self.learner.params(),
+            },
+        )
+
+    def on_generation(self, m: Any, i: int) -> bool:
+        """`serve`'s callback: publish, checkpoint when due, report; whether to stop."""
+        gen, env_steps, _, _ = m.finished[i]
+        self.counters.update(global_step=env_steps, iterations=gen + 1, version=gen + 1)
+        with m.lock:
+            self.publish()
+            if (gen + 1) % max(self.comp.config.run.checkpoint_every, 1) == 0 or m.done:
+                self.save()
+        self.report(m, i)
+        return self.comp.stopping.is_set()
+
+    def report(self, m: Any, i: int) -> None:
+        """Report generation `i`: population return, reissued tasks, rates, update time."""
+        gen, env_steps, wall, pop_return = m.finished[i]
+        previous_wall = m.finished[i - 1][2] if i > 0 else 0.0
+        self.comp.report(
+            env_steps,
+            {
+                "es/population_return": pop_return,
+                "es/generation": gen + 1,
+                "es/reissued_tasks": m.reissued,
+                "charts/sps": (env_steps - self.start_steps) / max(wall, 1e-6),
+                "charts/learner_its": 1.0 / max(wall - previous_wall, 1e-6),
+                # the master's update per generation (its x learn_time: the share it is busy)
+                "charts/learn_time": m.update_s[i],
+                "charts/policy_lag": 0.0,  # every result it uses is the current generation's
+            },
+            version=self.counters["version"],
+            finished=m.done,
+        )
+
+    def close(self) -> None:
+        """Close the publisher, report the exit and close the component."""
+        self.publisher.close()
+        self.comp.report(
+            self.counters["global_step"],
+            {},
+            version=self.counters["version"],
+            finished=self.counters["global_step"] >= self.comp.config.run.steps,
+            exiting=True,
+        )
+        self.comp.close()
 
 
 def master_main(run_dir: str, index: int = 0) -> None:
@@ -32,64 +102,26 @@ def master_main(run_dir: str, index: int = 0) -> None:
         max_env_steps=cfg.run.steps,
         env_steps=counters["global_step"],
     )
-    publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
-    start_steps = counters["global_step"]
-
-    def publish() -> None:
-        publisher.publish(
-            "params",
-            {
-                "version": counters["version"],
-                "step": counters["global_step"],
-                "params": learner.params(),
-            },
-        )
-
-    def on_generation(m: ESMaster, i: int) -> bool:
-        gen, env_steps, wall, pop_return = m.finished[i]
-        previous_wall = m.finished[i - 1][2] if i > 0 else 0.0
-        counters.update(global_step=env_steps, iterations=gen + 1, version=gen + 1)
-        with m.lock:
-            publish()
-            if (gen + 1) % max(cfg.run.checkpoint_every, 1) == 0 or m.done:
-                checkpoint.save(comp.run.checkpoint, learner, counters)
-        comp.report(
-            env_steps,
-            {
-                "es/population_return": pop_return,
-                "es/generation": gen + 1,
-                "es/reissued_tasks": m.reissued,
-                "charts/sps": (env_steps - start_steps) / max(wall, 1e-6),
-                "charts/learner_its": 1.0 / max(wall - previous_wall, 1e-6),
-                # the master's update per generation (its x learn_time: the share it is busy)
-                "charts/learn_time": m.update_s[i],
-                "charts/policy_lag": 0.0,  # every result it uses is the current generation's
-            },
-            version=counters["version"],
-            finished=m.done,
-        )
-        return comp.stopping.is_set()
-
-    publish()
+    run = _MasterRun(
+        comp,
+        learner,
+        counters,
+        publisher=caraml.Publisher(comp.address("params-pub").bind_tcp),
+        save=lambda: checkpoint.save(comp.run.checkpoint, learner, counters),
+        start_steps=counters["global_step"],
+    )
+    run.publish()
     # SIGTERM sets comp.stopping: tell the workers to stop and end serve() even between generations.
     threading.Thread(
         target=lambda: (comp.stopping.wait(), master.stop(abort=True)), daemon=True
     ).start()
     try:
-        serve(master, comp.address("es-master").bind_tcp, on_generation)
+        serve(master, comp.address("es-master").bind_tcp, run.on_generation)
     finally:
         learner.noise.unlink()  # first: the supervisor may SIGKILL a slow exit
         with master.lock:
-            checkpoint.save(comp.run.checkpoint, learner, counters)
-        publisher.close()
-        comp.report(
-            counters["global_step"],
-            {},
-            version=counters["version"],
-            finished=counters["global_step"] >= cfg.run.steps,
-            exiting=True,
-        )
-        comp.close()
+            run.save()
+        run.close()
 
 
 def worker_main(run_dir: str, index: int = 0) -> None:

@@ -49,16 +49,7 @@ def run_worker(
                 {"op": "task", "worker": name, "generation": generation, "result": result}
             )
             result = None
-            if "sync" in reply:
-                state.load_wire(reply["sync"])
-                stats["syncs"] += 1
-            else:
-                for record in reply.get("updates", []):
-                    state.apply(record, noise)
-                    stats["updates"] += 1
-            in_step = (
-                state.generation == reply["generation"] and state.checksum() == reply["checksum"]
-            )
+            in_step = _follow(reply, state, noise, stats)
             generation = state.generation if in_step else -1  # -1 asks for a full sync
             if reply["op"] == "stop":
                 return {**stats, "generation": state.generation, "checksum": state.checksum()}
@@ -71,35 +62,61 @@ def run_worker(
                 idle = min(idle * 2, 0.05)
                 continue
             idle = 0.002
-            started = time.monotonic()
-            pair = evaluate_pair(
-                env,
-                policy,
-                state.theta,
-                state.obs_mean,
-                state.obs_std,
-                noise,
-                int(reply["index"]),
-                config.noise_std,
-                int(reply["seed"]),
-                config.max_episode_steps,
-            )
-            stats["pairs"] += 1
-            if spans is not None:
-                spans.append((started, time.monotonic(), pair.steps))
-            result = {
-                "generation": reply["generation"],
-                "task": reply["task"],
-                "r_pos": pair.r_pos,
-                "r_neg": pair.r_neg,
-                "steps": pair.steps,
-                "obs_sum": pair.obs_sum,
-                "obs_sumsq": pair.obs_sumsq,
-                "obs_count": pair.obs_count,
-            }
+            result = _run_task(reply, env, policy, state, noise, config, stats, spans)
         return stats
     finally:
         client.close()
+
+
+def _follow(reply: dict, state: ESState, noise: SharedNoiseTable, stats: dict[str, int]) -> bool:
+    """Step `state` with the reply's sync or generation records; whether it is now in step."""
+    if "sync" in reply:
+        state.load_wire(reply["sync"])
+        stats["syncs"] += 1
+    else:
+        for record in reply.get("updates", []):
+            state.apply(record, noise)
+            stats["updates"] += 1
+    return state.generation == reply["generation"] and state.checksum() == reply["checksum"]
+
+
+def _run_task(
+    reply: dict,
+    env,
+    policy: ESPolicy,
+    state: ESState,
+    noise: SharedNoiseTable,
+    config: ESConfig,
+    stats: dict[str, int],
+    spans: list[tuple[float, float, int]] | None,
+) -> dict:
+    """Evaluate the pair the reply hands out; returns the result to send with the next request."""
+    started = time.monotonic()
+    pair = evaluate_pair(
+        env,
+        policy,
+        state.theta,
+        state.obs_mean,
+        state.obs_std,
+        noise,
+        int(reply["index"]),
+        config.noise_std,
+        int(reply["seed"]),
+        config.max_episode_steps,
+    )
+    stats["pairs"] += 1
+    if spans is not None:
+        spans.append((started, time.monotonic(), pair.steps))
+    return {
+        "generation": reply["generation"],
+        "task": reply["task"],
+        "r_pos": pair.r_pos,
+        "r_neg": pair.r_neg,
+        "steps": pair.steps,
+        "obs_sum": pair.obs_sum,
+        "obs_sumsq": pair.obs_sumsq,
+        "obs_count": pair.obs_count,
+    }
 
 
 def _retry(reply: dict, backoff: float) -> float:

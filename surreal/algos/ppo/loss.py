@@ -73,27 +73,8 @@ def ppo_loss(
         approx_kl = ((ratio - 1) - logratio).mean()
         clipfrac = ((ratio - 1.0).abs() > clip).float().mean()
 
-    if config.norm_adv and advantages.numel() > 1:
-        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
-
-    if config.loss == "clip":
-        # Clipped surrogate objective
-        pg_loss1 = -advantages * ratio
-        pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
-        pg_loss = torch.max(pg_loss1, pg_loss2).mean()
-    else:
-        # Adaptive KL penalty (Schulman et al. 2017, Sec. 4): surrogate minus beta * KL
-        pg_loss = -(advantages * ratio).mean() + kl_coef * ((ratio - 1) - logratio).mean()
-
-    # Value loss
-    if config.clip_vloss:
-        v_loss_unclipped = (newvalue - returns) ** 2
-        v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -config.clip_coef, config.clip_coef)
-        v_loss_clipped = (v_clipped - returns) ** 2
-        v_loss = 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
-    else:
-        v_loss = 0.5 * ((newvalue - returns) ** 2).mean()
-
+    pg_loss = _policy_loss(advantages, ratio, logratio, config, kl_coef, clip)
+    v_loss = _value_loss(newvalue, oldvalue, returns, config)
     entropy_loss = entropy.mean()
     loss = pg_loss - config.ent_coef * entropy_loss + v_loss * config.vf_coef
     return loss, {
@@ -104,6 +85,38 @@ def ppo_loss(
         "losses/approx_kl": approx_kl,
         "losses/clipfrac": clipfrac,
     }
+
+
+def _policy_loss(
+    advantages: torch.Tensor,
+    ratio: torch.Tensor,
+    logratio: torch.Tensor,
+    config: PPOConfig,
+    kl_coef: float,
+    clip: float,
+) -> torch.Tensor:
+    """The clipped surrogate (config.loss == "clip") or the KL-penalized one, to minimize."""
+    if config.norm_adv and advantages.numel() > 1:
+        advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-8)
+    if config.loss == "clip":
+        pg_loss1 = -advantages * ratio
+        pg_loss2 = -advantages * torch.clamp(ratio, 1 - clip, 1 + clip)
+        return torch.max(pg_loss1, pg_loss2).mean()
+    # Adaptive KL penalty (Schulman et al. 2017, Sec. 4): surrogate minus beta * KL
+    return -(advantages * ratio).mean() + kl_coef * ((ratio - 1) - logratio).mean()
+
+
+def _value_loss(
+    newvalue: torch.Tensor, oldvalue: torch.Tensor, returns: torch.Tensor, config: PPOConfig
+) -> torch.Tensor:
+    """Half the squared error to the returns; with config.clip_vloss, the larger of it and the
+    error of the prediction clipped to config.clip_coef around the acting one."""
+    if not config.clip_vloss:
+        return 0.5 * ((newvalue - returns) ** 2).mean()
+    v_loss_unclipped = (newvalue - returns) ** 2
+    v_clipped = oldvalue + torch.clamp(newvalue - oldvalue, -config.clip_coef, config.clip_coef)
+    v_loss_clipped = (v_clipped - returns) ** 2
+    return 0.5 * torch.max(v_loss_unclipped, v_loss_clipped).mean()
 
 
 def adapt_kl_coef(kl_coef: float, approx_kl: float, kl_target: float) -> float:
