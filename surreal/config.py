@@ -9,7 +9,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 
 class ConfigError(ValueError):
@@ -117,6 +117,15 @@ class RunConfig:
     torch.distributed; each learns on segments_per_batch / learner_replicas segments."""
     device: str = "auto"
     """Where the learner computes: auto (a GPU when torch sees one, else cpu), cpu, cuda, cuda:N."""
+    compile: Literal["auto", "on", "off"] = "auto"
+    """The learner's update step through `torch.compile` (`Learner.compiled`, surreal/compiling.py):
+    on, off, or auto: on only where it was measured to pay, today PPO's MLP on the CPU in a run of
+    at least 60,000 minibatch steps (`run.steps` x `algo.update_epochs` / minibatch size, e.g.
+    HalfCheetah's 1M x 10 / 64), off everywhere else (shorter runs; TD3, 1.1x; GPUs: not
+    measured yet). A cold compile costs 15-17 CPU-s (13 s wall on a quiet 2-core machine, up to
+    2 minutes under load) and then saves ~0.6 ms of CPU per minibatch step (1.75x at minibatch
+    64): docs/learning.md "Compiled learner step". PPO learns its first batch eagerly; a step
+    that fails to compile runs eagerly after one warning line."""
     curve: bool | None = None
     """Encrypt and authenticate traffic between processes with CurveZMQ and keys made for this
     run (`RUN/keys/`); unset: on for slurm, compose and kube, off for local and tmux."""
@@ -283,6 +292,8 @@ def _parse(key: str, raw: str, hint: Any) -> Any:
     if optional and raw.lower() in ("none", "null", ""):
         return None
     origin = typing.get_origin(inner)
+    if origin is Literal:
+        return _check(key, raw, hint)
     if origin in (list, tuple):
         (item_type, *_) = typing.get_args(inner) or (str,)
         items = [s.strip() for s in raw.strip("[]()").split(",") if s.strip()]
@@ -313,6 +324,10 @@ def _check(key: str, value: Any, hint: Any) -> Any:
     if value is None and optional:
         return None
     origin = typing.get_origin(inner)
+    if origin is Literal:
+        if value in typing.get_args(inner):
+            return value
+        raise ConfigError(f"{key} must be {_type_name(hint)}, got {value!r}")
     if origin in (list, tuple) and isinstance(value, (list, tuple)):
         return origin(value)
     if inner is float and isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -328,6 +343,10 @@ def _check(key: str, value: Any, hint: Any) -> Any:
 
 def _type_name(hint: Any) -> str:
     inner, optional = _optional_inner(hint)
+    if typing.get_origin(inner) is Literal:
+        *first, last = (str(choice) for choice in typing.get_args(inner))
+        name = f"{', '.join(first)} or {last}" if first else last
+        return f"{name} or None" if optional else name
     name = getattr(inner, "__name__", str(inner))
     return f"{name} or None" if optional else name
 

@@ -150,6 +150,40 @@ class Learner(abc.ABC):
             cached = self.__dict__["_device"] = resolve(spec)
         return cached
 
+    def compile_pays(self) -> bool:
+        """Whether `run.compile=auto` compiles this learner's step in this run (`self.run_config`,
+        `self.device`); default False: only where a benchmark showed it pays (PPO's MLP on the
+        CPU in a long run: `PPOLearner.compile_pays`, `surreal.compiling.pays`)."""
+        return False
+
+    @property
+    def compiling(self) -> bool:
+        """Whether `compiled` compiles: `run.compile` on, or auto and `compile_pays()`; False
+        in bare unit tests without a run config."""
+        if self.run_config is None:
+            return False
+        from surreal.compiling import enabled
+
+        return enabled(getattr(self.run_config.run, "compile", "auto"), self.compile_pays())
+
+    def compiled(self, fn: Any, name: str, reset: Any = None) -> Any:
+        """`fn` (your update step) through `torch.compile` when `self.compiling`, else `fn`.
+
+        Build it once in `__init__` and call it every update with tensors as arguments (floats
+        that change, like an annealed clip range, as 0-d tensors, or each new value compiles
+        again). What pays on a CPU (bench/learner_step.py): the loss's forward and `backward()`
+        in one function (the graph breaks at `backward()`, both halves are compiled) plus a
+        fused optimizer (`torch.optim.Adam(..., fused=True)`); `zero_grad`, gradient sync and
+        clipping stay outside. If compiling or a compiled call raises, one warning line goes to
+        the process's log and the call (after `reset()`, e.g. `self.optimizer.zero_grad`) and
+        every later one run `fn` eagerly: the run goes on. Returns a
+        `surreal.compiling.Compiled` (its `active`: still compiled) or `fn`."""
+        if not self.compiling:
+            return fn
+        from surreal.compiling import Compiled
+
+        return Compiled(fn, name, reset)
+
     replicas: Any = None
     """`surreal.distributed.Replicas` when `run.learner_replicas` > 1 (set before `learn`), else
     None. With replicas, each learner gets its share of the batch: call `sync_gradients()` after

@@ -94,43 +94,48 @@ def main(run_dir: str, index: int = 0) -> None:
     writer = ChunkWriter(env.num_envs, algo.n_step, algo.gamma, algo.chunk_size, algo.dedup_obs)
     pusher = caraml.Pusher(comp.address("replay").tcp, hwm=64)
     pace = Pacer(algo, cfg.run.actors)
-    obs, env_steps, last, steps_at_last, has_params = env.reset(), 0, time.monotonic(), 0, False
     try:
-        while not comp.stopping.is_set():
-            if env_steps % (16 * env.num_envs) == 0 or pace.ahead(env_steps, params.version):
-                fresh = pace.fetch(params, env_steps, comp.stopping)
-                if fresh is not None:
-                    policy.load_params(fresh)
-                    has_params = True
-            if has_params:
-                unit = policy.explore(policy.unit_action, obs, noises)  # DDPGPolicy.explore
-            else:  # before the learner's first publication: uniform random exploration
-                unit = rng.uniform(-1, 1, (env.num_envs, comp.env_info.action_dim)).astype(
-                    np.float32
-                )
-            next_obs, rew, term, trunc, info = env.step(policy.scale(unit))
-            for chunk in writer.step(obs, unit, rew, next_obs, term, trunc, info["final_obs"]):
-                pusher.push(chunk)
-            for i in np.flatnonzero(term | trunc):
-                noises[i].reset()
-            obs = next_obs
-            env_steps += env.num_envs
-            now = time.monotonic()
-            if info["episode_returns"] or now - last > 2.0:
-                comp.report(
-                    params.step,
-                    {
-                        "actor/sps": (env_steps - steps_at_last) / max(now - last, 1e-6),
-                        "actor/sigma": sigma,
-                    },
-                    env_steps=env_steps,
-                    episode_returns=info["episode_returns"],
-                    episode_lengths=info["episode_lengths"],
-                    version=params.version,
-                )
-                last, steps_at_last = now, env_steps
+        _act(comp, env, policy, params, writer, pusher, pace, noises, rng, sigma)
     finally:
         env.close()
         params.close()
         pusher.close()
         comp.close()
+
+
+def _act(comp, env, policy, params, writer, pusher, pace, noises, rng, sigma) -> None:
+    """The actor's loop until stopped: fetch parameters when due, step the envs with
+    exploration (uniform before the first parameters), push chunks, report every ~2 s."""
+    obs, env_steps, last, steps_at_last, has_params = env.reset(), 0, time.monotonic(), 0, False
+    while not comp.stopping.is_set():
+        if env_steps % (16 * env.num_envs) == 0 or pace.ahead(env_steps, params.version):
+            fresh = pace.fetch(params, env_steps, comp.stopping)
+            if fresh is not None:
+                policy.load_params(fresh)
+                has_params = True
+        if has_params:
+            unit = policy.explore(policy.unit_action, obs, noises)  # DDPGPolicy.explore
+        else:  # before the learner's first publication: uniform random exploration
+            shape = (env.num_envs, comp.env_info.action_dim)
+            unit = rng.uniform(-1, 1, shape).astype(np.float32)
+        next_obs, rew, term, trunc, info = env.step(policy.scale(unit))
+        for chunk in writer.step(obs, unit, rew, next_obs, term, trunc, info["final_obs"]):
+            pusher.push(chunk)
+        for i in np.flatnonzero(term | trunc):
+            noises[i].reset()
+        obs = next_obs
+        env_steps += env.num_envs
+        now = time.monotonic()
+        if info["episode_returns"] or now - last > 2.0:
+            comp.report(
+                params.step,
+                {
+                    "actor/sps": (env_steps - steps_at_last) / max(now - last, 1e-6),
+                    "actor/sigma": sigma,
+                },
+                env_steps=env_steps,
+                episode_returns=info["episode_returns"],
+                episode_lengths=info["episode_lengths"],
+                version=params.version,
+            )
+            last, steps_at_last = now, env_steps

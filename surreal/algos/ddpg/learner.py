@@ -111,6 +111,8 @@ class DDPGLearner(Learner):
         _bounds(env_info)
         obs_dim = int(np.prod(env_info.obs_shape))
         self.algo = self.make_algo(obs_dim, env_info.action_dim, config, self.device)
+        if self.compiling and hasattr(self.algo, "use_compiled"):  # run.compile (DDPG/TD3)
+            self.algo.use_compiled(self.compiled)
 
     @classmethod
     def make_algo(

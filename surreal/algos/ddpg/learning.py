@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,6 +32,12 @@ def optimize(
     in global norm first (0: no clipping)."""
     opt.zero_grad(set_to_none=True)
     loss.backward()
+    if grad_clip > 0:
+        nn.utils.clip_grad_norm_(module.parameters(), grad_clip)
+    opt.step()
+
+
+def _clip_and_step(opt: torch.optim.Optimizer, module: nn.Module, grad_clip: float) -> None:
     if grad_clip > 0:
         nn.utils.clip_grad_norm_(module.parameters(), grad_clip)
     opt.step()
@@ -90,6 +97,49 @@ class DDPG:
         self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=config.lr)
         self.iteration = 0
         self._last_actor_loss = 0.0
+        self._compiled: tuple[Callable, Callable] | None = None  # `use_compiled`
+
+    def use_compiled(self, compiled: Callable[..., Callable]) -> None:
+        """Run the critic's and the actor's loss and backward through `compiled(fn, name,
+        reset)` (`Learner.compiled`, with `run.compile`) from now on, with fused Adam."""
+        lr = self.config.lr  # fused Adam: new optimizers, before any step
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=lr, fused=True)
+        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=lr, fused=True)
+        self._compiled = (
+            compiled(self._critic_backward, "DDPG/TD3's critic step", self.critic_opt.zero_grad),
+            compiled(self._actor_backward, "DDPG/TD3's actor step", self.actor_opt.zero_grad),
+        )
+
+    def _critic_backward(self, obs: torch.Tensor, act: torch.Tensor, y: torch.Tensor) -> Any:
+        """Every critic's squared error to y, backward; (the summed loss, Q_1's mean)."""
+        qs = [q(obs, act) for q in self.critics]
+        critic_loss = sum(((q - y) ** 2).mean() for q in qs)
+        critic_loss.backward()
+        return critic_loss.detach(), qs[0].detach().mean()
+
+    def _actor_backward(self, obs: torch.Tensor) -> torch.Tensor:
+        """The deterministic policy gradient's loss -Q_1(o, mu(o)), backward; the loss."""
+        actor_loss = -self.critics[0](obs, self.actor(obs)).mean()
+        actor_loss.backward()
+        return actor_loss.detach()
+
+    def _compiled_update(
+        self, obs: torch.Tensor, act: torch.Tensor, y: torch.Tensor
+    ) -> dict[str, float]:
+        """`update`'s steps with the compiled losses (`use_compiled`): the same math."""
+        critic, actor = self._compiled
+        c = self.config
+        self.critic_opt.zero_grad(set_to_none=True)
+        loss, q1 = critic(obs, act, y)
+        _clip_and_step(self.critic_opt, self.critics, c.grad_clip)
+        metrics = {"losses/qf_loss": loss.item() / len(self.critics), "losses/qf_values": q1.item()}
+        self.iteration += 1
+        if self.iteration % c.actor_delay == 0:
+            self.actor_opt.zero_grad(set_to_none=True)
+            self._last_actor_loss = actor(obs).item()
+            _clip_and_step(self.actor_opt, self.actor, c.grad_clip)
+            self.update_targets()
+        return {**metrics, "losses/actor_loss": self._last_actor_loss}
 
     def target_q(
         self, rew: torch.Tensor, next_obs: torch.Tensor, discount: torch.Tensor
@@ -113,6 +163,8 @@ class DDPG:
         c = self.config
         obs, act, rew, next_obs, discount = as_tensors(batch, self.device)
         y = self.target_q(rew, next_obs, discount)
+        if self._compiled is not None:
+            return self._compiled_update(obs, act, y)
         metrics = critic_step(self.critics, self.critic_opt, obs, act, y, c.grad_clip)
         self.iteration += 1
         if self.iteration % c.actor_delay == 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +55,14 @@ class LoopResult:
     wall_s: float = 0.0
 
 
+def _explore(algo: Any, obs: np.ndarray, noise: Any, warming_up: bool, seed: int) -> np.ndarray:
+    """The next action in [-1, 1]: uniform while the replay warms up, else mu(o) + noise."""
+    if warming_up:
+        act_dim = algo.act_dim
+        return np.random.default_rng(seed).uniform(-1, 1, act_dim).astype(np.float32)
+    return np.clip(algo.act(obs) + noise(), -1.0, 1.0)
+
+
 def train(
     env_id: str,
     config: DDPGConfig,
@@ -77,13 +86,10 @@ def train(
     sampler = UniformSampler(config.replay_start, seed)
     writer = NStepWriter(config.n_step, config.gamma)
     noise = make_noise(config.noise, act_dim, config.sigma, config.ou_theta, seed)
-    result, start, debt = LoopResult(), time.perf_counter(), 0.0
+    result, start, debt, metrics = LoopResult(), time.perf_counter(), 0.0, {}
     obs, _ = env.reset(seed=seed)
     for step in range(1, total_steps + 1):
-        if len(storage) < config.replay_start:
-            action = np.random.default_rng(seed + step).uniform(-1, 1, act_dim).astype(np.float32)
-        else:
-            action = np.clip(algo.act(obs) + noise(), -1.0, 1.0)
+        action = _explore(algo, obs, noise, len(storage) < config.replay_start, seed + step)
         next_obs, rew, term, trunc, _ = env.step(scale_action(env, action))
         done = writer.step(obs, action, rew, next_obs, term, trunc)
         if done:
@@ -102,13 +108,7 @@ def train(
             ret = evaluate(eval_env, algo.act, eval_episodes, seed + 10_000)
             result.evals.append((step, ret))
             if log is not None:
-                log(
-                    {
-                        "global_step": step,
-                        "charts/eval_return": ret,
-                        **(metrics if result.updates else {}),
-                    }
-                )
+                log({"global_step": step, "charts/eval_return": ret, **metrics})
             if stop_at is not None and ret >= stop_at:
                 result.env_steps = step
                 break

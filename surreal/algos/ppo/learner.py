@@ -12,12 +12,14 @@ from surreal.algos.ppo.config import PPOConfig, batch_segments
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
 from surreal.algos.ppo.networks import entropy, log_prob, make_model
 from surreal.algos.ppo.policy import PPOPolicy, model_params
+from surreal.compiling import pays
 from surreal.config import Config
 from surreal.core import Batch, Learner, Params
 from surreal.normalizer import RunningNormalizer
 from surreal.spaces import EnvInfo
 
-MinibatchLoss = Callable[[torch.Tensor], tuple[torch.Tensor, dict[str, torch.Tensor]]]
+MinibatchLoss = Callable[[torch.Tensor], tuple[torch.Tensor | None, dict[str, torch.Tensor]]]
+"""indices -> (loss, stats); loss None: the step ran `backward()` itself (the compiled step)."""
 
 
 def explained_variance(y_pred: np.ndarray, y_true: np.ndarray) -> float:
@@ -40,7 +42,15 @@ class PPOLearner(Learner):
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
         self.check_config(config, env_info)
         super().__init__(config, env_info)  # builds self.model with make_model
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
+        compiling = self.compiling  # run.compile (surreal/compiling.py)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=config.lr, eps=1e-5, fused=True if compiling else None
+        )
+        self._step = self.compiled(
+            self._loss_backward, "PPO's minibatch step", reset=self.optimizer.zero_grad
+        )
+        """The minibatch's loss and backward: `_loss_backward`, compiled with `run.compile` from
+        the second batch on (the first is learned eagerly)."""
         self.normalizer = RunningNormalizer(env_info.obs_shape) if config.norm_obs else None
         self.kl_coef = config.kl_coef
         self.clip_coef = config.clip_coef  # annealed in learn() with algo.anneal_clip
@@ -65,6 +75,16 @@ class PPOLearner(Learner):
             from surreal.registry import load_class
 
             load_class(config.model, "algo.model")  # raises LookupError saying what is wrong
+
+    def compile_pays(self) -> bool:
+        """`run.compile=auto`: the MLP (not an `algo.model` of your own) on the CPU in a run of
+        `surreal.compiling.PAYS_AFTER_STEPS` minibatch steps or more (`run.steps` x
+        `algo.update_epochs` / the minibatch size; an early stop on KL is not foreseen)."""
+        run, cfg = self.run_config, self.config
+        batch = batch_segments(run) * run.actor.rollout_length * run.env.num_envs
+        minibatch = min(cfg.minibatch_size, batch) or max(batch // cfg.num_minibatches, 1)
+        steps = run.run.steps * cfg.update_epochs / minibatch
+        return not cfg.model and pays(steps, self.device)
 
     @classmethod
     def make_model(cls, config: PPOConfig, env_info: EnvInfo) -> torch.nn.Module:
@@ -136,12 +156,36 @@ class PPOLearner(Learner):
         return metrics
 
     def _update(self, b: dict[str, torch.Tensor]) -> dict[str, float]:
-        return self._epochs(b["obs"].shape[0], lambda mb: self._minibatch_loss(b, mb))
+        size = b["obs"].shape[0]
+        # eager: run.compile off (`_step` is then the bound method itself), or the first batch
+        # (`surreal launch`'s preflight check learns one batch in the launcher: no compiling there)
+        if self._step == self._loss_backward or self.iterations == 0:
+            return self._epochs(size, lambda mb: self._minibatch_loss(b, mb))
+        # compiled: tensors only (0-d for the coefficients, so annealing them compiles nothing)
+        args = [b[k] for k in ("obs", "actions", "logprobs", "advantages", "values", "returns")]
+        coefs = [torch.tensor(float(c), device=self.device) for c in (self.clip_coef, self.kl_coef)]
+        return self._epochs(size, lambda mb: (None, self._step(*args, mb, *coefs)))
+
+    def _loss_backward(self, *args: torch.Tensor) -> dict[str, torch.Tensor]:
+        """`_minibatch_loss` and its `backward()` for the compiled step: (obs, actions, logprobs,
+        advantages, values, returns, mb, clip_coef, kl_coef) -> the loss's stats."""
+        *flat, mb, clip_coef, kl_coef = args
+        names = ("obs", "actions", "logprobs", "advantages", "values", "returns")
+        loss, stats = self._minibatch_loss(
+            dict(zip(names, flat, strict=True)), mb, clip_coef, kl_coef
+        )
+        loss.backward()
+        return stats
 
     def _minibatch_loss(
-        self, b: dict[str, torch.Tensor], mb: torch.Tensor
+        self,
+        b: dict[str, torch.Tensor],
+        mb: torch.Tensor,
+        clip_coef: Any = None,
+        kl_coef: Any = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The PPO loss and its stats on the flat samples `mb` of `b`."""
+        """The PPO loss and its stats on the flat samples `mb` of `b` (the coefficients: the
+        learner's current ones unless given)."""
         dist = self.model.distribution(b["obs"][mb])
         newlogprob = log_prob(dist, b["actions"][mb])
         return ppo_loss(
@@ -153,15 +197,16 @@ class PPOLearner(Learner):
             b["returns"][mb],
             entropy(dist),
             self.config,
-            self.kl_coef,
-            self.clip_coef,
+            self.kl_coef if kl_coef is None else kl_coef,
+            self.clip_coef if clip_coef is None else clip_coef,
         )
 
     def _epochs(self, size: int, minibatch_loss: MinibatchLoss) -> dict[str, float]:
         """`update_epochs` passes over `size` shuffled samples in minibatches of `minibatch_size`
         (0: `num_minibatches` of them).
 
-        Each minibatch (a tensor of indices) gets `minibatch_loss`, a clipped-gradient Adam step;
+        Each minibatch (a tensor of indices) gets `minibatch_loss` (loss None: it ran `backward()`
+        itself, the compiled step), a clipped-gradient Adam step;
         with the clip loss, passes stop early once the last approx KL exceeds `target_kl`; with
         the KL loss, the penalty coefficient adapts after the passes.
         """
@@ -173,9 +218,10 @@ class PPOLearner(Learner):
             epochs += 1
             perm = torch.randperm(size, device=self.device)
             for start in range(0, size, minibatch_size):
-                loss, stats = minibatch_loss(perm[start : start + minibatch_size])
                 self.optimizer.zero_grad()
-                loss.backward()
+                loss, stats = minibatch_loss(perm[start : start + minibatch_size])
+                if loss is not None:
+                    loss.backward()
                 self.sync_gradients()  # mean over learner replicas (run.learner_replicas)
                 torch.nn.utils.clip_grad_norm_(self.model.parameters(), cfg.max_grad_norm)
                 self.optimizer.step()
