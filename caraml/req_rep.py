@@ -87,10 +87,8 @@ class Client(Endpoint):
                 # a REQ socket with no peer to send to (e.g. between the reconnects of a refused
                 # handshake) blocks in send for good: wait for it to be writable within the
                 # attempt's time instead, so that a request always ends within its attempts
-                writable = self._sock.poll(wait_ms, zmq.POLLOUT)
-                if writable:
-                    send_frames(self._sock, frames, zmq.NOBLOCK)
-                ready = writable and self._sock.poll(wait_ms, zmq.POLLIN)
+                sent = self._sock.poll(wait_ms, zmq.POLLOUT) and self._send_now(frames)
+                ready = sent and self._sock.poll(wait_ms, zmq.POLLIN)
             except BaseException:  # e.g. Ctrl-C while waiting: leave a usable socket behind
                 self._reset()
                 raise
@@ -104,6 +102,15 @@ class Client(Endpoint):
             f"no reply from {self._target} after {1 + self.retries} attempts of {wait_ms / 1000} s;"
             " check that the server runs and listens there, or raise timeout/retries"
         )
+
+    def _send_now(self, frames: list) -> bool:
+        """Send without blocking; False when the peer that made the socket writable went away
+        in between (e.g. its handshake was refused): the attempt failed, as with no reply."""
+        try:
+            send_frames(self._sock, frames, zmq.NOBLOCK)
+        except zmq.Again:
+            return False
+        return True
 
     def _reset(self) -> None:
         """Lazy pirate: a REQ socket that missed a reply is stuck, so replace it."""

@@ -71,8 +71,9 @@ def _listed(value: Any) -> list[Any]:
 
 
 def save_container_logs(handle: Any, logs: Any) -> None:
-    """On compose: each process container's output into `logs/PROCESS.log` (before the
-    containers are removed); elsewhere the backend's log files are kept instead."""
+    """On compose: each process container's output into `logs/PROCESS.log`, read once the run
+    is stopped (the stop lines included) from the copy the backend keeps in symphony's record
+    when it removes the containers; elsewhere the backend's log files are kept instead."""
     if handle.backend.name != "compose":
         return
     logs.mkdir(exist_ok=True)

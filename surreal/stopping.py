@@ -20,9 +20,9 @@ def stop_and_keep_logs(handle: Any, logs: Path, code: int | None = None) -> None
     """Stop every process and append their logs to RUN_DIR/logs/. Symphony keeps its record
     (with the logs) and how the run ended, from the exit `code` (None: as the processes
     ended): `symphony list --all`, `symphony describe/logs EXPERIMENT` show the past run."""
-    save_container_logs(handle, logs)  # compose: the containers' output, before they go
     outcome = None if code is None else OUTCOMES.get(code, "failed")
     handle.stop(outcome=outcome)
+    save_container_logs(handle, logs)  # compose: what the record kept of each container's output
     try:
         logs.mkdir(exist_ok=True)
         for process, source in (handle.record.logs or {}).items():
