@@ -28,6 +28,8 @@ from __future__ import annotations
 import os
 import random
 import socket
+import tempfile
+import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
@@ -142,11 +144,39 @@ def free_port(host: str = LOCAL_HOST) -> int:
         pick = random.SystemRandom()
         for _ in range(200):
             port = pick.randrange(first, low)
-            if port_is_free(port, host):
+            if port_is_free(port, host) and _claim(port):
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+CLAIM_S = 120.0
+"""Seconds a port that `free_port` handed out stays off its choices on this machine."""
+
+
+def _claim(port: int) -> bool:
+    """Mark `port` handed out, machine-wide, for `CLAIM_S` seconds (a file per port in the
+    temporary folder); False when another launch on this machine claimed it within that time.
+
+    A chosen port is bound only once its process starts, seconds later: without the claim, two
+    runs planned at the same time could both find the same port free and the second to bind
+    would fail with EADDRINUSE. A claim that cannot be written counts as made."""
+    folder = os.path.join(tempfile.gettempdir(), f"symphony-ports-{os.getuid()}")
+    path = os.path.join(folder, str(port))
+    try:
+        os.makedirs(folder, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+        except FileExistsError:
+            if time.time() - os.stat(path).st_mtime < CLAIM_S:
+                return False
+            os.utime(path)  # an old claim: this launch's now
+            return True
+        os.close(fd)
+    except OSError:
+        pass
+    return True
 
 
 def port_is_free(port: int, host: str = LOCAL_HOST) -> bool:

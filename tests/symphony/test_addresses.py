@@ -1,10 +1,12 @@
 """The SYMPH_* address contract and `symphony.address`."""
 
+import os
 import socket
+import time
 
 import pytest
 
-from symphony import AddressError, Experiment, Process, address
+from symphony import AddressError, Experiment, Process, address, addresses
 from symphony.addresses import ephemeral_ports, fixed_endpoints, local_endpoints, process_env
 
 pytestmark = pytest.mark.timeout(30)
@@ -61,3 +63,19 @@ def test_fixed_endpoints_use_the_host_of_each_binder():
     endpoints = fixed_endpoints(exp, lambda service, proc: f"{proc}.svc", base_port=7000)
     assert endpoints["replay-0"].addr == "replay-server.svc:7000"
     assert endpoints["params"].addr == "learner.svc:7001"
+
+
+def test_a_port_handed_out_is_not_handed_out_again_while_its_claim_lasts(monkeypatch, tmp_path):
+    """Two runs planned at the same moment must not both get a port that neither has bound
+    yet: `free_port` claims each port it hands out, machine-wide, for CLAIM_S seconds."""
+    monkeypatch.setattr(addresses.tempfile, "gettempdir", lambda: str(tmp_path))
+    low = addresses.ephemeral_ports()[0]
+    monkeypatch.setattr(addresses, "SERVICE_PORT_SPAN", 1000)  # 1,000 ports: a small pool
+    given = [addresses.free_port() for _ in range(300)]  # none is bound in between
+    assert len(set(given)) == len(given)
+    assert all(low - 1000 <= port < low for port in given)
+    claimed = given[0]
+    assert not addresses._claim(claimed)  # another launch asking now is refused it
+    old = time.time() - addresses.CLAIM_S - 1
+    os.utime(tmp_path / f"symphony-ports-{os.getuid()}" / str(claimed), (old, old))
+    assert addresses._claim(claimed)  # a claim that has run out is taken over
