@@ -140,31 +140,15 @@ def monitor(
         view.every_s = every_s
     try:
         since = time.time() if crashes_since is None else crashes_since
-        return _watch(handle, run_dir, stop_at_return, total, view, since)
+        return _Watch(handle, run_dir, stop_at_return, total, view, since).run()
     finally:
         if view is not None:
             view.close()
 
 
-def _watch(
-    handle: Any,
-    run_dir: RunDir,
-    stop_at_return: float | None,
-    total: int,
-    view: Any,
-    since: float,
-) -> int:
-    """The monitoring loop of `monitor`; `view` shows what it finds (None: nothing)."""
-    watch = _Watch(handle, run_dir, stop_at_return, total, view, since)
-    while True:
-        code = watch.step()
-        if code is not None:
-            return code
-        time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
-
-
 class _Watch:
-    """One look at the run per `step()`: progress shown, and the verdict once it has one."""
+    """The monitoring loop of `monitor` (`run()`): one look at the run per `step()`, progress
+    shown on `view` (None: nothing), and the verdict once it has one."""
 
     def __init__(
         self,
@@ -181,6 +165,14 @@ class _Watch:
         self.crashes = CrashWatch(run_dir.path, _max_restarts(run_dir), since)
         self.reader = StatusReader(run_dir, total)
         self.resume_hint = f"Continue the run with: surreal launch --resume {run_dir.path}"
+
+    def run(self) -> int:
+        """Look until the run has ended for `monitor`; its exit code."""
+        while True:
+            code = self.step()
+            if code is not None:
+                return code
+            time.sleep(0.25)  # polling the status with no deadline: the run decides when it ends
 
     def say(self, phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
         if self.view is not None:
