@@ -4,12 +4,15 @@ Each row builds two learners with the same seed through `Learner.create` (run.co
 on, run.device=cpu, 1 torch thread) and runs their real update on one fixed synthetic batch shaped
 like HalfCheetah's (obs 17, action 6): PPO's update loop (`PPOLearner._update`: shuffle,
 minibatches, loss, backward, grad clip, Adam; 1 epoch over 2,048 samples), TD3's `learn` (critic
-step, and every 2nd call the actor's and the targets'; 256x256 MLPs, batch 256). Each round measures both, the order
-swapped every round, each for the same window of CPU time (`time.process_time`); the table gives
-medians and [min-max] of sample-passes per CPU-second, the ratio of the medians, and the wall
-seconds of each learner's first update (TD3: first 2, the actor's step runs every 2nd; the
-compiled one's is the compile) and the compiled one's
-CPU seconds, its compile workers' included (what `surreal.compiling.PAYS_AFTER_STEPS` is derived
+step, and every 2nd call the actor's and the targets'; 256x256 MLPs, batch 256), and ppo-vision's
+(`RecurrentPPOLearner._update`, the conv encoder and LSTM of `algo.lstm_size=100` unrolled over
+whole 32-step segments: 8 of them of 84x84 camera images + 32 proprio entries, action 7, 1 epoch
+in minibatches of 2 segments; samples are its env steps, 256 per update). Each round measures
+both, the order swapped every round, each for the same window of CPU time (`time.process_time`);
+the table gives medians and [min-max] of sample-passes per CPU-second, the ratio of the medians,
+and the wall seconds of each learner's first update (TD3: first 2, the actor's step runs every
+2nd; the compiled one's is the compile) and the compiled one's CPU seconds, its compile workers'
+included (what `surreal.compiling.PAYS_AFTER_STEPS` is derived
 from). Compiling uses a fresh inductor cache folder (what a run sees the first time), except with
 --quick (torch's default cache, so the test's round stays short).
 
@@ -34,17 +37,30 @@ import report
 import torch
 
 from surreal.algos.ddpg.td3 import TD3Config, TD3Learner
-from surreal.algos.ppo.config import PPOConfig
+from surreal.algos.ppo.config import PPOConfig, VisionPPOConfig
 from surreal.algos.ppo.learner import PPOLearner
+from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
 from surreal.config import Config, RunConfig
 from surreal.spaces import EnvInfo
+from surreal.testing import fake_segment_batch
 
 GOAL = 1.4
 """compiled / eager at PPO MLP minibatch 64 (issue 36)."""
 SAMPLES = 2048
 TD3_BATCH = 256
-ROWS = {"PPO MLP, minibatch 64": 64, "PPO MLP, minibatch 512": 512, "TD3, batch 256": TD3_BATCH}
-"""row -> minibatch size."""
+VISION = (84, 32, 7, 8, 32) if "--quick" not in sys.argv else (32, 32, 7, 4, 8)
+"""ppo-vision's row: image size (robosuite's camera_size), proprio entries, action dims, segments,
+steps per segment (actor.rollout_length; one env per segment, bptt over the whole segment).
+--quick: 32x32 images in 4 segments of 8 steps (the compile grows with the unrolled steps)."""
+VISION_MINIBATCH = 2
+"""ppo-vision's minibatch: sub-trajectories (whole segments) of VISION's 32 steps."""
+ROWS = {
+    "PPO MLP, minibatch 64": 64,
+    "PPO MLP, minibatch 512": 512,
+    "TD3, batch 256": TD3_BATCH,
+    "PPO conv+LSTM": VISION_MINIBATCH,
+}
+"""row -> minibatch size (ppo-vision's: in sub-trajectories)."""
 GOAL_ROW = "PPO MLP, minibatch 64"
 HALFCHEETAH = EnvInfo(
     (17,), False, action_shape=(6,), action_low=(-1.0,) * 6, action_high=(1.0,) * 6
@@ -80,9 +96,44 @@ def td3_batch() -> dict[str, np.ndarray]:
     }
 
 
+def vision_stepper(mode: str) -> tuple[Callable[[], int], Callable[[], bool], list]:
+    """`stepper` for the ppo-vision row: its `_update` on one fixed batch of sub-trajectories
+    (`sub_trajectories` of a synthetic batch of VISION's shape: pixels 0-255, stored LSTM
+    states)."""
+    torch.manual_seed(1)
+    size, proprio, action, segments, steps = VISION
+    info = EnvInfo(
+        (size * size * 3 + proprio,),
+        False,
+        action_shape=(action,),
+        action_low=(-1.0,) * action,
+        action_high=(1.0,) * action,
+    )
+    algo = VisionPPOConfig(
+        update_epochs=1, minibatch_size=VISION_MINIBATCH, target_kl=None, image_size=size
+    )
+    run = RunConfig(compile=mode, device="cpu")
+    ppo = RecurrentPPOLearner.create(Config(algo=algo, run=run), info)
+    ppo.iterations = 1  # as after the first batch, which ppo-vision learns eagerly
+    batch = fake_segment_batch(info, segments=segments, steps=steps, envs=1)
+    rng = np.random.default_rng(0)
+    batch["obs"][..., : size * size * 3] = rng.integers(0, 256, (segments, steps, 1, size**2 * 3))
+    for key in ("lstm_h", "lstm_c"):
+        batch[key] = rng.normal(0, 0.1, (segments, steps, 1, algo.lstm_size)).astype(np.float32)
+    seq = ppo.sub_trajectories(batch)
+
+    def vision_update() -> int:
+        ppo._update(seq)
+        return segments * steps
+
+    return vision_update, lambda: getattr(ppo._step, "active", False), [vision_update]
+
+
 def stepper(name: str, mode: str) -> tuple[Callable[[], int], Callable[[], bool], list]:
     """Row NAME's learner with run.compile=MODE: (one update -> its sample-passes, whether the
     compiled step is still in use, the first updates: until each compiled step ran once)."""
+    if name == "PPO conv+LSTM":
+        return vision_stepper(mode)
     torch.manual_seed(1)
     run = RunConfig(compile=mode, device="cpu")
     if name.startswith("TD3"):  # TD3's defaults: 256x256 MLPs, twin critics, actor every 2
@@ -179,7 +230,10 @@ def main() -> int:
     cache = "torch's default" if run.rounds == 1 else "fresh (cold)"
     header = run.header(
         f"torch {torch.__version__}, 1 torch thread, {window:g} CPU-s per measurement, "
-        f"PPO {SAMPLES} samples x 1 epoch per update, TD3 batch {TD3_BATCH}, inductor cache {cache}"
+        f"PPO {SAMPLES} samples x 1 epoch per update, TD3 batch {TD3_BATCH}, "
+        f"inductor cache {cache}",
+        f"PPO conv+LSTM {VISION[3]} x {VISION[4]} steps of {VISION[0]}x{VISION[0]} images "
+        "x 1 epoch",
     )
     raw = {"goal": GOAL, "window_s": window, "samples": SAMPLES, "rows": rows}
     run.publish(table(rows, header), raw, None)

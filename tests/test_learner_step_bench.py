@@ -1,4 +1,5 @@
-"""bench/learner_step.py at one round: eager vs compiled PPO minibatch steps, as a user runs it.
+"""bench/learner_step.py at one round: eager vs compiled learner steps (PPO MLP, TD3, PPO
+conv+LSTM), as a user runs it.
 
 No timing is asserted (the numbers and the PASS/FAIL of the goal belong to the benchmark); what
 is checked is that the harness works: it exits 0, its header states the machine and the single
@@ -19,7 +20,7 @@ ROWS = _bench.ROWS  # the rows the bench is to print
 
 
 @pytest.mark.integration
-@pytest.mark.timeout(420)  # two cold-ish compiles on the loaded 2-core machine
+@pytest.mark.timeout(420)  # cold-ish compiles on the loaded 2-core machine
 def test_the_quick_bench_prints_an_eager_and_compiled_row_per_step(tmp_path):
     done, lines = benches.run_quick("learner_step", tmp_path, timeout=400)
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]

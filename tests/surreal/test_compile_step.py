@@ -1,6 +1,7 @@
-"""`run.compile`: PPO's compiled minibatch step (and TD3's) learns what the eager one learns, a
-step that will not compile runs eagerly after one warning, a bad value is refused, and `auto` is
-on only where it was measured to pay (surreal/compiling.py, docs/learning.md "Compiled learner step")."""
+"""`run.compile`: PPO's compiled minibatch step (and TD3's, and ppo-vision's) learns what the
+eager one learns, a step that will not compile runs eagerly after one warning, a bad value is
+refused, and `auto` is on only where it was measured to pay (surreal/compiling.py,
+docs/learning.md "Compiled learner step")."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import torch
 
 from surreal import compiling
 from surreal.algos.ddpg.td3 import TD3Config, TD3Learner
-from surreal.algos.ppo import PPOConfig, PPOLearner
+from surreal.algos.ppo import PPOConfig, PPOLearner, VisionPPOConfig
+from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
 from surreal.config import Config, ConfigError, RunConfig, apply_overrides, from_dict
 from surreal.spaces import EnvInfo
 from surreal.testing import fake_segment_batch
@@ -21,6 +23,14 @@ pytestmark = pytest.mark.timeout(120)
 
 HALFCHEETAH = EnvInfo(
     (17,), False, action_shape=(6,), action_low=(-1.0,) * 6, action_high=(1.0,) * 6
+)
+IMAGE, PROPRIO, LSTM = 36, 5, 16  # ppo-vision: a small camera image keeps the tests short
+CAMERA = EnvInfo(
+    (IMAGE * IMAGE * 3 + PROPRIO,),
+    False,
+    action_shape=(2,),
+    action_low=(-1.0,) * 2,
+    action_high=(1.0,) * 2,
 )
 
 
@@ -33,13 +43,40 @@ def _learner(mode: str, **algo) -> PPOLearner:
     return PPOLearner.create(config, HALFCHEETAH)
 
 
+def _vision(mode: str, **algo) -> RecurrentPPOLearner:
+    """ppo-vision: sub-trajectories of 4 steps, 2 minibatches of 4 (the last batch: 8 of them)."""
+    torch.manual_seed(7)
+    settings = {"image_size": IMAGE, "lstm_size": LSTM, "bptt_length": 4, "update_epochs": 2}
+    config = Config(
+        algo=VisionPPOConfig(**(settings | {"num_minibatches": 2} | algo)),
+        run=RunConfig(compile=mode, device="cpu"),
+    )
+    return RecurrentPPOLearner.create(config, CAMERA)
+
+
+def _batch(learner: PPOLearner) -> dict[str, np.ndarray]:
+    """A fixed batch for `learner`; ppo-vision's carries the actors' LSTM states."""
+    if not isinstance(learner, RecurrentPPOLearner):
+        return fake_segment_batch(HALFCHEETAH, segments=2, steps=16, envs=4)
+    batch = fake_segment_batch(CAMERA, segments=2, steps=8, envs=2)
+    batch["obs"][..., : IMAGE * IMAGE * 3] = np.random.default_rng(1).integers(0, 256, IMAGE**2 * 3)
+    rng = np.random.default_rng(2)
+    for key in ("lstm_h", "lstm_c"):
+        batch[key] = rng.normal(0, 0.1, (2, 8, 2, LSTM)).astype(np.float32)
+    return batch
+
+
 def _five_updates(learner: PPOLearner) -> list[torch.Tensor]:
-    batch = fake_segment_batch(HALFCHEETAH, segments=2, steps=16, envs=4)
+    batch = _batch(learner)
     torch.manual_seed(11)  # the same minibatch shuffles for every learner
     for i in range(5):
         learner.progress = i / 10  # the learning rate and clip range anneal between updates
         learner.learn(batch)
     return [p.detach().clone() for p in learner.model.parameters()]
+
+
+LEARNERS = {"ppo": (_learner, "PPO's minibatch step"), "ppo-vision": (_vision, "ppo-vision's")}
+"""algorithm -> (its learner with run.compile=MODE, the start of its step's name)."""
 
 
 def _compile_warnings(caplog) -> list[logging.LogRecord]:
@@ -48,8 +85,10 @@ def _compile_warnings(caplog) -> list[logging.LogRecord]:
 
 @pytest.mark.integration
 @pytest.mark.timeout(600)  # a cold compile takes a minute on the loaded 2-core machine
-def test_compiled_and_eager_steps_give_the_same_parameters_after_five_updates(caplog):
-    eager, compiled = _learner("off"), _learner("on")
+@pytest.mark.parametrize("algo", list(LEARNERS))
+def test_compiled_and_eager_steps_give_the_same_parameters_after_five_updates(caplog, algo):
+    make = LEARNERS[algo][0]
+    eager, compiled = make("off"), make("on")
     assert isinstance(compiled._step, compiling.Compiled)
     assert not isinstance(eager._step, compiling.Compiled)
     before = [p.detach().clone() for p in compiled.model.parameters()]
@@ -61,8 +100,13 @@ def test_compiled_and_eager_steps_give_the_same_parameters_after_five_updates(ca
     assert any(not torch.equal(a, b) for a, b in zip(got, before, strict=True))
 
 
+@pytest.mark.parametrize("algo", list(LEARNERS))
 @pytest.mark.parametrize("where", ["at compile", "at the first call"])
-def test_a_step_that_will_not_compile_runs_eagerly_after_one_warning(monkeypatch, caplog, where):
+def test_a_step_that_will_not_compile_runs_eagerly_after_one_warning(
+    monkeypatch, caplog, where, algo
+):
+    make, name = LEARNERS[algo]
+
     def broken_compile(fn, **options):
         if where == "at compile":
             raise RuntimeError("no compiler here\nsecond line of the story")
@@ -75,14 +119,14 @@ def test_a_step_that_will_not_compile_runs_eagerly_after_one_warning(monkeypatch
 
     monkeypatch.setattr(torch, "compile", broken_compile)
     unclipped = {"max_grad_norm": 1e6}  # so a doubled gradient would show
-    want = _five_updates(_learner("off", **unclipped))
-    learner = _learner("on", **unclipped)
+    want = _five_updates(make("off", **unclipped))
+    learner = make("on", **unclipped)
     got = _five_updates(learner)
     warnings = _compile_warnings(caplog)
     assert len(warnings) == 1, [r.getMessage() for r in warnings]
     message = warnings[0].getMessage()
     assert warnings[0].levelno == logging.WARNING and "\n" not in message
-    assert "PPO's minibatch step" in message and "runs eagerly" in message
+    assert name in message and "runs eagerly" in message
     assert not learner._step.active and learner.iterations == 5
     for a, b in zip(want, got, strict=True):  # the eager fall back learned what eager learns
         torch.testing.assert_close(b, a, rtol=1e-4, atol=1e-5)
@@ -170,3 +214,18 @@ def test_td3_compiles_only_when_asked():
     assert _td3("off").algo._compiled is None
     assert _td3("auto", steps=10**8).algo._compiled is None
     assert len(_td3("on").algo._compiled) == 2
+
+
+def test_ppo_vision_compiles_only_when_asked():
+    """ppo-vision's compiled step was not measured to pay: `auto` leaves it eager even for a long
+    run on the CPU (where it would compile PPO's MLP); `on` compiles it, with a fused Adam."""
+    long_auto = Config(
+        algo=VisionPPOConfig(image_size=IMAGE, lstm_size=LSTM),
+        run=RunConfig(compile="auto", device="cpu", steps=10**9),
+    )
+    auto = RecurrentPPOLearner.create(long_auto, CAMERA)
+    assert not auto.compiling and not isinstance(auto._step, compiling.Compiled)
+    assert not isinstance(_vision("off")._step, compiling.Compiled)
+    on = _vision("on")
+    assert isinstance(on._step, compiling.Compiled) and on._step.active
+    assert on.optimizer.defaults["fused"] is True

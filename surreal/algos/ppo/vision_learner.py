@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -50,7 +52,14 @@ class RecurrentPPOLearner(PPOLearner):
     def __init__(self, config: VisionPPOConfig, env_info: EnvInfo) -> None:
         self.check_config(config, env_info)
         Learner.__init__(self, config, env_info)  # builds self.model with make_model
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=config.lr, eps=1e-5, fused=True if self.compiling else None
+        )
+        self._step = self.compiled(
+            self._loss_backward, "ppo-vision's minibatch step", reset=self.optimizer.zero_grad
+        )
+        """The minibatch's loss and backward through the unrolled LSTM: `_loss_backward`,
+        compiled with `run.compile=on` from the second batch on (the first is learned eagerly)."""
         size = proprio_dim(env_info, config.image_size)
         self.normalizer = RunningNormalizer((size,)) if config.norm_obs else None
         self.kl_coef = config.kl_coef
@@ -67,6 +76,11 @@ class RecurrentPPOLearner(PPOLearner):
                 "for an MLP use `surreal launch ppo`"
             )
         proprio_dim(env_info, config.image_size)
+
+    def compile_pays(self) -> bool:
+        """`run.compile=auto` leaves ppo-vision eager: its compiled step was not measured to pay
+        (bench/learner_step.py, row "PPO conv+LSTM"); `run.compile=on` compiles it."""
+        return False
 
     @classmethod
     def make_model(cls, config: VisionPPOConfig, env_info: EnvInfo) -> ConvLSTMActorCritic:
@@ -135,12 +149,29 @@ class RecurrentPPOLearner(PPOLearner):
         return self._value_metrics(metrics, seq["values"], seq["returns"])
 
     def _update(self, seq: dict[str, torch.Tensor]) -> dict[str, float]:
-        return self._epochs(seq["image"].shape[1], lambda mb: self._minibatch_loss(seq, mb))
+        size = seq["image"].shape[1]
+        # eager: run.compile off (`_step` is then the bound method itself), or the first batch
+        # (`surreal launch`'s preflight check learns one batch in the launcher: no compiling there)
+        if self._step == self._loss_backward or self.iterations == 0:
+            return self._epochs(size, lambda mb: self._minibatch_loss(seq, mb))
+        # compiled: tensors only (the KL coefficient 0-d, so adapting it compiles nothing)
+        args = [seq[k] for k in SEQUENCE_KEYS]
+        kl_coef = torch.tensor(float(self.kl_coef), device=self.device)
+        return self._epochs(size, lambda mb: (None, self._step(*args, mb, kl_coef)))
+
+    def _loss_backward(self, *args: torch.Tensor) -> dict[str, torch.Tensor]:
+        """`_minibatch_loss` and its `backward()` for the compiled step: (the sequences of
+        `SEQUENCE_KEYS` in order, mb, kl_coef) -> the loss's stats."""
+        *seq, mb, kl_coef = args
+        loss, stats = self._minibatch_loss(dict(zip(SEQUENCE_KEYS, seq, strict=True)), mb, kl_coef)
+        loss.backward()
+        return stats
 
     def _minibatch_loss(
-        self, seq: dict[str, torch.Tensor], mb: torch.Tensor
+        self, seq: dict[str, torch.Tensor], mb: torch.Tensor, kl_coef: Any = None
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """The PPO loss on sub-trajectories `mb`, the LSTM unrolled through each of them."""
+        """The PPO loss on sub-trajectories `mb`, the LSTM unrolled through each of them (the KL
+        coefficient: the learner's current one unless given)."""
         features, _, _ = self.model.unroll(
             seq["image"][:, mb],
             seq["proprio"][:, mb],
@@ -162,5 +193,5 @@ class RecurrentPPOLearner(PPOLearner):
             flat["returns"],
             self.model.entropy(dist),
             self.config,
-            self.kl_coef,
+            self.kl_coef if kl_coef is None else kl_coef,
         )
