@@ -10,9 +10,10 @@ docs/learning.md), so each part fits a short (GPU) session:
 
 Every finished part leaves its run folder under `--folder` (default runs/mujoco-suite); the
 report reads all of them and writes `bench/out/mujoco_suite.md` (a table: mean and range over
-seeds of the last greedy evaluation and of the mean training return over the last 5% of steps,
-with the published numbers and the goal beside them) and one curve plot per env,
-`bench/out/mujoco_suite_<env>.png`.
+seeds of a greedy evaluation of each finished part's last checkpoint (`surreal eval RUN`, 10
+episodes, kept in RUN/final_eval.json), of the last periodic evaluation, of the mean training
+return over the last 5% of steps, and of the wall time, with the published numbers and the goal
+beside them) and one curve plot per algorithm and env, `bench/out/mujoco_suite_<algo>_<env>.png`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -85,32 +87,73 @@ def curves(run: Path) -> dict[str, list[tuple[int, float]]]:
     return out
 
 
+FINAL_EPISODES = 10
+"""Greedy episodes of the evaluation at the end of a part (`surreal eval RUN`)."""
+
+
+def final_eval(run: Path) -> dict[str, float] | None:
+    """The greedy evaluation of a finished part's last checkpoint (`surreal eval RUN`), made once
+    and kept in RUN/final_eval.json; None while the part is unfinished."""
+    path = run / "final_eval.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    status = run / "status.json"
+    if not (status.is_file() and json.loads(status.read_text()).get("finished")):
+        return None
+    cmd = [sys.executable, "-m", "surreal", "eval", str(run), "--episodes", str(FINAL_EPISODES)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    found = re.search(r"at step ([\d,]+): return (-?[\d.]+) \+- ([\d.]+)", out)
+    if not found:
+        raise RuntimeError(f"surreal eval {run}: no result in its output: {out[-500:]}")
+    result = {
+        "step": int(found[1].replace(",", "")),
+        "mean": float(found[2]),
+        "std": float(found[3]),
+        "episodes": FINAL_EPISODES,
+    }
+    path.write_text(json.dumps(result))
+    return result
+
+
+def wall_s(run: Path) -> float:
+    """Seconds from the run's creation to its last metric (start-up and compile included)."""
+    created = json.loads((run / "run.json").read_text())["created"]
+    last = (run / "metrics.jsonl").read_text().splitlines()[-1]
+    return json.loads(last)["time"] - created
+
+
 def summary(run: Path) -> dict[str, float]:
-    """Steps reached, last greedy eval, mean training return over the last 5% of steps."""
+    """Steps reached, the greedy evaluation at the end (NaN before it), the last periodic one,
+    the mean training return over the last 5% of steps, and the wall time."""
     c = curves(run)
     last_step = max([s for s, _ in c["train"] + c["eval"]], default=0)
     tail = [v for s, v in c["train"] if s >= 0.95 * last_step]
+    final = final_eval(run)
     return {
         "steps": last_step,
+        "final": final["mean"] if final else float("nan"),
         "eval": c["eval"][-1][1] if c["eval"] else float("nan"),
         "train": sum(tail) / len(tail) if tail else float("nan"),
+        "wall_min": wall_s(run) / 60,
     }
 
 
-def _cell(values: list[float]) -> str:
+def _cell(values: list[float], digits: int = 0) -> str:
     values = [v for v in values if v == v]  # NaN: that run had no evaluation (or episode) yet
     if not values:
         return "-"
     mean = sum(values) / len(values)
-    return f"{mean:,.0f}" + (f" [{min(values):,.0f}-{max(values):,.0f}]" if len(values) > 1 else "")
+    form = f"{{:,.{digits}f}}"
+    spread = f" [{form.format(min(values))}-{form.format(max(values))}]"
+    return form.format(mean) + (spread if len(values) > 1 else "")
 
 
 def report(folder: Path, out: Path = OUT) -> str:
     """The results table (markdown) over every run folder found, and the curve plots in OUT."""
     rows = [
-        "| algo | env | seeds | steps (min) | last greedy eval | train return, last 5% | "
-        "published (1M) | goal |",
-        "|---|---|---:|---:|---:|---:|---|---:|",
+        f"| algo | env | seeds | steps (min) | greedy eval at the end ({FINAL_EPISODES} episodes) | "
+        "last periodic eval | train return, last 5% | wall (min) | published (1M) | goal |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|---:|",
     ]
     for algo in ALGOS:
         for env in ENVS:
@@ -119,16 +162,29 @@ def report(folder: Path, out: Path = OUT) -> str:
             published = ", ".join(f"{k} {v:,}" for k, v in PUBLISHED.get((algo, env), {}).items())
             goal = f"{GOALS[algo, env]:,}" if (algo, env) in GOALS else "-"
             if not runs:
-                rows.append(f"| {algo} | {env} | 0 | - | not run | - | {published} | {goal} |")
+                rows.append(
+                    f"| {algo} | {env} | 0 | - | not run | - | - | - | {published} | {goal} |"
+                )
                 continue
             s = [summary(r) for r in runs]
+            cells = [_cell([x[k] for x in s]) for k in ("final", "eval", "train")]
             rows.append(
                 f"| {algo} | {env} | {len(runs)} | {min(x['steps'] for x in s):,} | "
-                f"{_cell([x['eval'] for x in s])} | {_cell([x['train'] for x in s])} | "
+                f"{' | '.join(cells)} | {_cell([x['wall_min'] for x in s], 1)} | "
                 f"{published} | {goal} |"
             )
             _plot(algo, env, runs, out)
     return "\n".join(rows)
+
+
+def _smooth(points: list[tuple[int, float]], window: int = 50) -> tuple[list[int], list[float]]:
+    """The training return as a running mean over `window` episodes."""
+    steps, values, total = [], [], 0.0
+    for i, (step, value) in enumerate(points):
+        total += value - (points[i - window][1] if i >= window else 0.0)
+        steps.append(step)
+        values.append(total / min(i + 1, window))
+    return steps, values
 
 
 def _plot(algo: str, env: str, runs: list[Path], out: Path) -> None:
@@ -137,21 +193,44 @@ def _plot(algo: str, env: str, runs: list[Path], out: Path) -> None:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import FuncFormatter
     except ImportError:
         return
     out.mkdir(parents=True, exist_ok=True)
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for run in runs:
-        c = curves(run)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, run in enumerate(runs):
+        color, c = f"C{i}", curves(run)
+        if c["train"]:
+            ax.plot(
+                *_smooth(c["train"]), color=color, lw=1.2, label=f"{run.name} training (50-ep mean)"
+            )
         if c["eval"]:
-            ax.plot(*zip(*c["eval"], strict=True), label=f"{run.name} eval")
+            ax.plot(
+                *zip(*c["eval"], strict=True),
+                "o",
+                color=color,
+                ms=3,
+                label=f"{run.name} greedy eval",
+            )
+        final = final_eval(run)
+        if final:
+            ax.plot([final["step"]], [final["mean"]], "*", color=color, ms=10)
     for name, value in PUBLISHED.get((algo, env), {}).items():
         ax.axhline(value, ls="--", color="gray", lw=0.8)
-        ax.text(0, value, name, fontsize=7, va="bottom")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("greedy return")
+        ax.annotate(
+            f"{name} (1M)",
+            (1, value),
+            xycoords=("axes fraction", "data"),
+            xytext=(-4, 2),
+            textcoords="offset points",
+            ha="right",
+            fontsize=7,
+        )
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / 1e6:g}M" if x else "0"))
+    ax.set_xlabel("env steps (star: greedy eval of the last checkpoint)")
+    ax.set_ylabel("return")
     ax.set_title(f"{algo} {env} (surreal launch)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(out / f"mujoco_suite_{algo}_{env}.png", dpi=90)
     plt.close(fig)

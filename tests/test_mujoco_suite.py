@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,7 +46,11 @@ def test_a_part_runs_through_surreal_launch_and_lands_in_the_table(tmp_path):
     cells = [c.strip() for c in row.strip("|").split("|")]
     assert cells[2] == "1" and int(cells[3].replace(",", "")) >= 2048  # one seed, budget reached
     assert "nan" not in row  # a part with no evaluation yet shows "-"
-    assert "| td3 | HalfCheetah-v5 | 0 | - | not run | - | CleanRL 9,583 | 9,583 |" in table
+    assert "| td3 | HalfCheetah-v5 | 0 | - | not run | - | - | - | CleanRL 9,583 | 9,583 |" in table
+    # the finished part ends with a greedy evaluation of its last checkpoint, kept for reports
+    final = json.loads((run / "final_eval.json").read_text())
+    assert final["episodes"] == 10 and final["step"] >= 2048
+    assert f"{final['mean']:,.0f}" == cells[4]
     # a finished part is kept, not run again (a suite is resumed part by part)
     again = _suite(tmp_path, *part)
     assert again.returncode == 0, again.stderr[-2000:]

@@ -65,7 +65,7 @@ def make_model(config: Any, env_info: EnvInfo) -> nn.Module:
     and `value(obs) -> [batch]` over batches of (normalized) observations [batch, *obs_shape].
     """
     if not config.model:
-        return ActorCritic(env_info, config.hidden_sizes, config.activation)
+        return ActorCritic(env_info, config.hidden_sizes, config.activation, config.log_std_init)
     from surreal.registry import load_class
 
     return load_class(config.model, "algo.model")(env_info, config)
@@ -75,7 +75,11 @@ class ActorCritic(nn.Module):
     """Separate policy and value MLPs over a flat observation."""
 
     def __init__(
-        self, env_info: EnvInfo, hidden_sizes: tuple[int, ...] = (64, 64), activation: str = "tanh"
+        self,
+        env_info: EnvInfo,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        activation: str = "tanh",
+        log_std_init: float = 0.0,
     ) -> None:
         super().__init__()
         obs_dim = int(np.prod(env_info.obs_shape))
@@ -84,7 +88,7 @@ class ActorCritic(nn.Module):
         self.critic = mlp([obs_dim, *hidden, 1], activation, out_std=1.0)
         self.actor = mlp([obs_dim, *hidden, env_info.action_dim], activation, out_std=0.01)
         if not self.discrete:
-            self.log_std = nn.Parameter(torch.zeros(env_info.action_dim))
+            self.log_std = nn.Parameter(torch.full((env_info.action_dim,), float(log_std_init)))
 
     def value(self, obs: torch.Tensor) -> torch.Tensor:
         """V(s), shape [batch]."""
