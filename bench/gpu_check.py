@@ -138,7 +138,7 @@ def main() -> None:
     base = ppo_throughput.single_process(t["window"])
     window = dict(seconds=t["window"], actors=args.actors, warmup=t["warmup"], rollout=args.rollout)
     rows = {"surreal, CPU learner": ppo_throughput.surreal(**window, overrides=cpu)}
-    from surreal.device import check_device
+    from surreal.api.device import check_device
 
     rows[f"surreal, {check_device(args.device)} learner"] = ppo_throughput.surreal(
         **window, overrides=gpu

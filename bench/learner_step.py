@@ -12,7 +12,7 @@ both, the order swapped every round, each for the same window of CPU time (`time
 the table gives medians and [min-max] of sample-passes per CPU-second, the ratio of the medians,
 and the wall seconds of each learner's first update (TD3: first 2, the actor's step runs every
 2nd; the compiled one's is the compile) and the compiled one's CPU seconds, its compile workers'
-included (what `surreal.compiling.PAYS_AFTER_STEPS` is derived
+included (what `surreal.api.compiling.PAYS_AFTER_STEPS` is derived
 from). Compiling uses a fresh inductor cache folder (what a run sees the first time), except with
 --quick (torch's default cache, so the test's round stays short).
 
@@ -40,8 +40,8 @@ from surreal.algos.ddpg.td3 import TD3Config, TD3Learner
 from surreal.algos.ppo.config import PPOConfig, VisionPPOConfig
 from surreal.algos.ppo.learner import PPOLearner
 from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
-from surreal.config import Config, RunConfig
-from surreal.spaces import EnvInfo
+from surreal.api.config import Config, RunConfig
+from surreal.api.spaces import EnvInfo
 from surreal.testing import fake_segment_batch
 
 GOAL = 1.4

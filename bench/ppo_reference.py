@@ -37,10 +37,10 @@ def run(
 
     from surreal.algos.families import apply_family_defaults
     from surreal.algos.ppo import PPOLearner
-    from surreal.components.evaluator import evaluate
-    from surreal.config import Config, apply_overrides
-    from surreal.core import Actor
+    from surreal.api.config import Config, apply_overrides
+    from surreal.api.core import Actor
     from surreal.envs import VectorEnv, env_info
+    from surreal.runtime.evaluator import evaluate
 
     torch.set_num_threads(1)
     cfg = Config(algo=PPOLearner.config_class())

@@ -40,8 +40,8 @@ def single_process(seconds: float, threads: int = 1, skip: float = 20.0) -> dict
     import torch
 
     from surreal.algos.ppo import PPOConfig, PPOLearner
-    from surreal.config import EnvConfig
-    from surreal.core import Actor
+    from surreal.api.config import EnvConfig
+    from surreal.api.core import Actor
     from surreal.envs import VectorEnv
 
     launched = time.perf_counter()

@@ -26,7 +26,7 @@ HORIZON = 200
 
 def _stepper(mode: str, steps: int, queue: mp.Queue) -> None:
     """In a fresh (spawned) process with its own GL context: time `steps` random steps."""
-    from surreal.config import EnvConfig
+    from surreal.api.config import EnvConfig
     from surreal.envs import make_env
     from surreal.envs.robosuite import _suite
 
@@ -78,7 +78,7 @@ def steps_per_second(mode: str, procs: int, steps: int) -> list[float]:
 
 def random_return(episodes: int = 3) -> float:
     """Mean return of uniform random actions over HORIZON-step episodes (the baseline)."""
-    from surreal.config import EnvConfig
+    from surreal.api.config import EnvConfig
     from surreal.envs import make_env
 
     env = make_env(

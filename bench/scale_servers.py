@@ -1,6 +1,6 @@
 """The server side of a bench/scale.py run, started the way a run starts it, and the stand-ins beside it.
 
-`ServerRun` builds a real run folder with surreal's own launch plan (`surreal.launch.plan`,
+`ServerRun` builds a real run folder with surreal's own launch plan (`surreal.launch.experiment.plan`,
 `create_run`, `build_experiment`: the config, run record and symphony Experiment of `surreal launch
 ALGO --actors N`), gives every service a free port on 127.0.0.1 as the local backend does
 (`symphony.addresses.local_endpoints`), and starts each process of the Experiment that is not an
@@ -27,7 +27,7 @@ import numpy as np
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from surreal import launch
+from surreal.launch import experiment as launch
 from symphony import proctree
 from symphony.addresses import local_endpoints, process_env
 
@@ -222,7 +222,7 @@ def ppo_segment(plan) -> dict[str, np.ndarray]:
     """One segment from a real rollout: the run's env and policy, as an actor cuts it."""
     import torch
 
-    from surreal.core import Actor
+    from surreal.api.core import Actor
     from surreal.envs import VectorEnv
 
     torch.set_num_threads(1)

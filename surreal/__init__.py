@@ -1,7 +1,15 @@
-"""surreal: distributed reinforcement learning (PPO, DDPG, ES) from a laptop to a cluster."""
+"""surreal: distributed reinforcement learning (PPO, DDPG, ES) from a laptop to a cluster.
 
-from surreal.core import Actor, Learner, LearnerConfig, ParameterClient, Policy
-from surreal.spaces import EnvInfo
+The rooms (docs/architecture.md): `surreal.api` (what you subclass), `surreal.algos` and
+`surreal.envs` (built on it), `surreal.runtime` (a run's processes), `surreal.launch` (from a
+command line to a running experiment), `surreal.pbt` and `surreal.monitoring`.
+"""
+
+from surreal import moved
+from surreal.api import Actor, EnvInfo, Learner, LearnerConfig, Policy
+from surreal.runtime.parameter_client import ParameterClient
+
+moved.install()
 
 __version__ = "0.1.0"
 

@@ -11,8 +11,8 @@ from typing import Any
 import click
 
 from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
-from surreal.config import EnvConfig, RunConfig
-from surreal.stopping import raise_interrupt, stop_and_keep_logs
+from surreal.api.config import EnvConfig, RunConfig
+from surreal.launch.stopping import raise_interrupt, stop_and_keep_logs
 
 _UserError = (
     InputError  # a problem with the input: `Error: ...` on one line, exit 2, nothing started
@@ -160,14 +160,14 @@ def launch(**args: Any) -> None:
 
 
 _PLAN_ARGS = ("actors", "steps", "folder", "name", "trial", "resume", "backend", "dry_run")
-"""The arguments of `surreal launch` that `surreal.launch.plan` takes by the same name."""
+"""The arguments of `surreal launch` that `surreal.launch.experiment.plan` takes by the same name."""
 
 
 def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
     """The launch plan of `surreal launch`'s arguments (and its population's, with
     --population or a population's --resume), after the launch check; a bad input raises the
     one-line usage error."""
-    from surreal import launch as launching
+    from surreal.launch import experiment as launching
     from surreal.pbt.config import split_overrides
     from surreal.pbt.store import is_population
 
@@ -179,7 +179,9 @@ def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
     try:
         given = {key: args[key] for key in _PLAN_ARGS}
         plan = launching.plan(args["algo"], env=args["env_id"], overrides=overrides, **given)
-        plan.backend = args["backend"]  # e.g. Curve keys on multi-node backends (surreal.curve)
+        plan.backend = args[
+            "backend"
+        ]  # e.g. Curve keys on multi-node backends (surreal.runtime.curve)
         plan.config.run.image = args["image"] or plan.config.run.image
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
         if not populated:
@@ -199,8 +201,8 @@ def _print_dry_run(plan: Any, population_plan: Any, args: dict[str, Any]) -> Non
     import json
 
     import symphony
-    from surreal import cluster_launch
-    from surreal import config as config_io
+    from surreal.api import config as config_io
+    from surreal.launch import cluster_launch
 
     if population_plan is not None:
         from surreal.pbt import build_experiment
@@ -224,8 +226,8 @@ def _start(plan: Any, args: dict[str, Any]) -> None:
     """Start the run: detached on the backends that run it without this command (kube,
     slurm: prints how to follow it), else watched here until it ends (exits with its code)."""
     import symphony
-    from surreal import cluster_launch
     from surreal.algos.families import user_keys
+    from surreal.launch import cluster_launch
 
     backend = args["backend"]
     try:
@@ -247,7 +249,7 @@ def _population_size(n: int | None) -> int | None:
 
 def _run_population(population_plan, backend: str) -> int:
     import symphony
-    from surreal import config_check
+    from surreal.launch import config_check
     from surreal.pbt import run_population
 
     try:
@@ -281,9 +283,9 @@ def _family_line(plan, user: set[str] = frozenset(), width: int | None = None) -
 def _create_run(plan: Any, backend: str) -> Any:
     """Write the run folder (after the backend's check); the started LaunchSync that uploads
     a run in an object store and follows its status."""
-    from surreal import config_check
-    from surreal import launch as launching
-    from surreal.storage_sync import LaunchSync
+    from surreal.launch import config_check
+    from surreal.launch import experiment as launching
+    from surreal.runtime.storage_sync import LaunchSync
 
     try:
         config_check.check_backend(backend)  # before the run folder is written
@@ -304,9 +306,9 @@ def _create_run(plan: Any, backend: str) -> Any:
 def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset()) -> int:
     """Create the run, launch it, watch it until it ends or Ctrl-C; its exit code."""
     import symphony
-    from surreal import launch as launching
-    from surreal.progress import format_status, monitor
-    from surreal.rundir import read_json
+    from surreal.launch import experiment as launching
+    from surreal.launch.progress import format_status, monitor
+    from surreal.runtime.rundir import read_json
 
     sync = _create_run(plan, backend)
     out = sys.stdout
@@ -362,7 +364,7 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
 def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
     """Load RUN_DIR's checkpoint and report the mean greedy return over --episodes episodes."""
     _quiet_third_party()
-    from surreal.evaluate import evaluate_run
+    from surreal.launch.evaluate import evaluate_run
 
     if video:
         _private_runtime_dir()
@@ -418,7 +420,7 @@ def _private_runtime_dir() -> None:
 )
 def status(run_dir: str, follow: bool) -> None:
     """Show RUN_DIR's progress (steps, returns, checkpoint) and whether its processes are alive."""
-    from surreal.evaluate import run_status
+    from surreal.launch.evaluate import run_status
     from surreal.pbt.status import population_status
     from surreal.pbt.store import is_population
 
@@ -435,8 +437,8 @@ def status(run_dir: str, follow: bool) -> None:
 
 def _follow(path: Path) -> int:
     """`surreal status -f`: the launcher's progress display on a running local or cluster run."""
-    from surreal.progress import monitor
-    from surreal.rundir import resolve_run
+    from surreal.launch.progress import monitor
+    from surreal.runtime.rundir import resolve_run
     from symphony.backends import get_backend
     from symphony.errors import ExperimentNotFound
     from symphony.launcher import ExperimentHandle
@@ -468,6 +470,6 @@ def _follow(path: Path) -> int:
 @click.option("--index", default=0, type=int, help="Which one of its role (actor-3: 3).")
 def component(role: str, run_dir: str, index: int) -> None:
     """Run one component process (started by `surreal launch`)."""
-    from surreal.components import run_component
+    from surreal.runtime import run_component
 
     run_component(role, run_dir, index)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from surreal.spaces import EnvInfo
+from surreal.api.spaces import EnvInfo
 
 
 def fake_segment_batch(

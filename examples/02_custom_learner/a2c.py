@@ -7,7 +7,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical
 
-from surreal.core import Learner, LearnerConfig, Policy
+from surreal.api import Learner, LearnerConfig, Policy
 
 
 @dataclass

@@ -15,8 +15,8 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from surreal.config import get_value, set_value
-from surreal.core import LearnerConfig
+from surreal.api.config import get_value, set_value
+from surreal.api.core import LearnerConfig
 
 FAMILIES = ("classic", "mujoco", "robosuite", "other")
 
@@ -43,7 +43,7 @@ def env_family(env_id: str) -> str:
 
 def family_defaults(config: Any) -> tuple[str, dict[str, Any]]:
     """The env's family and the settings the run's algorithm brings for it ({} if none): the
-    algorithm config's `family_defaults(family)` (declared on `surreal.core.LearnerConfig`)."""
+    algorithm config's `family_defaults(family)` (declared on `surreal.api.core.LearnerConfig`)."""
     family = env_family(config.env.id)
     if not isinstance(config.algo, LearnerConfig):
         return family, {}

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from surreal.config import EnvConfig
-from surreal.spaces import EnvInfo
+from surreal.api.config import EnvConfig
+from surreal.api.spaces import EnvInfo
 
 
 class UnknownEnvironment(ValueError):

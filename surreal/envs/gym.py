@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from surreal.config import EnvConfig
+from surreal.api.config import EnvConfig
 
 
 def check(name: str) -> None:

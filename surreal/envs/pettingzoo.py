@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from surreal.config import EnvConfig
-from surreal.multiagent import agent_view
+from surreal.api.config import EnvConfig
+from surreal.envs import agent_view
 
 
 def check(name: str) -> None:

@@ -10,7 +10,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from surreal.config import EnvConfig
+from surreal.api.config import EnvConfig
 
 IMAGE_SUFFIX = "_image"
 """A camera observation key is `<camera>_image` (e.g. `agentview_image`)."""

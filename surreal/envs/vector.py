@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from surreal.config import EnvConfig
+from surreal.api.config import EnvConfig
 from surreal.envs.base import info_from_spaces, make_env
 
 

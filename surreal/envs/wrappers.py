@@ -10,7 +10,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-from surreal.config import EnvConfig
+from surreal.api.config import EnvConfig
 
 
 class FilterConcatObs(gymnasium.ObservationWrapper):

@@ -9,7 +9,7 @@ from typing import Any
 def check(config: Any) -> None:
     """Usage errors of the monitoring settings (`run.wandb`, `run.max_restarts`), before anything
     starts; raises ConfigError."""
-    from surreal.config import ConfigError
+    from surreal.api.config import ConfigError
     from surreal.monitoring.wandb_sink import check as check_wandb
 
     check_wandb(config.run.wandb)

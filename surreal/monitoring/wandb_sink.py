@@ -32,7 +32,7 @@ MODES = ("online", "offline", "disabled")
 
 def check(mode: str) -> None:
     """Raise ConfigError (one line, what to do) when `run.wandb` cannot work here."""
-    from surreal.config import ConfigError
+    from surreal.api.config import ConfigError
 
     if mode not in MODES:
         raise ConfigError(f"run.wandb must be one of {', '.join(MODES)}, got {mode!r}")
@@ -150,7 +150,7 @@ class WandbSink:
 
 def open_sink(run_path: Path, config: Any) -> WandbSink | None:
     """The sink `run.wandb` asks for (None when disabled)."""
-    from surreal import config as config_io
+    from surreal.api import config as config_io
 
     if config.run.wandb == "disabled":
         return None

@@ -10,6 +10,6 @@ Modules: `envs` (env ids, `JointEnv`, `register_multiagent_env`), `games` (small
 See docs/multiagent.md.
 """
 
-from surreal.multiagent.envs import register_multiagent_env
+from surreal.envs.multiagent import register_multiagent_env
 
 __all__ = ["register_multiagent_env"]

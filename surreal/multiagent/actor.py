@@ -9,10 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from surreal.components.actor import _wait_for
-from surreal.components.common import Component
-from surreal.core import ParameterClient, Policy
+from surreal.api.core import Policy
 from surreal.multiagent.policy_runs import PolicySpec, policy_run, read_policy_specs
+from surreal.runtime.actor import _wait_for
+from surreal.runtime.common import Component
+from surreal.runtime.parameter_client import ParameterClient
 
 
 @dataclass
@@ -51,7 +52,7 @@ def main(run_dir: str, index: int = 0) -> None:
     import torch
 
     import caraml
-    from surreal.multiagent.envs import make_multiagent_env
+    from surreal.envs.multiagent import make_multiagent_env
     from surreal.multiagent.rollout import JointRollout
     from surreal.multiagent.selfplay import OpponentPool
 

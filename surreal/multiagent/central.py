@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from surreal.algos.ppo.networks import ActorCritic, mlp
-from surreal.spaces import EnvInfo
+from surreal.api.spaces import EnvInfo
 
 
 class CentralValueActorCritic(ActorCritic):

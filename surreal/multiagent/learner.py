@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from surreal.algos.ppo.learner import PPOLearner
+from surreal.api.spaces import EnvInfo
 from surreal.multiagent.config import MultiAgentPPOConfig
-from surreal.spaces import EnvInfo
 
 
 class MultiAgentPPOLearner(PPOLearner):

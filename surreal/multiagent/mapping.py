@@ -34,7 +34,7 @@ def mapping_function(spec: str) -> Callable[[str], str]:
         raise ValueError(
             f"algo.policy_mapping={spec!r}: use shared, per-agent, or path/to/file.py:function"
         )
-    from surreal.registry import UnknownAlgorithm, load_class
+    from surreal.api.registry import UnknownAlgorithm, load_class
 
     try:
         fn = load_class(spec, "algo.policy_mapping")

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from surreal import checkpoint
-from surreal.multiagent.envs import JointEnv, make_multiagent_env
+from surreal.envs.multiagent import JointEnv, make_multiagent_env
 from surreal.multiagent.policy_runs import policy_run, read_policy_specs
-from surreal.rundir import resolve_run
+from surreal.runtime import checkpoint
+from surreal.runtime.rundir import resolve_run
 
 
 def load_policies(path: Path | str) -> tuple[dict[str, Any], Any, dict[str, str]]:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from surreal.config import Config
-from surreal.rundir import RunDir, read_json, write_json
-from surreal.spaces import EnvInfo
+from surreal.api.config import Config
+from surreal.api.spaces import EnvInfo
+from surreal.runtime.rundir import RunDir, read_json, write_json
 
 CENTRAL_MODEL = "surreal.multiagent.central:CentralValueActorCritic"
 
@@ -45,7 +45,7 @@ def policy_specs(config: Config) -> list[PolicySpec]:
         ValueError: the env is not multi-agent, a policy's agents differ in spaces, or self-play
             settings that cannot work (saying what to set).
     """
-    from surreal.multiagent.envs import is_multiagent, make_multiagent_env
+    from surreal.envs.multiagent import is_multiagent, make_multiagent_env
     from surreal.multiagent.mapping import policy_groups
 
     algo = config.algo

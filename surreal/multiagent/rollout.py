@@ -1,6 +1,6 @@
 """JointRollout: steps joint envs with every policy and cuts one segment per policy.
 
-Policy P's segment has the keys and shapes of `surreal.core.Actor`'s, with one column per
+Policy P's segment has the keys and shapes of `surreal.api.core.Actor`'s, with one column per
 (env, agent of P) pair: [rollout_length, num_envs * len(P's agents)], env-major. In self-play
 P has one column per env: the seat that learns this episode (drawn at every reset); the other
 seat plays an opponent from the pool, and its steps are not sent. A joint episode ends for all
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from surreal.core import Batch, Policy
-from surreal.multiagent.envs import JointEnv
+from surreal.api.core import Batch, Policy
+from surreal.envs.multiagent import JointEnv
 from surreal.multiagent.policy_runs import PolicySpec
 from surreal.multiagent.selfplay import OpponentPool, seats_for
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from surreal.core import Params, Policy
+from surreal.api.core import Params, Policy
 
 
 class OpponentPool:

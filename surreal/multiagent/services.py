@@ -34,21 +34,21 @@ def _run(module: str, run_dir: str, index: int) -> None:
 
 
 def buffer(run_dir: str, index: int = 0) -> None:
-    """The policy's FIFO buffer (`surreal.components.replay`)."""
-    _run("surreal.components.replay", run_dir, index)
+    """The policy's FIFO buffer (`surreal.runtime.replay`)."""
+    _run("surreal.runtime.replay", run_dir, index)
 
 
 def learner(run_dir: str, index: int = 0) -> None:
-    """The policy's learner loop (`surreal.components.learner`): checkpoints in its folder."""
-    _run("surreal.components.learner", run_dir, index)
+    """The policy's learner loop (`surreal.runtime.learner`): checkpoints in its folder."""
+    _run("surreal.runtime.learner", run_dir, index)
 
 
 def param_server(run_dir: str, index: int = 0) -> None:
-    """The policy's parameter server (`surreal.components.param_server`)."""
-    _run("surreal.components.param_server", run_dir, index)
+    """The policy's parameter server (`surreal.runtime.param_server`)."""
+    _run("surreal.runtime.param_server", run_dir, index)
 
 
 def metrics(run_dir: str, index: int = 0) -> None:
-    """The policy's metrics sink (`surreal.components.metrics`): metrics.jsonl, status.json
+    """The policy's metrics sink (`surreal.runtime.metrics`): metrics.jsonl, status.json
     and TensorBoard events in its folder."""
-    _run("surreal.components.metrics", run_dir, index)
+    _run("surreal.runtime.metrics", run_dir, index)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from surreal.topology import (
+from surreal.runtime.topology import (
     PROCESS_ENV,
     LaunchPlan,
     add_actor_groups,

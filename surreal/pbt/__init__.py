@@ -2,7 +2,7 @@
 
     surreal launch ppo --env gym:CartPole-v1 --population 4 --set pbt.interval=10000
 
-Python API: `plan_population(surreal.launch.plan(...), make_config(4, overrides))` gives a
+Python API: `plan_population(surreal.launch.experiment.plan(...), make_config(4, overrides))` gives a
 `PopulationPlan`; `build_experiment` its symphony Experiment; `run_population` launches and
 watches it. The exploit/explore step itself is `exploit_explore` (pure, seeded). See docs/pbt.md.
 """

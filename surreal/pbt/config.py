@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from surreal import config as config_io
-from surreal.config import ConfigError
+from surreal.api import config as config_io
+from surreal.api.config import ConfigError
 from surreal.pbt.space import Hyperparameter, parse_space
 
 

@@ -3,7 +3,7 @@
 Member `m<i>` is a whole run in `RUN/m<i>/` (its config, metrics, status, checkpoints). Its
 processes are the algorithm's own `Learner.build_experiment` for that run, with every process,
 group and service name prefixed `m<i>-` (`m0-learner`, `m0-params`, ...); each process finds its
-member's services through `$SURREAL_SERVICE_PREFIX` (`surreal.components.common.Component`).
+member's services through `$SURREAL_SERVICE_PREFIX` (`surreal.runtime.common.Component`).
 One more process, `population-manager` (`surreal.pbt.manager`), runs the exploit/explore rounds.
 """
 
@@ -16,14 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import surreal.pbt.store as store
-from surreal import config as config_io
-from surreal.config import Config, ConfigError
+from surreal.api import config as config_io
+from surreal.api.config import Config, ConfigError
 from surreal.pbt.config import PBTConfig, init_overrides, make_config
 from surreal.pbt.config import from_dict as pbt_from_dict
 from surreal.pbt.config import to_dict as pbt_to_dict
 from surreal.pbt.space import check_space
-from surreal.rundir import RunDir, read_json, write_json
-from surreal.topology import (
+from surreal.runtime.rundir import RunDir, read_json, write_json
+from surreal.runtime.topology import (
     PROCESS_ENV,
     RUNTIME_COMPONENTS,
     LaunchPlan,
@@ -52,7 +52,7 @@ def plan_population(
     steps: int | None = None,
     overrides: tuple[str, ...] = (),
 ) -> PopulationPlan:
-    """Members of `base` (from `surreal.launch.plan`); with `base.resume`, the population saved
+    """Members of `base` (from `surreal.launch.experiment.plan`); with `base.resume`, the population saved
     in that folder, its members' current configs with `steps` and `overrides` applied.
 
     Raises:
@@ -115,7 +115,7 @@ def check_population(base: LaunchPlan, pbt: PBTConfig) -> None:
 
 def build_experiment(pp: PopulationPlan) -> Any:
     """The validated symphony Experiment: every member's processes, renamed, and the manager."""
-    from surreal import curve
+    from surreal.runtime import curve
     from symphony import Experiment, Process
 
     base = pp.base
@@ -154,7 +154,7 @@ def _renamed(item: Any, member: str) -> Any:
 
 def create_population(pp: PopulationPlan) -> None:
     """Write `RUN/` (base run, `pbt.json`, the experiment) and every member's folder."""
-    from surreal import launch as launching
+    from surreal.launch import experiment as launching
 
     base = pp.base
     launching.create_run(base)  # config, run.json, code/, Curve keys (the members use them)

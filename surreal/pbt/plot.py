@@ -11,7 +11,7 @@ from pathlib import Path
 
 import surreal.pbt.store as store
 from surreal.pbt.config import from_dict, init_overrides
-from surreal.rundir import read_json
+from surreal.runtime.rundir import read_json
 
 
 def curves(run_path: Path) -> dict[str, list[tuple[int, float]]]:

@@ -8,10 +8,10 @@ import time
 from typing import Any, TextIO
 
 import surreal.pbt.store as store
+from surreal.launch.stopping import raise_interrupt, stop_and_keep_logs
 from surreal.pbt.plan import MANAGER, PopulationPlan, build_experiment, create_population
 from surreal.pbt.status import population_status
-from surreal.rundir import read_json
-from surreal.stopping import raise_interrupt, stop_and_keep_logs
+from surreal.runtime.rundir import read_json
 
 ENDED = ("exited", "failed", "stopped")
 
@@ -26,7 +26,7 @@ def run_population(
         symphony.SymphonyError: the backend refused to start it (nothing left running).
     """
     import symphony
-    from surreal import curve
+    from surreal.runtime import curve
 
     create_population(pp)
     base = pp.base
@@ -117,7 +117,7 @@ def prepare_population(
     overrides: tuple[str, ...] = (),
 ) -> PopulationPlan:
     """`surreal launch --population N` (or `--resume` of a population): the PopulationPlan of a
-    `surreal.launch.plan` result; `steps`/`overrides` reach a resumed population's members.
+    `surreal.launch.experiment.plan` result; `steps`/`overrides` reach a resumed population's members.
 
     Raises:
         ConfigError: a bad `pbt.*` setting or a population the algorithm cannot run.

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from surreal.config import ConfigError
+from surreal.api.config import ConfigError
 
 
 @dataclass(frozen=True)

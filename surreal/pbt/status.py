@@ -7,7 +7,7 @@ from typing import Any
 
 import surreal.pbt.store as store
 from surreal.pbt.config import from_dict
-from surreal.rundir import read_json
+from surreal.runtime.rundir import read_json
 
 
 def _num(value: Any, fmt: str) -> str:

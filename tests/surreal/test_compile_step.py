@@ -1,6 +1,6 @@
 """`run.compile`: PPO's compiled minibatch step (and TD3's, and ppo-vision's) learns what the
 eager one learns, a step that will not compile runs eagerly after one warning, a bad value is
-refused, and `auto` is on only where it was measured to pay (surreal/compiling.py,
+refused, and `auto` is on only where it was measured to pay (surreal/api/compiling.py,
 docs/learning.md "Compiled learner step")."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from surreal import compiling
 from surreal.algos.ddpg.td3 import TD3Config, TD3Learner
 from surreal.algos.ppo import PPOConfig, PPOLearner, VisionPPOConfig
 from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
-from surreal.config import Config, ConfigError, RunConfig, apply_overrides, from_dict
-from surreal.spaces import EnvInfo
+from surreal.api import compiling
+from surreal.api.config import Config, ConfigError, RunConfig, apply_overrides, from_dict
+from surreal.api.spaces import EnvInfo
 from surreal.testing import fake_segment_batch
 
 pytestmark = pytest.mark.timeout(120)

@@ -6,10 +6,10 @@ import threading
 import numpy as np
 import pytest
 
-from surreal.components.metrics import MetricsSink
-from surreal.components.param_server import ParameterStore
-from surreal.normalizer import RunningNormalizer
-from surreal.replay import FifoSampler, FifoStorage, Replay
+from surreal.api.normalizer import RunningNormalizer
+from surreal.api.replay import FifoSampler, FifoStorage, Replay
+from surreal.runtime.metrics import MetricsSink
+from surreal.runtime.param_server import ParameterStore
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,5 +1,5 @@
 """Curve keys and object-store settings reach compose containers through the run's private env
-file (`surreal.compose_env`): mode 600, named (never inlined) by the compose file, turned back
+file (`surreal.runtime.compose_env`): mode 600, named (never inlined) by the compose file, turned back
 into a key folder that caraml reads inside each container."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import stat
 import pytest
 
 from caraml.curve_env import load_keys
-from surreal import cluster_launch, compose_env
-from surreal import launch as launching
+from surreal.launch import cluster_launch
+from surreal.launch import experiment as launching
+from surreal.runtime import compose_env
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from surreal.algos.ppo.config import PPOConfig
-from surreal.config import Config, ConfigError, apply_overrides, from_dict, keys, load, save
+from surreal.api.config import Config, ConfigError, apply_overrides, from_dict, keys, load, save
 
 pytestmark = pytest.mark.timeout(30)
 

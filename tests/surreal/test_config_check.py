@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from surreal.config import ConfigError
-from surreal.launch import plan
+from surreal.api.config import ConfigError
+from surreal.launch.experiment import plan
 from surreal.testing import surreal_cli
 
 pytestmark = pytest.mark.timeout(120)

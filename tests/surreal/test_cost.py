@@ -1,4 +1,4 @@
-"""What a run costs (`surreal.cost`): per-pool $/h at the catalogs' list prices (checked against
+"""What a run costs (`surreal.launch.cost`): per-pool $/h at the catalogs' list prices (checked against
 the catalog entries themselves), a group that fits no pool, the `# cost:` lines of a kube dry
 run through the real CLI, and `surreal status`'s cost line on a run folder launched on kube."""
 
@@ -15,10 +15,10 @@ from click.testing import CliRunner
 
 from cloudwise.catalog import Catalog
 from cloudwise.spec import ClusterSpec, NodePoolSpec
-from surreal import cluster_launch
-from surreal import launch as launching
-from surreal.cost import RunCost, experiment_cost, status_line
-from surreal.rundir import write_json
+from surreal.launch import cluster_launch
+from surreal.launch import experiment as launching
+from surreal.launch.cost import RunCost, experiment_cost, status_line
+from surreal.runtime.rundir import write_json
 from surreal.testing import surreal_cli
 from symphony.errors import SpecError
 from symphony.placement import allocatable
@@ -190,7 +190,7 @@ def test_status_shows_the_cost_so_far_and_of_the_rest_of_the_budget(tmp_path):
     status = {"global_step": 40_000, "total_steps": 112_000, "charts/sps": 10.0, "updated": now}
     write_json(run.status_file, status)
 
-    from surreal.evaluate import run_status
+    from surreal.launch.evaluate import run_status
 
     shown = run_status(run.path)
     line = next(x for x in shown.splitlines() if x.startswith("  cost       "))

@@ -8,8 +8,8 @@ import stat
 import pytest
 import yaml
 
-from surreal import compose_env, curve
-from surreal import launch as launching
+from surreal.launch import experiment as launching
+from surreal.runtime import compose_env, curve
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,7 +37,7 @@ def test_keys_and_env_follow_the_backend(tmp_path, backend, overrides, on):
     exp = launching.build_experiment(plan)
     envs = [p.env.get("CARAML_CURVE_KEYS") for p in exp.processes()]
     assert keys.exists() is on
-    # compose: each process writes the keys into its own container (surreal.compose_env)
+    # compose: each process writes the keys into its own container (surreal.runtime.compose_env)
     inside = compose_env.CONTAINER_KEYS if backend == "compose" else None
     assert envs == [(inside or str(keys.resolve())) if on else None] * len(envs)
     if on:

@@ -10,13 +10,13 @@ import torch
 from surreal.algos.ddpg.config import DDPGConfig
 from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ppo import PPOLearner
-from surreal.config import Config, ConfigError
-from surreal.core import Learner, Policy
-from surreal.device import Prefetcher, check_device, learner_threads, to_device, wants_gpu
-from surreal.rundir import RunDir
-from surreal.spaces import EnvInfo
+from surreal.api.config import Config, ConfigError
+from surreal.api.core import Learner, Policy
+from surreal.api.device import Prefetcher, check_device, learner_threads, to_device, wants_gpu
+from surreal.api.spaces import EnvInfo
+from surreal.runtime.rundir import RunDir
+from surreal.runtime.topology import LaunchPlan, learner_process
 from surreal.testing import surreal_cli
-from surreal.topology import LaunchPlan, learner_process
 
 pytestmark = pytest.mark.timeout(120)
 CARTPOLE = EnvInfo(obs_shape=(4,), discrete=True, num_actions=2)
@@ -172,7 +172,7 @@ def test_ddpg_networks_live_on_the_given_device():
 
 
 def test_parameters_are_copied_to_numpy_once_per_version():
-    from surreal.components.learner import LearnerLoop
+    from surreal.runtime.learner import LearnerLoop
 
     class Counting:
         calls = 0

@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from surreal.algos.ppo import PPOLearner
-from surreal.config import Config
-from surreal.spaces import EnvInfo
+from surreal.api.config import Config
+from surreal.api.spaces import EnvInfo
 from surreal.testing import fake_segment_batch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +25,7 @@ UPDATES, SEGMENTS = 3, 4
 REPLICA = """
 import json, sys
 import numpy as np, torch
-from surreal.distributed import Replicas
+from surreal.runtime.distributed import Replicas
 sys.path.insert(0, {here!r})
 from test_distributed import SEGMENTS, batches, learner
 

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from surreal.config import EnvConfig
+from surreal.api.config import EnvConfig
 from surreal.envs import UnknownEnvironment, VectorEnv, check_env, env_info, make_env, wrappers
 from surreal.testing import dict_obs_env
 

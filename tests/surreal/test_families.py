@@ -26,7 +26,7 @@ def test_the_family_comes_from_the_env_id(env_id, family):
 
 def test_launch_applies_the_family_defaults_and_the_users_settings_win(tmp_path):
     pytest.importorskip("torch")
-    from surreal.launch import plan
+    from surreal.launch.experiment import plan
 
     p = plan("ppo", env="gym:CartPole-v1", folder=str(tmp_path))
     assert p.config.algo.norm_obs is False and p.config.algo.update_epochs == 20
@@ -59,7 +59,7 @@ def test_a_family_setting_goes_through_the_typed_path_of_set():
 
     from surreal.algos.families import apply_family_defaults
     from surreal.algos.ppo.config import PPOConfig
-    from surreal.config import Config, ConfigError
+    from surreal.api.config import Config, ConfigError
 
     @dataclass
     class Misspelt(PPOConfig):
@@ -87,7 +87,7 @@ def test_ppo_on_mujoco_starts_with_less_action_noise_and_set_still_wins(tmp_path
     steps: 5,443 vs 1,632 with log std 0; docs/learning.md); other families keep 0."""
     torch = pytest.importorskip("torch")
     from surreal.algos.ppo.learner import PPOLearner
-    from surreal.launch import plan
+    from surreal.launch.experiment import plan
 
     cheetah = plan("ppo", env="gym:HalfCheetah-v5", folder=str(tmp_path))
     model = PPOLearner.make_model(cheetah.config.algo, cheetah.env_info)

@@ -19,10 +19,11 @@ from click.testing import CliRunner
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 pytest.importorskip("kmock")
 
-from surreal import cluster_launch, portable  # noqa: E402
-from surreal import launch as launching  # noqa: E402
 from surreal.cli import main as surreal_main  # noqa: E402
-from surreal.rundir import RunDir  # noqa: E402
+from surreal.launch import cluster_launch  # noqa: E402
+from surreal.launch import experiment as launching  # noqa: E402
+from surreal.runtime import portable  # noqa: E402
+from surreal.runtime.rundir import RunDir  # noqa: E402
 from symphony import spec_store  # noqa: E402
 from symphony.backends.kube import KubeBackend  # noqa: E402
 from symphony.cli import main as symphony_main  # noqa: E402

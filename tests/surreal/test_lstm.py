@@ -8,10 +8,10 @@ from gymnasium import spaces
 
 from surreal.algos.ppo import PPOConfig, PPOLearner, VisionPPOConfig
 from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
-from surreal.config import EnvConfig
-from surreal.core import Actor
+from surreal.api.config import EnvConfig
+from surreal.api.core import Actor
+from surreal.api.spaces import EnvInfo
 from surreal.envs import VectorEnv, register_env_family
-from surreal.spaces import EnvInfo
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,12 +17,12 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from surreal import launch as launching
-from surreal.config import ConfigError
+from surreal.api.config import ConfigError
+from surreal.launch import experiment as launching
+from surreal.launch.progress import monitor
 from surreal.monitoring import crash, wandb_sink
 from surreal.monitoring.prometheus import METRICS, ProcessMetrics, service_name
-from surreal.progress import monitor
-from surreal.rundir import RunDir
+from surreal.runtime.rundir import RunDir
 from tests.surreal.port_fuzz import http_junk
 
 pytestmark = pytest.mark.timeout(120)

@@ -6,15 +6,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from surreal.config import Config
+from surreal.api.config import Config
+from surreal.envs.multiagent import agent_infos, make_multiagent_env
 from surreal.multiagent.config import MultiAgentPPOConfig
-from surreal.multiagent.envs import agent_infos, make_multiagent_env
 from surreal.multiagent.learner import MultiAgentPPOLearner
 from surreal.multiagent.mapping import policy_groups
 from surreal.multiagent.policy_runs import policy_config, policy_specs
 from surreal.multiagent.rollout import JointRollout
 from surreal.multiagent.selfplay import OpponentPool
-from surreal.schemas import SegmentSchema
+from surreal.runtime.schemas import SegmentSchema
 from surreal.testing import surreal_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -116,8 +116,8 @@ def test_a_shared_policy_gets_every_agents_steps_in_agent_order():
 def test_centralized_value_network_acts_on_the_agents_own_observation():
     import torch
 
+    from surreal.api.spaces import EnvInfo
     from surreal.multiagent.central import CentralValueActorCritic
-    from surreal.spaces import EnvInfo
 
     algo = MultiAgentPPOConfig(actor_obs_dim=4)
     model = CentralValueActorCritic(EnvInfo((10,), True, 3), algo)
@@ -202,7 +202,7 @@ def test_dry_run_declares_one_stream_per_policy(tmp_path):
 def test_the_league_ends_the_run_when_every_policy_reached_the_budget(tmp_path):
     from surreal.multiagent.league import progress
     from surreal.multiagent.policy_runs import policy_run, write_policy_runs
-    from surreal.rundir import RunDir, write_json
+    from surreal.runtime.rundir import RunDir, write_json
 
     cfg = config("ma:pair", policy_mapping=EXAMPLE_MAPPING)
     run = RunDir(tmp_path / "run")

@@ -57,7 +57,7 @@ def test_dry_run_shows_every_members_processes_and_writes_nothing(tmp_path, monk
 def test_a_population_folder_resumes_as_a_population(tmp_path, monkeypatch):
     """What `--resume RUN` of a population plans: every member from its own folder (its current
     hyperparameters), the saved pbt.json with new pbt.* values, --steps for every member."""
-    from surreal import launch as launching
+    from surreal.launch import experiment as launching
     from surreal.pbt import create_population, make_config, plan_population
 
     monkeypatch.chdir(tmp_path)

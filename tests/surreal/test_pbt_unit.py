@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from surreal.config import ConfigError
+from surreal.api.config import ConfigError
 from surreal.pbt import store
 from surreal.pbt.config import PBTConfig, make_config
 from surreal.pbt.exploit import MemberScore, cut, exploit_explore
 from surreal.pbt.manager import Manager
-from surreal.pbt.member import Member
 from surreal.pbt.space import Hyperparameter, check_space, parse_space
+from surreal.runtime.member import Member
 
 LR = Hyperparameter("algo.lr", 1e-5, 1e-2, log=True)
 ENT = Hyperparameter("algo.ent_coef", 0.0, 0.05)
@@ -111,7 +111,7 @@ def rng(seed: int) -> np.random.Generator:
 def ppo_learner(lr: float, seed: int):
     from surreal.algos.ppo import PPOLearner
     from surreal.algos.ppo.config import PPOConfig
-    from surreal.spaces import EnvInfo
+    from surreal.api.spaces import EnvInfo
     from surreal.testing import fake_segment_batch
 
     torch.manual_seed(seed)
@@ -124,10 +124,10 @@ def ppo_learner(lr: float, seed: int):
 def population(tmp_path, lrs: list[float], interval: int = 100, learners: bool = True):
     """A population folder as `create_population` writes it (PPO members, no processes); with
     `learners`, real PPO learners and their checkpoints, else stand-in checkpoint files."""
-    from surreal import checkpoint
     from surreal.algos.ppo.config import PPOConfig
-    from surreal.config import Config
+    from surreal.api.config import Config
     from surreal.pbt.config import to_dict
+    from surreal.runtime import checkpoint
 
     pbt = PBTConfig(
         members=len(lrs), interval=interval, fraction=0.5, space=["algo.lr:1e-4:1e-2:log"]
@@ -146,7 +146,7 @@ def population(tmp_path, lrs: list[float], interval: int = 100, learners: bool =
 
 
 def store_run(path, config):
-    from surreal.rundir import RunDir
+    from surreal.runtime.rundir import RunDir
 
     run = RunDir(path)
     run.create(config, {"algo": "ppo", "env_info": {}})
@@ -252,7 +252,7 @@ def test_manager_is_deterministic_and_resumes_its_random_sequence(tmp_path):
 
 
 def test_population_experiment_names_every_members_processes_and_services(tmp_path):
-    from surreal import launch as launching
+    from surreal.launch import experiment as launching
     from surreal.pbt import build_experiment, plan_population
 
     base = launching.plan("ppo", env="gym:CartPole-v1", actors=2, folder=str(tmp_path))
@@ -275,7 +275,7 @@ def test_population_experiment_names_every_members_processes_and_services(tmp_pa
 
 
 def test_a_population_needs_the_runtime_learner_loop(tmp_path):
-    from surreal import launch as launching
+    from surreal.launch import experiment as launching
     from surreal.pbt import plan_population
 
     base = launching.plan("ddpg", env="gym:Pendulum-v1", folder=str(tmp_path))

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from surreal.components.policy_worker import place
-from surreal.config import Config, ConfigError
-from surreal.core import Policy
-from surreal.registry import resolve
-from surreal.spaces import EnvInfo
+from surreal.api.config import Config, ConfigError
+from surreal.api.core import Policy
+from surreal.api.registry import resolve
+from surreal.api.spaces import EnvInfo
+from surreal.runtime.policy_worker import place
 from tests.surreal.test_policy_workers import CARTPOLE, PENDULUM, VISION, Service, _remote
 
 pytestmark = pytest.mark.timeout(120)
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.mark.integration
 def test_inference_device_is_checked_before_anything_starts(tmp_path: Path):
-    from surreal.launch import plan
+    from surreal.launch.experiment import plan
     from surreal.testing import surreal_cli
 
     remote = ("actor.inference=remote",)
@@ -45,7 +45,7 @@ def test_inference_device_is_checked_before_anything_starts(tmp_path: Path):
 def test_policy_workers_on_cuda_ask_their_cluster_for_a_gpu(tmp_path: Path):
     """On kube/compose/slurm the device is not this machine's: only its spelling is checked, and
     each policy worker declares one GPU (as the learner does for run.device=cuda)."""
-    from surreal.launch import build_experiment, plan
+    from surreal.launch.experiment import build_experiment, plan
 
     def gpus(*overrides: str) -> dict[str, int]:
         p = plan(

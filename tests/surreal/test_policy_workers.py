@@ -16,17 +16,17 @@ import zmq
 
 import caraml
 from caraml.testing import free_port
-from surreal.components import policy_worker
-from surreal.components.param_server import ParameterStore
-from surreal.components.policy_protocol import PolicyRequest, inference_methods
-from surreal.components.policy_worker import PolicyServer
-from surreal.components.ports import GuardedServer
-from surreal.components.remote_policy import RemotePolicy, VersionClient
-from surreal.config import Config, ConfigError
-from surreal.core import Policy
-from surreal.guard import PortGuard
-from surreal.registry import resolve
-from surreal.spaces import EnvInfo
+from surreal.api.config import Config, ConfigError
+from surreal.api.core import Policy
+from surreal.api.registry import resolve
+from surreal.api.spaces import EnvInfo
+from surreal.runtime import policy_worker
+from surreal.runtime.guard import PortGuard
+from surreal.runtime.param_server import ParameterStore
+from surreal.runtime.policy_protocol import PolicyRequest, inference_methods
+from surreal.runtime.policy_worker import PolicyServer
+from surreal.runtime.ports import GuardedServer
+from surreal.runtime.remote_policy import RemotePolicy, VersionClient
 
 pytestmark = pytest.mark.timeout(120)
 CARTPOLE = EnvInfo(obs_shape=(4,), discrete=True, num_actions=2)
@@ -269,7 +269,7 @@ def test_version_client_follows_versions_without_weights(ppo):
 
 
 def test_launch_declares_policy_workers_and_rejects_what_cannot_work(tmp_path: Path):
-    from surreal.launch import build_experiment, plan, preflight
+    from surreal.launch.experiment import build_experiment, plan, preflight
 
     p = plan(
         "ppo",
@@ -348,7 +348,7 @@ def test_double_buffered_halves_give_one_segment_in_env_order(ppo):
     """`build_actor` with remote inference: two halves (clients actor-0/0 and actor-0/1), each
     stepped in its own thread; the segment has the shapes and keys of one `Actor`'s, envs in
     order, and its actions are the policy's answers for its observations."""
-    from surreal.components.split_actor import SplitActor, build_actor
+    from surreal.runtime.split_actor import SplitActor, build_actor
 
     address = ppo.start_worker()
     ppo.config.env.id, ppo.config.env.num_envs = "gym:CartPole-v1", 5

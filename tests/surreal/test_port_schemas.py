@@ -9,14 +9,15 @@ import pytest
 
 import caraml
 from caraml.testing import free_address
-from surreal.components.batch_protocol import BatchRequests, ReplyCache
-from surreal.components.metrics import MetricsSink
-from surreal.components.param_server import ParameterStore
-from surreal.components.replay import BatchHandler, batch_arrays
-from surreal.components.replay_shard import ReplayShard
-from surreal.guard import Invalid, PortGuard
-from surreal.replay import FifoSampler, FifoStorage, Replay
-from surreal.schemas import (
+from surreal.api.replay import FifoSampler, FifoStorage, Replay
+from surreal.api.spaces import EnvInfo
+from surreal.runtime.batch_protocol import BatchRequests, ReplyCache
+from surreal.runtime.guard import Invalid, PortGuard
+from surreal.runtime.metrics import MetricsSink
+from surreal.runtime.param_server import ParameterStore
+from surreal.runtime.replay import BatchHandler, batch_arrays
+from surreal.runtime.replay_shard import ReplayShard
+from surreal.runtime.schemas import (
     ChunkSchema,
     ParamsSchema,
     SegmentSchema,
@@ -26,7 +27,6 @@ from surreal.schemas import (
     report,
     sample_request,
 )
-from surreal.spaces import EnvInfo
 from tests.surreal.port_fuzz import junk_objects
 
 pytestmark = pytest.mark.timeout(60)
@@ -269,7 +269,7 @@ def _undecodable() -> list:
 
 
 def test_a_message_caraml_fails_to_decode_is_a_drop_not_a_dead_server():
-    from surreal.components.ports import NOTHING, GuardedServer, receive
+    from surreal.runtime.ports import NOTHING, GuardedServer, receive
 
     guard = PortGuard("experience", out=io.StringIO())
     assert receive(lambda: caraml.deserialize(_undecodable()), guard) is NOTHING

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 
 from surreal.algos.ppo import PPOConfig, PPOLearner
-from surreal.config import Config
-from surreal.preflight import check_algorithm, segment_batch
-from surreal.spaces import EnvInfo
+from surreal.api.config import Config
+from surreal.api.spaces import EnvInfo
+from surreal.launch.preflight import check_algorithm, segment_batch
 
 CHEETAH = EnvInfo(
     obs_shape=(17,),

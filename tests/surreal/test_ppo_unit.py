@@ -5,8 +5,8 @@ import pytest
 
 from surreal.algos.ppo import PPOConfig, PPOLearner
 from surreal.algos.ppo.learner import explained_variance
-from surreal.config import EnvConfig
-from surreal.core import Actor
+from surreal.api.config import EnvConfig
+from surreal.api.core import Actor
 from surreal.envs import VectorEnv, env_info
 from surreal.testing import fake_segment_batch
 

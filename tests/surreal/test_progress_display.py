@@ -1,6 +1,6 @@
 """The progress display of `surreal launch`: a live panel on a terminal, plain lines elsewhere.
 
-Both are driven by `surreal.progress_demo`, a scripted run through the real `monitor`: processes
+Both are driven by `surreal.launch.progress_demo`, a scripted run through the real `monitor`: processes
 start one by one, an actor restarts twice, the learner trains to its budget and exits.
 """
 
@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from surreal.progress_view import RateWindow, restarts_by_role
+from surreal.launch.progress_view import RateWindow, restarts_by_role
 from symphony.testing import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -49,7 +49,7 @@ def _strip_time(line: str) -> str:
 @pytest.mark.integration
 def test_plain_mode_says_what_it_waits_for_and_never_repeats_a_line(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "surreal.progress_demo", str(tmp_path / "run")],
+        [sys.executable, "-m", "surreal.launch.progress_demo", str(tmp_path / "run")],
         capture_output=True,
         text=True,
         timeout=100,
@@ -76,7 +76,7 @@ def test_plain_mode_says_what_it_waits_for_and_never_repeats_a_line(tmp_path):
 def test_on_a_terminal_one_panel_updates_in_place(tmp_path):
     socket = f"surreal-progress-{uuid.uuid4().hex[:8]}"
     run = tmp_path / "run"
-    command = f"{sys.executable} -m surreal.progress_demo {run}; sleep 60"
+    command = f"{sys.executable} -m surreal.launch.progress_demo {run}; sleep 60"
     try:
         subprocess.run(
             ["tmux", "-L", socket, "new-session", "-d", "-x", "100", "-y", "40", command],

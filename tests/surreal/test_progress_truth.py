@@ -15,10 +15,10 @@ from surreal.algos.es.config import ESConfig
 from surreal.algos.es.loop import build
 from surreal.algos.es.master import ESMaster
 from surreal.algos.families import describe, summary, user_keys
-from surreal.launch import plan
-from surreal.progress import StatusReader, best_eval, format_status, monitor
-from surreal.progress_view import fields, policy_lag
-from surreal.rundir import RunDir
+from surreal.launch.experiment import plan
+from surreal.launch.progress import StatusReader, best_eval, format_status, monitor
+from surreal.launch.progress_view import fields, policy_lag
+from surreal.runtime.rundir import RunDir
 from surreal.testing import surreal_cli
 
 pytestmark = pytest.mark.timeout(120)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from surreal.algos import UnknownAlgorithm, names, resolve
-from surreal.core import Learner
+from surreal.api.core import Learner
 
 pytestmark = pytest.mark.timeout(60)
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "02_custom_learner" / "a2c.py"
@@ -45,15 +45,15 @@ def test_each_built_in_config_class_is_its_learners_and_imports_without_torch():
     import subprocess
     import sys
 
-    from surreal.registry import config_class
+    from surreal.api.registry import config_class
 
     for name in names():
         assert config_class(name) is resolve(name).config_class, name
     code = (
         "import sys\n"
-        "from surreal.launch import plan\n"
-        "from surreal.config import ConfigError\n"
-        "from surreal.registry import config_class, names\n"
+        "from surreal.launch.experiment import plan\n"
+        "from surreal.api.config import ConfigError\n"
+        "from surreal.api.registry import config_class, names\n"
         "classes = [config_class(n) for n in names()]\n"
         "try:\n"
         "    plan('ppo', env='gym:CartPole-v1', overrides=['algo.lr=banana'])\n"

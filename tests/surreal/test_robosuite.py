@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from surreal.config import EnvConfig
+from surreal.api.config import EnvConfig
 from surreal.envs import UnknownEnvironment, check_env, make_env
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import metric_records

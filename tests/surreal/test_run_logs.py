@@ -15,10 +15,10 @@ import sys
 
 import pytest
 
-from surreal.guard import PortGuard
-from surreal.launch import _free_experiment_name, plan
+from surreal.launch.experiment import _free_experiment_name, plan
 from surreal.monitoring import logs
 from surreal.monitoring.logs import PROGRESS_ENV, DropReport, Progress, Warnings, ending, setup
+from surreal.runtime.guard import PortGuard
 from surreal.testing import surreal_cli
 from symphony.records import Records
 from tests.surreal.helpers import QUICK, env_for

@@ -13,11 +13,11 @@ import pytest
 
 import caraml
 from caraml.testing import free_address
-from surreal.components.actor import _wait_for
-from surreal.components.param_server import ParameterStore
-from surreal.core import ParameterClient
-from surreal.progress import monitor
-from surreal.rundir import RunDir
+from surreal.launch.progress import monitor
+from surreal.runtime.actor import _wait_for
+from surreal.runtime.param_server import ParameterStore
+from surreal.runtime.parameter_client import ParameterClient
+from surreal.runtime.rundir import RunDir
 
 pytestmark = pytest.mark.timeout(60)
 

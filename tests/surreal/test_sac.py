@@ -22,11 +22,11 @@ from surreal.algos.sac import SACConfig, SACLearner
 from surreal.algos.sac.learner import SACPolicy
 from surreal.algos.sac.learning import SAC
 from surreal.algos.sac.networks import squashed_sample, tanh_log_det
-from surreal.components.policy_protocol import inference_methods
-from surreal.config import Config
-from surreal.launch import plan
-from surreal.preflight import check_algorithm
-from surreal.spaces import EnvInfo
+from surreal.api.config import Config
+from surreal.api.spaces import EnvInfo
+from surreal.launch.experiment import plan
+from surreal.launch.preflight import check_algorithm
+from surreal.runtime.policy_protocol import inference_methods
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import describe, processes_of, start_launch, status, wait_until
 
@@ -190,7 +190,7 @@ def test_ddpg_explores_with_mu_plus_noise_and_sac_samples_its_policy():
 def test_with_remote_inference_the_policy_worker_draws_the_exploratory_sample():
     """`actor.inference=remote`: `explore` runs on the actor's weightless local policy and
     asks the worker for `unit_action(obs, deterministic=False)`."""
-    from surreal.components.remote_policy import RemotePolicy
+    from surreal.runtime.remote_policy import RemotePolicy
     from tests.surreal.test_policy_workers import Service
 
     service = Service("sac", PENDULUM)

@@ -9,12 +9,12 @@ import torch
 
 from surreal.algos import resolve
 from surreal.algos.ppo import PPOConfig, PPOLearner
-from surreal.config import Config, EnvConfig
-from surreal.core import Actor, Learner
+from surreal.api.config import Config, EnvConfig
+from surreal.api.core import Actor, Learner
+from surreal.api.replay import FifoSampler
+from surreal.api.spaces import EnvInfo
 from surreal.envs import VectorEnv
-from surreal.preflight import PreflightError, check_algorithm
-from surreal.replay import FifoSampler
-from surreal.spaces import EnvInfo
+from surreal.launch.preflight import PreflightError, check_algorithm
 from surreal.testing import fake_segment_batch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +79,7 @@ def test_algorithms_with_their_own_topology_add_their_roles():
 
 
 BROKEN = """
-from surreal.core import Learner, Policy
+from surreal.api.core import Learner, Policy
 
 
 class P(Policy):
@@ -182,7 +182,7 @@ def test_a_custom_model_swaps_ppos_network_without_subclassing():
 
 
 def test_a_bad_model_reference_is_a_clear_launch_error(tmp_path):
-    from surreal.launch import plan
+    from surreal.launch.experiment import plan
 
     with pytest.raises(LookupError, match="algo.model=nowhere.py:Net: no such file"):
         plan("ppo", overrides=("algo.model=nowhere.py:Net",), folder=str(tmp_path))
@@ -248,8 +248,8 @@ def actor_lengths_are_unreported(segment: dict) -> bool:
 
 
 def test_one_component_entry_point_names_the_runs_roles_for_an_unknown_one(tmp_path):
-    from surreal.components import run_component
-    from surreal.launch import create_run, plan
+    from surreal.launch.experiment import create_run, plan
+    from surreal.runtime import run_component
 
     p = plan("es", env="gym:CartPole-v1", folder=str(tmp_path))
     create_run(p)
@@ -260,7 +260,7 @@ def test_one_component_entry_point_names_the_runs_roles_for_an_unknown_one(tmp_p
 def test_files_named_by_algo_settings_are_copied_into_the_run(tmp_path):
     import json
 
-    from surreal.launch import create_run, plan
+    from surreal.launch.experiment import create_run, plan
 
     model = tmp_path / "mine" / "model.py"
     model.parent.mkdir()

@@ -75,9 +75,9 @@ def main(run_dir: str, index: int = 0) -> None:
     import torch
 
     import caraml
-    from surreal.components.common import Component
-    from surreal.components.remote_policy import actor_inference
     from surreal.envs import VectorEnv
+    from surreal.runtime.common import Component
+    from surreal.runtime.remote_policy import actor_inference
 
     torch.set_num_threads(1)
     comp = Component(run_dir, "actor", index)

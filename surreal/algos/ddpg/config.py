@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from surreal.core import LearnerConfig
+from surreal.api.core import LearnerConfig
 
 
 @dataclass

@@ -12,8 +12,8 @@ from torch import nn
 from surreal.algos.ddpg.config import DDPGConfig
 from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ddpg.networks import Actor
-from surreal.core import Batch, Learner, Params, Policy
-from surreal.spaces import EnvInfo
+from surreal.api.core import Batch, Learner, Params, Policy
+from surreal.api.spaces import EnvInfo
 
 
 def _bounds(env_info: EnvInfo) -> tuple[np.ndarray, np.ndarray]:

@@ -45,7 +45,7 @@ def main(run_dir: str, index: int = 0) -> None:
     """Learn until run.steps env steps were stored (or stopped); checkpoint periodically and at exit."""
     import caraml
     from caraml.errors import WorkerDied
-    from surreal.components.common import Component
+    from surreal.runtime.common import Component
 
     comp = Component(run_dir, "learner", index)
     loop = _Loop(comp)
@@ -84,7 +84,7 @@ class _Loop:
 
     def __init__(self, comp) -> None:
         import caraml
-        from surreal.components.learner import build_learner
+        from surreal.runtime.learner import build_learner
 
         self.comp = comp
         self.learner, self.counters = build_learner(comp)
@@ -148,7 +148,7 @@ class _Loop:
             self.last_ckpt = now
 
     def save(self) -> None:
-        from surreal import checkpoint
+        from surreal.runtime import checkpoint
 
         checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from surreal.topology import (
+from surreal.runtime.topology import (
     LaunchPlan,
     add_actor_groups,
     add_evaluator,
@@ -24,10 +24,10 @@ from surreal.topology import (
 COMPONENTS = {
     "actor": "surreal.algos.ddpg.actor:main",
     "learner": "surreal.algos.ddpg.learner_loop:main",
-    "replay-proxy": "surreal.components.sharding:replay_proxy_main",
-    "replay-shard": "surreal.components.replay_shard:main",
-    "param-proxy": "surreal.components.sharding:param_proxy_main",
-    "param-shard": "surreal.components.sharding:param_shard_main",
+    "replay-proxy": "surreal.runtime.sharding:replay_proxy_main",
+    "replay-shard": "surreal.runtime.replay_shard:main",
+    "param-proxy": "surreal.runtime.sharding:param_proxy_main",
+    "param-shard": "surreal.runtime.sharding:param_shard_main",
 }
 """role -> "module:function(run_dir, index)" of the DDPG processes (beside the runtime's)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from surreal.core import LearnerConfig
+from surreal.api.core import LearnerConfig
 
 
 @dataclass

@@ -17,8 +17,8 @@ from surreal.algos.es.config import ESConfig
 from surreal.algos.es.noise_table import SharedNoiseTable
 from surreal.algos.es.policy import ESPolicy
 from surreal.algos.es.state import ESState
-from surreal.core import Batch, Learner, Params, Policy
-from surreal.spaces import EnvInfo
+from surreal.api.core import Batch, Learner, Params, Policy
+from surreal.api.spaces import EnvInfo
 
 
 def action_space(env_info: EnvInfo) -> SimpleNamespace:

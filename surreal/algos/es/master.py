@@ -208,7 +208,7 @@ def serve(
 ) -> None:
     """Serve workers on `address` until the master is done; `on_generation(master, i)` runs in
     this thread after each finished generation i and may return True to stop early."""
-    from surreal.components.ports import es_master_server
+    from surreal.runtime.ports import es_master_server
 
     server = es_master_server(master, address)  # worker requests checked first (#25)
     server.start()

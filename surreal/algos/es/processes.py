@@ -80,9 +80,9 @@ def master_main(run_dir: str, index: int = 0) -> None:
     import torch  # noqa: F401  (checkpoints need it; import it now, not in a hurried exit)
 
     import caraml
-    from surreal import checkpoint
     from surreal.algos.es.master import ESMaster, serve
-    from surreal.components.common import Component
+    from surreal.runtime import checkpoint
+    from surreal.runtime.common import Component
 
     comp = Component(run_dir, "learner", index)
     cfg = comp.config
@@ -127,8 +127,8 @@ def master_main(run_dir: str, index: int = 0) -> None:
 def worker_main(run_dir: str, index: int = 0) -> None:
     """Run ES worker `index` of a run until the master says stop."""
     from surreal.algos.es.worker import run_worker
-    from surreal.components.common import Component
     from surreal.envs import make_env
+    from surreal.runtime.common import Component
 
     comp = Component(run_dir, "es-worker", index)
     cfg = comp.config

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from surreal.topology import (
+from surreal.runtime.topology import (
     LaunchPlan,
     add_actor_groups,
     add_evaluator,

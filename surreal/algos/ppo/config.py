@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from surreal.config import Config
-from surreal.core import LearnerConfig
+from surreal.api.config import Config
+from surreal.api.core import LearnerConfig
 
 
 @dataclass

@@ -12,11 +12,11 @@ from surreal.algos.ppo.config import PPOConfig, batch_segments
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
 from surreal.algos.ppo.networks import entropy, log_prob, make_model
 from surreal.algos.ppo.policy import PPOPolicy, model_params
-from surreal.compiling import pays
-from surreal.config import Config
-from surreal.core import Batch, Learner, Params
-from surreal.normalizer import RunningNormalizer
-from surreal.spaces import EnvInfo
+from surreal.api.compiling import pays
+from surreal.api.config import Config
+from surreal.api.core import Batch, Learner, Params
+from surreal.api.normalizer import RunningNormalizer
+from surreal.api.spaces import EnvInfo
 
 MinibatchLoss = Callable[[torch.Tensor], tuple[torch.Tensor | None, dict[str, torch.Tensor]]]
 """indices -> (loss, stats); loss None: the step ran `backward()` itself (the compiled step)."""
@@ -42,7 +42,7 @@ class PPOLearner(Learner):
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
         self.check_config(config, env_info)
         super().__init__(config, env_info)  # builds self.model with make_model
-        compiling = self.compiling  # run.compile (surreal/compiling.py)
+        compiling = self.compiling  # run.compile (surreal/api/compiling.py)
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.lr, eps=1e-5, fused=True if compiling else None
         )
@@ -72,13 +72,13 @@ class PPOLearner(Learner):
         if config.network != "mlp":
             raise ValueError(f"algo.network must be 'mlp', got {config.network!r}")
         if config.model:
-            from surreal.registry import load_class
+            from surreal.api.registry import load_class
 
             load_class(config.model, "algo.model")  # raises LookupError saying what is wrong
 
     def compile_pays(self) -> bool:
         """`run.compile=auto`: the MLP (not an `algo.model` of your own) on the CPU in a run of
-        `surreal.compiling.PAYS_AFTER_STEPS` minibatch steps or more (`run.steps` x
+        `surreal.api.compiling.PAYS_AFTER_STEPS` minibatch steps or more (`run.steps` x
         `algo.update_epochs` / the minibatch size; an early stop on KL is not foreseen)."""
         run, cfg = self.run_config, self.config
         batch = batch_segments(run) * run.actor.rollout_length * run.env.num_envs

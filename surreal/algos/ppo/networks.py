@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
-from surreal.spaces import EnvInfo
+from surreal.api.spaces import EnvInfo
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 # Argument validation costs more than the math for these small batches (actors call it per step).
@@ -66,7 +66,7 @@ def make_model(config: Any, env_info: EnvInfo) -> nn.Module:
     """
     if not config.model:
         return ActorCritic(env_info, config.hidden_sizes, config.activation, config.log_std_init)
-    from surreal.registry import load_class
+    from surreal.api.registry import load_class
 
     return load_class(config.model, "algo.model")(env_info, config)
 

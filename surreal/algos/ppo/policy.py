@@ -7,10 +7,10 @@ import torch
 
 from surreal.algos.ppo.config import PPOConfig
 from surreal.algos.ppo.networks import greedy, log_prob, make_model
-from surreal.core import Batch, Params, Policy
-from surreal.modules import load_model_params, model_params
-from surreal.normalizer import RunningNormalizer
-from surreal.spaces import EnvInfo
+from surreal.api.core import Batch, Params, Policy
+from surreal.api.modules import load_model_params, model_params
+from surreal.api.normalizer import RunningNormalizer
+from surreal.api.spaces import EnvInfo
 
 __all__ = ["PPOPolicy", "load_model_params", "model_params"]
 

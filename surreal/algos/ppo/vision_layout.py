@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from surreal.spaces import EnvInfo
+from surreal.api.spaces import EnvInfo
 
 
 def image_dim(image_size: int) -> int:

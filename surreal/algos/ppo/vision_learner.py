@@ -13,9 +13,9 @@ from surreal.algos.ppo.loss import gae, ppo_loss
 from surreal.algos.ppo.vision_layout import proprio_dim, split_obs
 from surreal.algos.ppo.vision_model import ConvLSTMActorCritic
 from surreal.algos.ppo.vision_policy import VisionPolicy
-from surreal.core import Batch, Learner
-from surreal.normalizer import RunningNormalizer
-from surreal.spaces import EnvInfo
+from surreal.api.core import Batch, Learner
+from surreal.api.normalizer import RunningNormalizer
+from surreal.api.spaces import EnvInfo
 
 SEQUENCE_KEYS = (
     "image",

@@ -7,7 +7,7 @@ from torch import nn
 
 from surreal.algos.ppo.networks import ActorCritic, layer_init, mlp
 from surreal.algos.ppo.vision_layout import proprio_dim
-from surreal.spaces import EnvInfo
+from surreal.api.spaces import EnvInfo
 
 State = tuple[torch.Tensor, torch.Tensor]
 """The LSTM state (h, c), each [batch, lstm_size]."""

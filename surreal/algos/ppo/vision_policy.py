@@ -9,9 +9,9 @@ from surreal.algos.ppo.config import PPOConfig
 from surreal.algos.ppo.policy import load_model_params
 from surreal.algos.ppo.vision_layout import proprio_dim, split_obs
 from surreal.algos.ppo.vision_model import ConvLSTMActorCritic, State
-from surreal.core import Batch, Params, Policy
-from surreal.normalizer import RunningNormalizer
-from surreal.spaces import EnvInfo
+from surreal.api.core import Batch, Params, Policy
+from surreal.api.normalizer import RunningNormalizer
+from surreal.api.spaces import EnvInfo
 
 
 class VisionPolicy(Policy):

@@ -13,7 +13,7 @@ from surreal.algos.ddpg.learner import DDPGLearner, DDPGPolicy, OffPolicyAlgo
 from surreal.algos.sac.config import SACConfig
 from surreal.algos.sac.learning import SAC
 from surreal.algos.sac.networks import GaussianActor
-from surreal.spaces import EnvInfo
+from surreal.api.spaces import EnvInfo
 
 
 class SACPolicy(DDPGPolicy):

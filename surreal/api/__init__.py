@@ -1,0 +1,21 @@
+"""What a user imports and subclasses: `Learner`, `Policy`, `Actor`, `Batch`, `EnvInfo`, the
+config dataclasses. Everything else in surreal builds on this room; it builds on nothing else
+of surreal's (import-linter's contracts in pyproject.toml)."""
+
+from surreal.api.config import Config, ConfigError
+from surreal.api.core import Actor, Batch, Learner, LearnerConfig, Params, Policy
+from surreal.api.replay import Replay
+from surreal.api.spaces import EnvInfo
+
+__all__ = [
+    "Actor",
+    "Batch",
+    "Config",
+    "ConfigError",
+    "EnvInfo",
+    "Learner",
+    "LearnerConfig",
+    "Params",
+    "Policy",
+    "Replay",
+]

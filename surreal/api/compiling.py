@@ -1,0 +1,112 @@
+"""`run.compile`: a learner's update step through `torch.compile`, eager after a failure.
+
+`Learner.compiled(fn, name)` is the entry point (surreal/api/core.py); this module holds the work:
+`enabled` resolves the setting (`auto` asks the learner whether compiling pays for this run:
+`Learner.compile_pays`, `pays`); `Compiled` wraps the step and falls back to the plain function,
+with one warning line on the process's log, when compiling or running the compiled version
+raises. What was measured to pay and what not: docs/learning.md, "Compiled learner step"
+(bench/learner_step.py).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from surreal.api.config import ConfigError
+
+log = logging.getLogger(__name__)
+"""Where the fall back's warning goes: the process's log (`surreal.monitoring.logs` prints the
+WARNING records of every logger without a handler of its own)."""
+
+MODES = ("auto", "on", "off")
+"""The values of `run.compile`."""
+
+PAYS_AFTER_STEPS = 60_000
+"""`auto` compiles PPO's MLP step on the CPU for runs of at least this many minibatch steps
+(`run.steps x algo.update_epochs / minibatch size`). From bench/learner_step.py on the 2-core
+build machine (docs/learning.md, "Compiled learner step"): a cold compile costs 15-17 CPU-s (7-9
+more for a second minibatch shape, e.g. a shorter last minibatch) and the compiled step saves
+~0.6 ms of CPU per minibatch step, at minibatch 64 and at 512 alike (per-step overhead, not
+arithmetic), so the compile is paid back after ~25-45k steps; 60k asks for about twice that.
+HalfCheetah's recipe (1M steps x 10 epochs / 64) is 156k steps: compiled; the test suite's runs
+and CartPole's (200k x 20 / 256 = 16k) are not."""
+
+
+def check(mode: str) -> str:
+    """`mode` if it is a `run.compile` value, else ConfigError (one line)."""
+    if mode not in MODES:
+        raise ConfigError(f"run.compile must be auto, on or off, got {mode!r}")
+    return mode
+
+
+def enabled(mode: str, pays: bool) -> bool:
+    """Whether the update step is compiled: `on`, or `auto` where the learner says it `pays`."""
+    return check(mode) == "on" or (mode == "auto" and pays)
+
+
+def pays(minibatch_steps: float, device: torch.device) -> bool:
+    """`auto` for a step measured to pay (PPO's MLP): on the CPU, for runs of `PAYS_AFTER_STEPS`
+    minibatch steps or more (nothing was measured on a GPU yet, so `auto` stays off there)."""
+    return device.type == "cpu" and minibatch_steps >= PAYS_AFTER_STEPS
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    line = text[0] if text else ""
+    line = f"{type(err).__name__}: {line}" if line else type(err).__name__
+    return line if len(line) <= 200 else line[:197] + "..."
+
+
+class Compiled:
+    """`fn` through `torch.compile` (compiled on its first call, again for a new input shape);
+    if compiling or a compiled call raises, one warning line on the process's log and `fn`
+    itself from then on. The failed call is run again eagerly, after `reset()` when given (e.g.
+    the optimizer's `zero_grad`, for a step that failed in its compiled backward).
+
+    Attributes:
+        name: what the warning calls the step.
+        active: True while the compiled version is in use (False after a fall back).
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        name: str,
+        reset: Callable[[], Any] | None = None,
+        **options: Any,
+    ) -> None:
+        self.fn = fn
+        self.name = name
+        self.reset = reset
+        self.compiled: Callable[..., Any] | None = None
+        try:
+            self.compiled = torch.compile(fn, **options)
+        except Exception as err:  # noqa: BLE001 - any failure falls back, never stops the run
+            self._fall_back(err)
+
+    @property
+    def active(self) -> bool:
+        return self.compiled is not None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.compiled is None:
+            return self.fn(*args, **kwargs)
+        try:
+            return self.compiled(*args, **kwargs)
+        except Exception as err:  # noqa: BLE001 - see the class's docstring
+            self._fall_back(err)
+            if self.reset is not None:
+                self.reset()
+            return self.fn(*args, **kwargs)
+
+    def _fall_back(self, err: BaseException) -> None:
+        self.compiled = None
+        log.warning(
+            "run.compile: compiling %s failed (%s); it runs eagerly from now on",
+            self.name,
+            _first_line(err),
+        )

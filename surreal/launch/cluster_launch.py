@@ -1,0 +1,161 @@
+"""`surreal launch` on a cluster backend: backend options, `--dry-run` manifests, detached launch.
+
+`-o KEY=VALUE` are the symphony backend's options, read like `symphony launch -o` does (the
+symphony config file's `backend_options.<backend>` first; a bare `-o DIR` is `output=DIR`, where
+`--dry-run` writes one file per Kubernetes object). On kube every container mounts the run
+storage at /runs (`-o volume=CLAIM`: a PersistentVolumeClaim all pods share; without it each
+pod's own scratch volume), and the run is launched detached: its processes live on the cluster,
+and `symphony describe/logs/delete EXPERIMENT` follow it. On compose every process container
+reads the run's private env file (`surreal.runtime.compose_env`: Curve keys, object-store settings), and
+`surreal launch` stays attached; the containers' output becomes `RUN/logs/` at the end.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from surreal.runtime.portable import IMAGE_BACKENDS, RUNS_ROOT
+
+STOP_GRACE_S = 30
+"""Seconds a stopping process gets before SIGKILL on local, tmux and compose (its last
+checkpoint, uploads and W&B finish)."""
+
+DETACHED = ("kube",)
+"""Backends `surreal launch` starts and leaves running (the processes are the cluster's)."""
+
+
+def options(plan: Any, backend: str, pairs: tuple[str, ...]) -> dict[str, Any]:
+    """The backend's options: config file, `-o` pairs, then what the run's Curve keys need.
+
+    On local, tmux and compose a stopped run's processes get up to 30 s (not symphony's
+    default) between SIGTERM and SIGKILL: the learner's last checkpoint, uploads and the
+    metrics process's W&B finish must not be cut off on a busy machine; processes that stop
+    sooner end sooner.
+
+    Raises:
+        symphony.errors.BackendError: compose with a run folder on this machine's disk (the
+            containers share none; the run folder must be an `s3://` URL).
+    """
+    from surreal.runtime import curve
+    from surreal.runtime.portable import run_url
+    from symphony.cli import backend_options
+    from symphony.errors import BackendError
+
+    if backend == "compose" and not run_url(plan):
+        raise BackendError(
+            f"--backend compose: the containers share no folder with this machine, so "
+            f"{plan.run_dir.where} would not reach them; put the run folder in an object store: "
+            "--folder s3://BUCKET/PREFIX (docs/storage.md)"
+        )
+
+    merged = backend_options(backend, pairs)
+    if backend in ("local", "tmux"):
+        merged.setdefault("grace_s", STOP_GRACE_S)
+    if backend == "compose":
+        merged.setdefault("stop_grace_s", STOP_GRACE_S)
+    if backend == "kube":  # the run folder's container path lives on the run storage
+        merged.setdefault("volume_path", RUNS_ROOT)
+    from surreal.runtime import compose_env
+
+    for key, value in compose_env.options(plan).items():  # compose: keys and storage settings
+        merged[key] = [*_listed(merged.get(key)), value]
+    for key, value in curve.launch_options(plan).items():
+        merged[key] = {**(merged.get(key) or {}), **value} if isinstance(value, dict) else value
+    return merged
+
+
+def _listed(value: Any) -> list[Any]:
+    if not value:
+        return []
+    return list(value) if isinstance(value, (list, tuple)) else [value]
+
+
+def save_container_logs(handle: Any, logs: Any) -> None:
+    """On compose: each process container's output into `logs/PROCESS.log`, read once the run
+    is stopped (the stop lines included) from the copy the backend keeps in symphony's record
+    when it removes the containers; elsewhere the backend's log files are kept instead."""
+    if handle.backend.name != "compose":
+        return
+    logs.mkdir(exist_ok=True)
+    for process in handle.record.experiment().process_names():
+        try:
+            lines = list(handle.backend.logs(handle.record, process))
+        except Exception:  # noqa: BLE001 - a container that never started has no output
+            continue
+        with (logs / f"{process}.log").open("a") as out:
+            out.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+PLANNED = (*IMAGE_BACKENDS, "slurm")
+"""Backends whose `--dry-run` prints what the backend would submit, not the spec."""
+
+
+def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
+    """What would start: on compose, kube and slurm the backend's `--dry-run` text (kube: the
+    manifests, also written into the `output` folder when given, a summary when large; slurm:
+    the batch script of every group), elsewhere the experiment's spec; starts nothing, writes
+    nothing else. On kube with a cloudwise cluster spec (`-o cluster_spec=PATH`) the text starts
+    with `# cost: ...` lines: what the processes cost an hour at list prices (`surreal.launch.cost`).
+
+    Raises:
+        symphony.SymphonyError: a bad option, or an experiment the backend cannot render.
+    """
+    text, cost = _render(plan, backend, opts)
+    if cost is None:
+        return text
+    return "".join(f"# {line}\n" for line in cost.lines()) + text
+
+
+def _render(plan: Any, backend: str, opts: dict[str, Any]) -> tuple[str, Any]:
+    """The dry-run text, and the run's `surreal.launch.cost.RunCost` (None: not kube, or no spec)."""
+    from surreal.launch import experiment as launching
+    from symphony.backends import get_backend
+    from symphony.errors import SpecError
+    from symphony.records import Records
+
+    impl = get_backend(backend, records=Records(), **opts)
+    experiment = launching.build_experiment(plan)
+    try:
+        text = impl.plan(experiment) if backend in PLANNED else experiment.to_yaml()
+    except SpecError as err:
+        if str(err).startswith("group 'actors-") and "asks for" in str(err):
+            raise SpecError(f"{err} (actors: --set actor.group_size=N)") from None
+        raise
+    if backend != "kube" or not impl.config.cluster_spec:  # KubeBackend.config: KubeConfig
+        return text, None
+    spec = impl.config.cluster_spec
+    from cloudwise.spec import ClusterSpec
+    from surreal.launch.cost import experiment_cost
+
+    return text, experiment_cost(experiment, ClusterSpec.load(spec))
+
+
+def record_cost(plan: Any, cost: Any) -> None:
+    """Keep the run's cost per hour (a `RunCost`, None: none) in its run.json, for `surreal
+    status`: launch-time prices, so a later edit of the cluster spec does not rewrite them."""
+    from surreal.runtime.rundir import write_json
+
+    info = {k: v for k, v in plan.run_dir.info().items() if k != "cost"}
+    if cost is not None:
+        info["cost"] = cost.to_dict()
+    write_json(plan.run_dir.run_file, info)
+
+
+def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
+    """Render the run (a request no node can hold is refused here), write the run folder
+    (with the run's cost per hour, on kube with a cluster spec), launch it and leave it
+    running; returns what to tell the user."""
+    import symphony
+    from surreal.launch import experiment as launching
+
+    _, cost = _render(plan, backend, opts)  # every refusal before the run folder is written
+    launching.create_run(plan)
+    record_cost(plan, cost)
+    handle = symphony.launch(launching.build_experiment(plan), backend, detach=True, **opts)
+    name = handle.name
+    told = (
+        f"{name} is running on {backend} ({plan.config.run.actors} actors); follow it with "
+        f"`symphony describe {name}`, `symphony logs {name} learner -f`; stop it with "
+        f"`symphony delete {name}`"
+    )
+    return told if cost is None else f"{told}\n{cost.lines()[0]} (`surreal status` tracks it)"

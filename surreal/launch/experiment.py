@@ -1,0 +1,384 @@
+"""From a config to a symphony Experiment: one process per component, wired by named services."""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import shutil
+from pathlib import Path
+from typing import Any
+
+from surreal import monitoring
+from surreal.algos.families import apply_family_defaults
+from surreal.api import config as config_io
+from surreal.api.config import Config, ConfigError
+from surreal.api.core import RUNTIME_COMPONENTS, Learner
+from surreal.api.device import check_device
+from surreal.api.registry import config_class, resolve
+from surreal.envs import check_env, env_info
+from surreal.launch import config_check
+from surreal.launch.preflight import check_algorithm
+from surreal.runtime import checkpoint, compose_env, curve, portable, preload, storage_sync
+from surreal.runtime.policy_topology import check_inference, check_remote_actors
+from surreal.runtime.portable import IMAGE_BACKENDS
+from surreal.runtime.rundir import (
+    RunDir,
+    check_writable,
+    new_remote_run_dir,
+    resume_run_dir,
+    slug,
+    write_json,
+)
+from surreal.runtime.storage_sync import prepare_launch_mirror
+from surreal.runtime.topology import LaunchPlan, algorithm_experiment
+from symphony.backends import get_backend
+from symphony.errors import ExperimentNotFound, SymphonyError
+from symphony.launcher import free_name
+from symphony.records import Records
+from symphony.states import ALIVE_STATES
+
+__all__ = ["LaunchPlan", "build_experiment", "create_run", "plan", "preflight"]
+
+
+def plan(
+    algo: str | None,
+    *,
+    env: str | None = None,
+    actors: int | None = None,
+    steps: int | None = None,
+    overrides: tuple[str, ...] = (),
+    folder: str = "runs",
+    name: str | None = None,
+    trial: str | None = None,
+    resume: str | None = None,
+    backend: str = "local",
+    dry_run: bool = False,
+) -> LaunchPlan:
+    """Resolve the algorithm, build and check the config and the environment, pick the run folder.
+
+    `dry_run`: a new run in an object store is planned without contacting the store (its
+    trial, unless given, is shown as t1); a local folder is still checked for writing.
+
+    Raises:
+        UnknownAlgorithm, UnknownEnvironment, ConfigError, FileExistsError, FileNotFoundError:
+            with a message that says what to do; nothing has started.
+    """
+    config_check.check_backend_name(backend)  # a misspelt --backend: before torch is imported
+    offline = dry_run and not resume  # a dry run of a new run contacts no object store
+    # an object store that does not answer: now (a dry run checks only the URL's form)
+    storage_sync.check_folder(resume or folder, contact=not offline)
+    if not resume and not storage_sync.is_remote(folder):
+        check_writable(folder)  # /proc, a file as parent, a read-only mount: before torch
+    if resume:
+        run_dir, algo_ref, algo_class, config = _resumed(resume, algo)
+    else:
+        if not algo:
+            raise ConfigError(
+                "name an algorithm (e.g. `surreal launch ppo`) or pass --resume RUN_DIR"
+            )
+        algo_class = None  # resolved (torch imported) once the settings are checked
+        algo_ref = _absolute_ref(algo)
+        config = Config(algo=config_class(algo)())
+    _settle(config, env, actors, steps, overrides, family=not resume)
+    algo_class = algo_class or resolve(algo)
+    info = _check_run(config, algo_class, backend)
+    experiment = slug(
+        name or f"{Path(algo_ref.split(':')[-1]).stem}-{config.env.id.split(':')[-1]}"
+    )
+    if not resume:
+        run_dir = _new_run_dir(folder, experiment, trial, offline)
+    exp_name = slug(f"{run_dir.path.parent.name}-{run_dir.path.name}")[:63].strip("-")
+    return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume), backend)
+
+
+def _resumed(resume: str, algo: str | None) -> tuple[RunDir, str, type[Learner], Config]:
+    """--resume RUN_DIR: the run folder, its algorithm (reference and class) and its config."""
+    run_dir = resume_run_dir(resume)
+    if not run_dir.exists():
+        raise FileNotFoundError(f"--resume {resume}: not a run folder (no config.json/run.json)")
+    if not run_dir.url:
+        check_writable(run_dir.path, "--resume")
+    algo_ref = run_dir.info()["algo"]
+    if algo and _absolute_ref(algo) != algo_ref and resolve(algo) is not resolve(algo_ref):
+        raise ConfigError(f"--resume {resume} trains {algo_ref!r}, not {algo!r}; drop ALGO")
+    algo_class = run_dir.algo_class()  # a file learner: the run's own copy
+    config = run_dir.load_config()
+    _check_checkpoint(run_dir.checkpoint)
+    return run_dir, algo_ref, algo_class, config
+
+
+def _settle(
+    config: Config,
+    env: str | None,
+    actors: int | None,
+    steps: int | None,
+    overrides: tuple[str, ...],
+    family: bool,
+) -> None:
+    """The command line's settings into `config` (after the task family's defaults for a new
+    run: the user's still win), then its values checked, before torch is imported."""
+    if env is not None:
+        config.env.id = env
+    if family:  # settings per task family (surreal.algos.families)
+        apply_family_defaults(config)
+    if actors is not None:
+        config.run.actors = actors
+    if steps is not None:
+        config.run.steps = steps
+    config_io.apply_overrides(config, list(overrides))
+    config_check.check_values(config)  # NaN/inf and ranges: before torch is imported
+
+
+def _check_run(config: Config, algo_class: type[Learner], backend: str) -> Any:
+    """Check the config against the environment and the algorithm; the environment's EnvInfo."""
+    _check(config, gpus_here=backend not in IMAGE_BACKENDS)
+    check_env(config.env.id)
+    info = env_info(config.env.id, config.env)
+    algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
+    config_check.check_fits(config, algo_class, info)  # the algorithm vs the action space
+    _check_replicas(config, algo_class)
+    check_inference(config, algo_class)  # actor.inference, run.policy_workers
+    algo_class.check_run(config)  # the whole run config, e.g. mappo: agents vs policies
+    return info
+
+
+def _new_run_dir(folder: str, experiment: str, trial: str | None, offline: bool) -> RunDir:
+    """A new run's folder: FOLDER/EXPERIMENT/TRIAL (the next free trial unless named)."""
+    if storage_sync.is_remote(folder):
+        return new_remote_run_dir(folder, experiment, trial, offline=offline)
+    base = Path(folder) / experiment
+    run_dir = RunDir(base / (trial or _next_trial(base)))
+    if run_dir.path.exists():
+        raise FileExistsError(
+            f"{run_dir.path} exists; pick another --trial or continue it with "
+            f"--resume {run_dir.path}"
+        )
+    check_writable(run_dir.path)  # e.g. FOLDER/EXPERIMENT is a file
+    return run_dir
+
+
+def _check_checkpoint(path: Path) -> None:
+    """--resume: a truncated checkpoint with no whole one before it is an error now (the
+    learner falls back to `previous.pt` by itself when that one is whole)."""
+    if path.is_file() and not checkpoint.intact(path):
+        if not checkpoint.intact(checkpoint.previous(path)):
+            raise checkpoint.CheckpointError(
+                f"--resume: the checkpoint {path} is truncated or corrupt and there is no whole "
+                f"{checkpoint.PREVIOUS} beside it; start a new run (or restore the file)"
+            )
+
+
+def _absolute_ref(ref: str) -> str:
+    if ".py:" not in ref and not ref.endswith(".py"):
+        return ref
+    path, _, cls = ref.partition(":")
+    return f"{Path(path).resolve()}:{cls}"
+
+
+def _next_trial(base: Path) -> str:
+    i = 1
+    while (base / f"t{i}").exists():
+        i += 1
+    return f"t{i}"
+
+
+def _check(config: Config, gpus_here: bool = True) -> None:
+    """Values the types alone do not rule out (`gpus_here`: the learner runs on this machine,
+    so `run.device` must name a GPU it has; on compose and kube only its spelling counts)."""
+    positive = {
+        "run.actors": config.run.actors,
+        "run.steps": config.run.steps,
+        "env.num_envs": config.env.num_envs,
+        "actor.rollout_length": config.actor.rollout_length,
+        "run.checkpoint_every": config.run.checkpoint_every,
+        "actor.group_size": config.actor.group_size,
+    }
+    for key, value in positive.items():
+        if value < 1:
+            flag = {"run.actors": "--actors", "run.steps": "--steps"}.get(key, f"--set {key}")
+            raise ConfigError(f"{key} must be >= 1, got {value} ({flag} N)")
+    if config.actor.max_ahead is not None and config.actor.max_ahead < 0:
+        raise ConfigError("actor.max_ahead must be >= 0 or none (never wait)")
+    if config.run.torch_threads < 0:
+        raise ConfigError("run.torch_threads must be >= 0 (0: what the learner's CPUs allow)")
+
+    # a GPU asked for but not there: a usage error, here (the cluster's GPUs: only the spelling)
+    check_device(config.run.device, cuda_count=None if gpus_here else 1 << 16)
+    # policy workers' device: spelled right always; there, when they run on this machine
+    remote = config.actor.inference == "remote"
+    check_device(
+        config.actor.inference_device,
+        cuda_count=None if gpus_here and remote else 1 << 16,
+        name="actor.inference_device",
+    )
+
+    monitoring.check(config)  # run.wandb without wandb installed: a usage error, here
+
+
+def _check_replicas(config: Config, algo_class: type) -> None:
+    """`run.learner_replicas`: >= 1; above 1 only with the runtime's learner loop and a batch
+    that splits evenly between the replicas."""
+    n = config.run.learner_replicas
+    if n < 1:
+        raise ConfigError(f"run.learner_replicas must be >= 1, got {n}")
+    if n == 1:
+        return
+    if algo_class.components().get("learner") != RUNTIME_COMPONENTS["learner"]:
+        raise ConfigError(
+            f"run.learner_replicas={n}: {algo_class.__name__} has its own learner process; "
+            "replicas work with the runtime's learner loop (ppo, ppo-vision, your Learner)"
+        )
+    per_batch = algo_class.segments_per_batch(config)
+    if per_batch % n:
+        raise ConfigError(
+            f"run.learner_replicas={n} must divide the {per_batch} segments per batch "
+            "(algo.batch_size / (actor.rollout_length x env.num_envs), or --actors for a batch of one segment per actor)"
+        )
+
+
+def preflight(p: LaunchPlan) -> None:
+    """Run the algorithm once on synthetic data here, before anything starts
+    (`surreal.launch.preflight.check_algorithm`); raises PreflightError (a ValueError) saying where."""
+    config = p.config
+    if p.backend in IMAGE_BACKENDS:  # the learner's device is the cluster's: check on the CPU
+        config = dataclasses.replace(config, run=dataclasses.replace(config.run, device="cpu"))
+    check_algorithm(p.algo_class, config, p.env_info)
+    check_remote_actors(p, algorithm_experiment)  # remote inference: actors that ask for it
+
+
+def build_experiment(p: LaunchPlan) -> Any:
+    """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`
+    (the standard topology when it returns None: `surreal.runtime.topology.algorithm_experiment`),
+    with the run's Curve keys on every process when `surreal.runtime.curve.enabled(plan)`, and on
+    compose and kube commands that run in the image (`surreal.runtime.portable`). The learner's end
+    is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there."""
+    exp = preload.apply(portable.apply(curve.apply(algorithm_experiment(p), p), p), p)
+    if "learner" in exp.process_names():
+        exp.ends_with = ["learner"]
+    return exp
+
+
+def _process_facts(p: LaunchPlan) -> dict[str, Any]:
+    """What the run's processes read from `run.json` instead of importing the learner (and
+    torch): their entry points (`RunDir.components`) and, when the algorithm keeps the default
+    replay, its size (`surreal.runtime.replay.make_replay`)."""
+    facts: dict[str, Any] = {"components": p.algo_class.components()}
+    if getattr(p.algo_class.make_replay, "__func__", None) is Learner.make_replay.__func__:
+        facts["fifo_replay"] = {"segments_per_batch": p.algo_class.segments_per_batch(p.config)}
+    return facts
+
+
+def create_run(p: LaunchPlan) -> None:
+    """Write the run folder (config, run record, experiment spec) before launching.
+
+    Raises:
+        FileExistsError: the run is running (another launch holds its lock, or its processes
+            live on after their launcher); nothing was written.
+    """
+    p.experiment_name = _free_experiment_name(p)
+    _refuse_if_running(p)
+    if not p.run_dir.url:
+        _hold_lock(p.run_dir.path, create=not p.resume)
+    if p.resume:
+        config_io.save(p.config, p.run_dir.config_file)
+        before = p.run_dir.info()
+        kept = {k: v for k, v in before.items() if k != "cost"}  # a kube launch records it anew
+        info = {**kept, "experiment": p.experiment_name, **_process_facts(p)}
+        if info != before:
+            write_json(p.run_dir.run_file, info)
+    else:
+        if p.run_dir.url:  # a run in an object store: written here, uploaded by surreal launch
+            prepare_launch_mirror(p.run_dir.url, resume=False)
+        info = {
+            "algo": p.algo_ref,
+            "env_info": p.env_info.to_dict(),
+            "experiment": p.experiment_name,
+            **_process_facts(p),
+        }
+        _copy_algo_files(p)
+        p.run_dir.create(p.config, info)
+        copy = p.run_dir.copy_algo_file(p.algo_ref)
+        if copy:  # every process, `surreal eval` and `--resume` load the learner from the copy
+            write_json(p.run_dir.run_file, {**p.run_dir.info(), "algo_copy": copy})
+
+    curve.prepare(p)  # RUN/keys/ (mode 600) when the run's traffic uses Curve
+
+    compose_env.prepare(p)  # compose: RUN/keys/compose.env for the containers (mode 600)
+
+    monitoring.prepare(p.run_dir.path)  # restart counts and /metrics targets start afresh
+    (p.run_dir.path / "experiment.yaml").write_text(build_experiment(p).to_yaml())
+
+
+LOCK_FILE = ".launch.lock"
+"""In the run folder: held (flock) by the launch that writes and runs it; the kernel lets go
+of it when that process ends, however it ends."""
+_HELD: list[Any] = []  # the lock files this process holds, open until it exits
+
+
+def _hold_lock(folder: Path, create: bool) -> None:
+    """Take the run folder's lock (making the folder of a new run), or raise FileExistsError."""
+    try:
+        folder.mkdir(parents=True, exist_ok=not create)
+    except FileExistsError:
+        raise FileExistsError(
+            f"{folder} was just created by another launch; pick another --trial"
+        ) from None
+    lock = open(folder / LOCK_FILE, "a")  # noqa: SIM115 - held until this process exits
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise FileExistsError(
+            f"{folder} is being launched or run by another `surreal launch`; follow it with "
+            f"`surreal status -f {folder}`, or stop it before launching it again"
+        ) from None
+    _HELD.append(lock)
+
+
+def _refuse_if_running(p: LaunchPlan) -> None:
+    """--resume of a run whose processes still run (e.g. after its launcher died) is refused
+    before anything in its folder is rewritten."""
+    if not p.resume:
+        return
+
+    try:
+        record = Records().load(p.experiment_name)
+        here = {p.run_dir.location, str(p.run_dir.path.resolve())}
+        if record.spec.get("metadata", {}).get("run_dir") not in here:
+            return
+        processes = get_backend(record.backend).describe(record).processes
+    except (ExperimentNotFound, SymphonyError, OSError):
+        return
+    alive = [q.name for q in processes if q.state in ALIVE_STATES]
+    if alive:
+        raise FileExistsError(
+            f"--resume {p.run_dir.where}: the run is still running ({len(alive)} processes of "
+            f"experiment {record.name}); follow it with `surreal status -f {p.run_dir.where}` "
+            f"or stop it (`symphony delete {record.name}`) before resuming it"
+        )
+
+
+def _free_experiment_name(p: LaunchPlan) -> str:
+    """The symphony name this launch runs under: the run's own (a resumed run: the one it had),
+    taking over the record of its own ended launch; another experiment's name gets `-2`, ...
+    (symphony keeps ended runs' records: `symphony.launcher.free_name`)."""
+    name = (p.run_dir.info().get("experiment") if p.resume else None) or p.experiment_name
+    here = {p.run_dir.location, str(p.run_dir.path.resolve())}
+    try:
+        return free_name(name, lambda r: r.spec.get("metadata", {}).get("run_dir") in here)
+    except SymphonyError:  # e.g. a broken symphony config file: the launch itself says so
+        return name
+
+
+def _copy_algo_files(p: LaunchPlan) -> None:
+    """Copy the files that `algo.*` settings name (`path/file.py:Class`, e.g. PPO's `algo.model`)
+    into the run's `code/` and point the saved config at the copies, so the run keeps working
+    after the originals change."""
+    for f in dataclasses.fields(p.config.algo):
+        value = getattr(p.config.algo, f.name)
+        path, sep, cls = value.rpartition(":") if isinstance(value, str) else ("", "", "")
+        if sep and path.endswith(".py") and Path(path).is_file():
+            target = p.run_dir.path.resolve() / "code" / Path(path).name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target)
+            setattr(p.config.algo, f.name, f"{target}:{cls}")

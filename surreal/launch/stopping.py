@@ -1,0 +1,47 @@
+"""Ending a launched run: stop every process, keep its logs, record how it ended.
+
+`surreal launch` (one run, `surreal.cli`) and `surreal launch --population` (`surreal.pbt.run`)
+both end a run here, and both stop on SIGTERM as on Ctrl-C (`raise_interrupt`).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from surreal.launch.cluster_launch import save_container_logs
+
+OUTCOMES = {0: "finished", 130: "stopped"}
+"""`surreal launch`'s exit code -> how symphony's record says the run ended (else "failed")."""
+
+
+def stop_and_keep_logs(handle: Any, logs: Path, code: int | None = None) -> None:
+    """Stop every process and append their logs to RUN_DIR/logs/. Symphony keeps its record
+    (with the logs) and how the run ended, from the exit `code` (None: as the processes
+    ended): `symphony list --all`, `symphony describe/logs EXPERIMENT` show the past run."""
+    outcome = None if code is None else OUTCOMES.get(code, "failed")
+    handle.stop(outcome=outcome)
+    save_container_logs(handle, logs)  # compose: what the record kept of each container's output
+    try:
+        logs.mkdir(exist_ok=True)
+        for process, source in (handle.record.logs or {}).items():
+            try:
+                text = Path(source).read_text(errors="replace")
+            except FileNotFoundError:
+                continue
+            with (logs / f"{process}.log").open("a") as out:
+                out.write(text)
+    except OSError as err:  # a full disk: the run's folder cannot take them
+        print(
+            f"could not copy the processes' logs into {logs} ({err.strerror or err}); they "
+            f"stay in symphony's record: symphony logs {handle.record.name} PROCESS",
+            file=sys.stdout,
+            flush=True,
+        )
+
+
+def raise_interrupt(*_: object) -> None:
+    """A signal handler that stops the launching process as Ctrl-C does:
+    `signal.signal(signal.SIGTERM, raise_interrupt)` (so `kill` and `timeout` stop a run)."""
+    raise KeyboardInterrupt

@@ -1,0 +1,184 @@
+"""One uniform-replay shard: pulls actors' chunks, answers the learner's sample requests.
+
+A shard connects (never binds) to the two backends of the replay proxies (`surreal.runtime.
+sharding`): chunks arrive fair-queued from the pull-push proxy, sample requests round-robin from the
+router-dealer proxy. So K shards run the same code and a restarted shard simply reconnects.
+
+Requests: {"op": "sample", "batch_size": B} -> {"ready": False, ...} before the shard holds its
+sampling-start size, else {"ready": True, "batch": {obs, act, rew, next_obs, discount}, ...};
+{"op": "stats"} -> {..., "chunks"}. Every reply carries "size", "added" (transitions ever
+stored: the learner sums them over shards as its env-step count), "shard" (the index) and
+"boot" (a random id of this incarnation, so a restarted shard is told apart).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from surreal.runtime.guard import Invalid, PortGuard
+from surreal.runtime.ports import NOTHING, GuardedServer, receive
+from surreal.runtime.replay_uniform import UniformSampler, UniformStorage
+from surreal.runtime.schemas import (
+    REQUEST_MAX_BYTES,
+    ChunkSchema,
+    as_array,
+    as_dict,
+    sample_request,
+)
+
+
+def _any_chunk(message: Any) -> dict:
+    """Without an env spec: a dict of numeric arrays (the storage checks the rest)."""
+    chunk = as_dict(message, "a replay chunk")
+    for key, value in chunk.items():
+        as_array(value, key)
+    if "rew" not in chunk:
+        raise Invalid("a replay chunk needs 'rew'", "missing-keys")
+    return chunk
+
+
+class ReplayShard:
+    """Storage + sampler behind a lock, fed by a Puller and read through a Server."""
+
+    def __init__(
+        self,
+        capacity: int,
+        start: int,
+        dedup: bool = False,
+        seed: int | None = None,
+        index: int = 0,
+        chunk_schema: Callable[[Any], dict] | None = None,
+    ) -> None:
+        self.index = index
+        self.chunk_schema = chunk_schema  # checks pushed chunks (None: any dict of arrays)
+        self.chunk_guard, self.request_guard = PortGuard("replay"), PortGuard("replay-sample")
+        self.boot = int.from_bytes(os.urandom(6), "little")  # tells this incarnation from a restart
+        self.storage = UniformStorage(capacity, dedup=dedup)
+        self.sampler = UniformSampler(start, seed)
+        self.lock = threading.Lock()
+        self.chunks = 0
+        self.stopped = threading.Event()
+
+    def handle(self, message: Any) -> dict:
+        """Answer a sample or stats request (the caraml Server handler); a request that is
+        neither is counted and answered {"ready": False, "error": ...}, never raised."""
+        request = self.request_guard.check(sample_request, message)
+        op = None if request is None else request["op"]
+        with self.lock:
+            info = {
+                "size": len(self.storage),
+                "added": self.storage.added,
+                "shard": self.index,
+                "boot": self.boot,
+            }
+            if op == "stats":
+                return {**info, "chunks": self.chunks}
+            if op != "sample":
+                return {**info, "ready": False, "error": "send op 'sample' or 'stats'"}
+            if not self.sampler.ready(self.storage):
+                return {**info, "ready": False}
+            return {
+                **info,
+                "ready": True,
+                "batch": self.sampler.sample(self.storage, int(request["batch_size"])),
+            }
+
+    def add(self, message: Any) -> None:
+        """Store one pushed chunk if it fits the shard's schema (else count and drop it)."""
+        chunk = self.chunk_guard.check(self.chunk_schema or _any_chunk, message)
+        if chunk is None:
+            return
+        with self.lock:
+            stored = self.chunk_guard.guarded("store-failed", lambda: self.storage.add(chunk))
+            self.chunks += stored is not None
+
+    def serve(self, push_backend: str, sample_backend: str, poll_s: float = 0.2) -> None:
+        """Pull and serve until `stop()` (connects to the proxies' backends)."""
+        import caraml
+
+        puller = caraml.Puller(push_backend, bind=False)
+        server = GuardedServer(
+            sample_backend, self.handle, self.request_guard, bind=False, max_size=REQUEST_MAX_BYTES
+        ).start()
+        try:
+            while not self.stopped.is_set():
+                chunk = receive(lambda: puller.pull(timeout=poll_s), self.chunk_guard)
+                if chunk is not NOTHING:
+                    self.add(chunk)
+        finally:
+            server.stop()
+            puller.close()
+
+    def stop(self) -> None:
+        """Make `serve` return after its current poll."""
+        self.stopped.set()
+
+
+def main(run_dir: str, index: int = 0) -> None:
+    """Replay shard `index` of a run: serve until stopped, reporting fill to the metrics sink."""
+    from surreal.runtime.common import Component
+    from surreal.runtime.sharding import shard_seed
+
+    comp = Component(run_dir, "buffer", index)
+    algo = comp.config.algo
+    # Each of K shards starts sampling at half its share of the sampling-start size, so shards
+    # that got a few chunks less than the others (round robin) never hold the learner back.
+    start = max(1, algo.replay_start // (2 * algo.replay_shards))
+    shard = ReplayShard(
+        algo.replay_capacity,
+        start,
+        algo.dedup_obs,
+        shard_seed(comp.config.run.seed, index),
+        index,
+        chunk_schema=ChunkSchema(comp.env_info, algo.dedup_obs),
+    )
+    comp.stopping = shard.stopped  # SIGTERM ends serve()
+    reporter = threading.Thread(target=_report_loop, args=(comp, shard), daemon=True)
+    reporter.start()
+    comp.log.info(
+        "replay shard %d connects replay-shards %s (chunks in), replay-sample-shards %s "
+        "(samples out); capacity %s, sampling from %s",
+        index,
+        comp.address("replay-shards").tcp,
+        comp.address("replay-sample-shards").tcp,
+        f"{algo.replay_capacity:,}",
+        f"{start:,}",
+    )
+    try:
+        shard.serve(comp.address("replay-shards").tcp, comp.address("replay-sample-shards").tcp)
+    finally:
+        with shard.lock:
+            comp.log.info(
+                "took %s chunks (%s transitions); held %s at the end",
+                f"{shard.chunks:,}",
+                f"{shard.storage.added:,}",
+                f"{len(shard.storage):,}",
+            )
+        comp.close()
+
+
+def _report_loop(comp, shard: ReplayShard, every_s: float = 2.0) -> None:
+    from surreal.monitoring import logs
+
+    started = time.time()  # tells a restarted shard's reports from its predecessor's
+    log = getattr(comp, "log", None) or logs.get()
+    tick = getattr(comp, "tick", None) or logs.Progress(log).tick  # (tests pass a bare comp)
+    drops = logs.DropReport(log, [shard.chunk_guard, shard.request_guard])
+    while not shard.stopped.wait(every_s):
+        with shard.lock:
+            size, added, chunks = len(shard.storage), shard.storage.added, shard.chunks
+        if tick({"chunks in": chunks, "transitions": added}, {"size": size}):
+            drops.check()
+        comp.report(
+            0,
+            {
+                "buffer/fill": size / shard.storage.capacity,
+                f"buffer/shard{shard.index}_size": size,
+                f"buffer/shard{shard.index}_added": added,
+                f"buffer/shard{shard.index}_started": started,
+            },
+        )
