@@ -16,6 +16,13 @@ intervals while actors wait, counts a stall, and each actor takes a stall as one
 credit (`surreal.runtime.param_server`). (An equal share of `run.actors` made every live actor
 wait for versions the learner could not reach without the stopped ones: 10% of actors stopped
 cut PPO's updates to a quarter in bench/scale.py.)
+
+A new actor paces on `run.actors` for its first `WARMUP_S` seconds and only then on the server's
+count: in a run's first seconds most actors have not asked yet, so the server counts 1 or 2. One
+stall seen with such a count gave each of 8 CartPole actors the credit of 8 (7 segments instead
+of 0.5): 21 segments, 5 batches, lay in the buffer before the first update, and since the actors
+then send exactly what the learner takes, that backlog stayed all run long, a policy lag of 8
+versions under which PPO stalled near 200 (1 of 15 seeds here, and a CI run).
 """
 
 from __future__ import annotations
@@ -23,6 +30,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+
+WARMUP_S = 5.0
+"""Seconds a new actor paces on `run.actors` before it trusts the server's live count."""
 
 
 class Pacer:
@@ -33,11 +43,20 @@ class Pacer:
         actors: the run's actor count, used until the server says how many are alive.
         max_ahead: versions' worth of segments an actor may send ahead (`actor.max_ahead`).
         version: the parameter version the actor holds when it starts.
+        clock: seconds, monotonic (for `WARMUP_S`).
     """
 
-    def __init__(self, per_batch: int, actors: int, max_ahead: int, version: int) -> None:
+    def __init__(
+        self,
+        per_batch: int,
+        actors: int,
+        max_ahead: int,
+        version: int,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.per_batch, self.actors, self.max_ahead = per_batch, max(1, actors), max_ahead
-        self.version = version
+        self.version, self.clock = version, clock
+        self.started = clock()
         self.live = self.actors
         self.stalls: int | None = None
         self.credit = self.cap()
@@ -59,7 +78,7 @@ class Pacer:
     def observe(self, version: int, live: int | None = None, stalls: int | None = None) -> None:
         """The parameter server holds `version`, says `live` actors asked it lately, and has
         counted `stalls` stalls (each one is worth a version of credit)."""
-        if live:
+        if live and self.clock() - self.started >= WARMUP_S:
             self.live = live
         versions = max(0, version - self.version)
         if stalls is not None:

@@ -15,7 +15,7 @@ import pytest
 
 import caraml
 from caraml.testing import free_address
-from surreal.runtime.pacing import LiveActors, Pacer
+from surreal.runtime.pacing import WARMUP_S, LiveActors, Pacer
 from surreal.runtime.param_server import ParameterStore
 from surreal.runtime.parameter_client import ParameterClient
 
@@ -53,7 +53,9 @@ def _simulate(live_counted: bool, actors=40, stopped=4, per_batch=8, rounds=400)
     """Versions per round the learner reaches when `stopped` actors send nothing: each round
     every live actor that is not ahead sends one segment; the learner makes one version of
     every `per_batch` segments."""
-    pacers = [Pacer(per_batch, actors, 1, 0) for _ in range(actors)]
+    clock = _Clock()
+    pacers = [Pacer(per_batch, actors, 1, 0, clock=clock) for _ in range(actors)]
+    clock.now += WARMUP_S  # past the first seconds, in which no live count is trusted
     version, queued, live = 0, 0, actors - stopped
     for _ in range(rounds):
         for pacer in pacers[:live]:
@@ -77,6 +79,19 @@ def test_an_actor_back_from_a_long_stop_sends_no_more_than_its_cap():
     pacer = Pacer(8, 2, 1, 0)
     pacer.observe(1000, live=2)
     assert _sends_before_waiting(pacer) == 8
+
+
+def test_a_new_actor_paces_on_the_run_s_actors_until_the_live_count_can_be_trusted():
+    """In a run's first seconds the server has seen few actors: a count of 1 with a stall gave
+    each of 8 actors 7 segments of credit instead of 1 (a backlog of 5 batches, kept all run)."""
+    clock = _Clock()
+    early = Pacer(4, 8, 1, 0, clock=clock)  # ppo CartPole, 8 actors: 0.5 segments per version
+    early.observe(0, live=1, stalls=0)
+    early.observe(0, live=1, stalls=1)  # the learner's first batch is late: a stall
+    assert _sends_before_waiting(early) == 1
+    clock.now += WARMUP_S  # later, 1 live actor is the truth (the others stopped): it takes over
+    early.observe(1, live=1, stalls=1)
+    assert early.share() == 4 and _sends_before_waiting(early) >= 4
 
 
 class _Clock:
