@@ -51,6 +51,12 @@ class LearnerConfig:
         `--set`, through the same typed path; default: none."""
         return {}
 
+    def replay_items(self) -> int:
+        """Transitions one replay buffer process stores, for its memory request on compose and
+        kube (`surreal.runtime.sizing`); default 0 (no replay storage: on-policy algorithms).
+        Off-policy configs return their capacity (DDPG/TD3/SAC: `replay_capacity`)."""
+        return 0
+
 
 class Policy(abc.ABC):
     """Maps a batch of observations to actions; runs in actor and evaluator processes.
@@ -63,6 +69,15 @@ class Policy(abc.ABC):
 
     model: Any = None
     """The torch module `load_params` fills by default (`Learner.make_model(config, env_info)`)."""
+    remote_methods: ClassVar[tuple[str, ...]] = ("act", "value")
+    """The methods a policy worker serves with `actor.inference=remote`, each called as
+    `method(obs, **kwargs)` on a batch of observations (`surreal.runtime.policy_protocol`); a
+    request for any other is refused. Add a subclass's own inference methods (DDPG's
+    `unit_action`); never `reset` or `load_params` (the worker calls those itself)."""
+    recurrent: ClassVar[bool] = False
+    """True for a policy that keeps per-environment memory (overrides `reset` and keeps it as a
+    batch-first tuple of tensors in `self.state`, like `VisionPolicy`): a policy worker keeps one
+    state per actor and resets it where that actor's episodes ended."""
 
     @abc.abstractmethod
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, Batch]:

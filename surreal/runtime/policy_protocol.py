@@ -5,8 +5,8 @@ A request (one per actor call, lockstep over caraml req-rep)::
     {"client": "actor-3", "method": "act", "obs": float32 [n, *obs_shape],
      "kwargs": {"deterministic": False}, "reset": bool [n] (optional), "min_version": int}
 
-`method` is one of the policy's inference methods (`inference_methods`: its public methods whose
-first argument is `obs`, e.g. `act`, `value`, DDPG's `unit_action`); `reset` marks the client's
+`method` is one of the methods the policy declares in `Policy.remote_methods` (`act`, `value`,
+DDPG's `unit_action`; `inference_methods`), any other is refused; `reset` marks the client's
 environments whose episode ended since its last request (a recurrent policy forgets their state
 first); `min_version` asks the worker to hold parameters at least that new before answering.
 
@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from surreal.api.core import Policy
 from surreal.runtime.guard import Invalid
 from surreal.runtime.schemas import as_dict
 
@@ -32,11 +33,38 @@ KWARGS = frozenset({"deterministic"})
 """Keyword arguments a request may pass to the method (booleans)."""
 
 
-def inference_methods(policy: Any) -> frozenset[str]:
-    """Public methods of `policy` whose first parameter is named `obs` (served remotely)."""
+def declares(policy: Any, marker: str) -> bool:
+    """Whether `policy`'s class, or a base below `Policy`, sets the class attribute `marker`."""
+    mro = type(policy).__mro__
+    below = mro[: mro.index(Policy)] if Policy in mro else mro
+    return any(marker in vars(cls) for cls in below)
+
+
+def remote_methods(policy: Any) -> frozenset[str]:
+    """The methods `policy` declares in `Policy.remote_methods`; raises ValueError for a name
+    that is not a public method of it, or one the worker calls itself (`LOCAL_METHODS`)."""
+    names = frozenset(getattr(policy, "remote_methods", Policy.remote_methods))
+    bad = sorted(
+        n
+        for n in names
+        if n.startswith("_") or n in LOCAL_METHODS or not callable(getattr(policy, n, None))
+    )
+    if bad:
+        raise ValueError(
+            f"{type(policy).__name__}.remote_methods names {bad}: list public methods called as "
+            f"method(obs, **kwargs), never {sorted(LOCAL_METHODS)}"
+        )
+    return names
+
+
+def undeclared_methods(policy: Any) -> frozenset[str]:
+    """Public methods whose first parameter is `obs` that `policy` serves without declaring them:
+    the old rule, kept (deprecated) for a policy that does not set `remote_methods` itself."""
+    if declares(policy, "remote_methods"):
+        return frozenset()
     names = set()
     for name in dir(type(policy)):
-        if name.startswith("_") or name in LOCAL_METHODS:
+        if name.startswith("_") or name in LOCAL_METHODS or name in Policy.remote_methods:
             continue
         attr = getattr(policy, name, None)
         if not callable(attr):
@@ -48,6 +76,25 @@ def inference_methods(policy: Any) -> frozenset[str]:
         if params and params[0] == "obs":
             names.add(name)
     return frozenset(names)
+
+
+def inference_methods(policy: Any) -> frozenset[str]:
+    """The methods a policy worker serves for `policy`: its `remote_methods`, plus (deprecated,
+    `undeclared_methods`) the obs-first methods of a policy that declares none."""
+    return remote_methods(policy) | undeclared_methods(policy)
+
+
+def undeclared_hint(policy: Any) -> str | None:
+    """The one-line deprecation warning for a policy served by the old name rule, or None."""
+    extra = sorted(undeclared_methods(policy))
+    if not extra:
+        return None
+    name = type(policy).__name__
+    wanted = tuple(sorted(remote_methods(policy))) + tuple(extra)
+    return (
+        f"{name} serves {extra} remotely because their first parameter is `obs` (deprecated): "
+        f"declare `remote_methods = {wanted}` on {name}"
+    )
 
 
 class PolicyRequest:
@@ -67,7 +114,10 @@ class PolicyRequest:
             raise Invalid("'client' must be a name of 1-64 characters", "bad-field")
         method = req.get("method")
         if method not in self.methods:
-            raise Invalid(f"'method' must be one of {sorted(self.methods)}", "bad-method")
+            raise Invalid(
+                f"'method' must be one of the policy's remote_methods {sorted(self.methods)}",
+                "bad-method",
+            )
         obs = req.get("obs")
         if not isinstance(obs, np.ndarray) or obs.dtype != np.float32:
             raise Invalid("'obs' must be a float32 array", "bad-obs")

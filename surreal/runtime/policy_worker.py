@@ -4,9 +4,10 @@
 `policy-K`); actor i asks worker i % K. A worker follows the parameter server like an actor does
 (by version), gathers the requests that arrive within `actor.inference_wait_ms` of the first one
 (or until every actor it knows has one waiting), runs the policy's method once on the whole batch
-and answers each actor with its rows. A recurrent policy (one that overrides `Policy.reset` and
-keeps its memory in a batch-first `state` attribute, like `VisionPolicy`) keeps one state per
-client there, reset where the client says an episode ended. Every request is checked against the
+and answers each actor with its rows; it serves the methods the policy declares in
+`Policy.remote_methods`. A recurrent policy (`Policy.recurrent = True`, its memory in a
+batch-first `state` attribute, like `VisionPolicy`) keeps one state per client there, reset where
+the client says an episode ended. Every request is checked against the
 env's observation spec (`surreal.runtime.policy_protocol`); a bad one is counted and refused.
 """
 
@@ -22,15 +23,36 @@ import numpy as np
 from surreal.api.core import Policy
 from surreal.monitoring import logs
 from surreal.runtime.guard import PortGuard
-from surreal.runtime.policy_protocol import PolicyRequest, inference_methods, split_result
+from surreal.runtime.policy_protocol import (
+    PolicyRequest,
+    declares,
+    inference_methods,
+    split_result,
+    undeclared_hint,
+)
 
 ACTIVE_S = 5.0
 """A client that has not asked for this long no longer holds a batch back."""
 
 
 def is_recurrent(policy: Policy) -> bool:
-    """Whether `policy` keeps per-environment memory (it overrides `Policy.reset`)."""
+    """Whether `policy` keeps per-environment memory: its `Policy.recurrent` marker; a policy
+    that overrides `reset` without setting the marker counts as recurrent (deprecated,
+    `recurrent_hint`), as it did before the marker."""
+    if declares(policy, "recurrent"):
+        return bool(type(policy).recurrent)
     return type(policy).reset is not Policy.reset
+
+
+def recurrent_hint(policy: Policy) -> str | None:
+    """The one-line deprecation warning for a policy recurrent by the old rule, or None."""
+    if declares(policy, "recurrent") or type(policy).reset is Policy.reset:
+        return None
+    name = type(policy).__name__
+    return (
+        f"{name} overrides reset() without declaring `recurrent`: treated as recurrent "
+        f"(deprecated); set `recurrent = True` on {name} (or False if reset() keeps no memory)"
+    )
 
 
 class PolicyServer:
@@ -42,7 +64,10 @@ class PolicyServer:
 
     Raises:
         ValueError: a recurrent policy without a batch-first `state` attribute (its memory could
-            not be kept per client).
+            not be kept per client), or `remote_methods` naming what cannot be served.
+
+    Logs one warning line each for a policy that relies on the old rules (`recurrent_hint`,
+    `policy_protocol.undeclared_hint`); it is still served as before.
     """
 
     def __init__(self, policy: Policy, obs_shape: tuple[int, ...]) -> None:
@@ -50,10 +75,13 @@ class PolicyServer:
         self.recurrent = is_recurrent(policy)
         if self.recurrent and not hasattr(policy, "state"):
             raise ValueError(
-                f"{type(policy).__name__} overrides reset() but keeps no `state` attribute: "
+                f"{type(policy).__name__} is recurrent but keeps no `state` attribute: "
                 "remote inference needs its memory as a batch-first tuple of tensors in "
                 "`self.state` (see VisionPolicy); use actor.inference=local"
             )
+        for hint in (recurrent_hint(policy), undeclared_hint(policy)):
+            if hint:
+                logs.get().warning(hint)
         self.guard = PortGuard("policy")
         self.validate = PolicyRequest(obs_shape, inference_methods(policy))
         self.states: dict[str, Any] = {}

@@ -2,9 +2,9 @@
 
 `actor.inference=local` (the default): each actor runs `Learner.make_policy` itself and loads the
 parameters it fetches. `actor.inference=remote`: each actor gets a `RemotePolicy`, a drop-in
-`Policy` whose inference methods (`act`, `value`, and any public method whose first argument is
-`obs`, e.g. DDPG's `unit_action`) are answered by policy worker `index % run.policy_workers`
-(`surreal.runtime.policy_worker`); other methods (e.g. DDPG's `scale`) run on a local copy
+`Policy` whose inference methods (its `Policy.remote_methods`: `act`, `value`, DDPG's
+`unit_action`; `policy_protocol.inference_methods`) are answered by policy worker
+`index % run.policy_workers` (`surreal.runtime.policy_worker`); other methods (e.g. DDPG's `scale`) run on a local copy
 of the learner's policy. The actor then follows the parameter *version* only (`VersionClient`:
 no weights travel to it) and passes it on, so the worker answers with parameters at least as new.
 A worker that dies is restarted by the launcher; meanwhile the actor waits and retries.

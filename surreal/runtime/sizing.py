@@ -12,7 +12,8 @@ it does anything; these leave room for the environments, batches and the network
     actor, evaluator   1.0 (2.0 for robosuite environments, which load MuJoCo models and
                        renderers)
     buffer             2.0, plus the replay storage of an off-policy algorithm
-                       (`replay_capacity` transitions of float32 observations and actions)
+                       (`LearnerConfig.replay_items()` transitions of float32 observations
+                       and actions; DDPG/TD3/SAC: `replay_capacity`)
     learner            4.0 (each replica)
     param-server       1.0
     metrics            0.5
@@ -26,6 +27,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+from surreal.api.core import LearnerConfig
 
 MEMORY_GB = {
     "actor": 1.0,
@@ -51,9 +54,11 @@ def role_of(argv: list[str]) -> str | None:
 
 
 def replay_gb(plan: Any) -> float:
-    """Memory of an off-policy buffer's storage: `algo.replay_capacity` transitions of
-    (obs, next obs, action, reward, done) in float32; 0 for algorithms without one."""
-    capacity = getattr(plan.config.algo, "replay_capacity", 0) or 0
+    """Memory of an off-policy buffer's storage: `algo.replay_items()` transitions
+    (`LearnerConfig.replay_items`; DDPG/TD3/SAC: `replay_capacity`) of (obs, next obs, action,
+    reward, done) in float32; 0 for algorithms without one."""
+    algo = plan.config.algo
+    capacity = (algo.replay_items() if isinstance(algo, LearnerConfig) else 0) or 0
     obs = math.prod(plan.env_info.obs_shape) if plan.env_info.obs_shape else 1
     per_transition = 4 * (2 * obs + max(plan.env_info.action_dim, 1) + 2)
     return capacity * per_transition / 2**30

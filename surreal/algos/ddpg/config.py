@@ -89,6 +89,11 @@ class DDPGConfig(LearnerConfig):
             return {"algo.lr": 3e-4, "algo.replay_start": 10_000}
         return {}
 
+    def replay_items(self) -> int:
+        """Transitions one replay buffer process stores (`LearnerConfig.replay_items`): the
+        replay capacity, which each shard holds when sharded."""
+        return self.replay_capacity
+
     @classmethod
     def td3(cls, **overrides: object) -> DDPGConfig:
         """The TD3 variant: twin critics, target policy smoothing, actor updated every 2 steps."""

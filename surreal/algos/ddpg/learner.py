@@ -28,9 +28,11 @@ def _bounds(env_info: EnvInfo) -> tuple[np.ndarray, np.ndarray]:
 
 class DDPGPolicy(Policy):
     """mu(o) rescaled to the env's bounds; extras carry the action in [-1, 1] (what replay stores).
-    `to(device)` moves mu (a policy worker with `actor.inference_device`)."""
+    `to(device)` moves mu (a policy worker with `actor.inference_device`). A policy worker
+    serves `unit_action` too; `explore` stays on the actor (it draws the actor's noise)."""
 
     device = torch.device("cpu")
+    remote_methods = ("act", "value", "unit_action")
 
     def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
         self.low, self.high = _bounds(env_info)

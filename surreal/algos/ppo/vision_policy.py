@@ -24,6 +24,8 @@ class VisionPolicy(Policy):
     """
 
     device = torch.device("cpu")
+    recurrent = True
+    remote_methods = ("act", "value", "inputs")  # `inputs`: served before the marker, kept
 
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
         self.image_size = config.image_size
