@@ -2,17 +2,42 @@
 
 from __future__ import annotations
 
+import atexit
+import json
+import logging
+import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+import symphony
 from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
+from surreal.algos import families
+from surreal.api import config as config_io
 from surreal.api.config import EnvConfig, RunConfig
+from surreal.launch import cluster_launch, config_check
+from surreal.launch import experiment as launching
+from surreal.launch.evaluate import evaluate_run, run_status
+from surreal.launch.progress import format_status, monitor
 from surreal.launch.stopping import raise_interrupt, stop_and_keep_logs
+from surreal.pbt import build_experiment, run_population
+from surreal.pbt.config import split_overrides, to_dict
+from surreal.pbt.run import prepare_population
+from surreal.pbt.status import population_status
+from surreal.pbt.store import is_population
+from surreal.runtime import run_component
+from surreal.runtime.rundir import read_json, resolve_run
+from surreal.runtime.storage_sync import LaunchSync
+from symphony.backends import get_backend
+from symphony.errors import ExperimentNotFound
+from symphony.launcher import ExperimentHandle
+from symphony.records import ACTIVE_STATUSES, Records
 
 _UserError = (
     InputError  # a problem with the input: `Error: ...` on one line, exit 2, nothing started
@@ -167,10 +192,6 @@ def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
     """The launch plan of `surreal launch`'s arguments (and its population's, with
     --population or a population's --resume), after the launch check; a bad input raises the
     one-line usage error."""
-    from surreal.launch import experiment as launching
-    from surreal.pbt.config import split_overrides
-    from surreal.pbt.store import is_population
-
     pbt_overrides, overrides = split_overrides(args["overrides"])
     resume, population = args["resume"], args["population"]
     populated = bool(population) or bool(resume and is_population(Path(resume)))
@@ -186,8 +207,6 @@ def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
         if not populated:
             return plan, None
-        from surreal.pbt.run import prepare_population
-
         return plan, prepare_population(plan, population, pbt_overrides, args["steps"], overrides)
     except (LookupError, ValueError, FileExistsError, FileNotFoundError) as err:
         raise _UserError(str(err)) from err
@@ -198,16 +217,7 @@ def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
 def _print_dry_run(plan: Any, population_plan: Any, args: dict[str, Any]) -> None:
     """What --dry-run prints: the run folder, the family defaults, the config, then what the
     backend would start (a population: its settings and experiment)."""
-    import json
-
-    import symphony
-    from surreal.api import config as config_io
-    from surreal.launch import cluster_launch
-
     if population_plan is not None:
-        from surreal.pbt import build_experiment
-        from surreal.pbt.config import to_dict
-
         pbt = json.dumps({"pbt": to_dict(population_plan.pbt)}, indent=2)
         text = f"{pbt}\n{build_experiment(population_plan).to_yaml()}"
     else:
@@ -225,10 +235,6 @@ def _print_dry_run(plan: Any, population_plan: Any, args: dict[str, Any]) -> Non
 def _start(plan: Any, args: dict[str, Any]) -> None:
     """Start the run: detached on the backends that run it without this command (kube,
     slurm: prints how to follow it), else watched here until it ends (exits with its code)."""
-    import symphony
-    from surreal.algos.families import user_keys
-    from surreal.launch import cluster_launch
-
     backend = args["backend"]
     try:
         opts = cluster_launch.options(plan, backend, args["backend_pairs"])
@@ -237,7 +243,7 @@ def _start(plan: Any, args: dict[str, Any]) -> None:
             return
     except (symphony.SymphonyError, FileExistsError) as err:
         raise _UserError(str(err)) from err
-    user = user_keys(args["steps"], args["actors"], args["overrides"])
+    user = families.user_keys(args["steps"], args["actors"], args["overrides"])
     sys.exit(_run(plan, backend, args["quiet"], opts, user))
 
 
@@ -248,10 +254,6 @@ def _population_size(n: int | None) -> int | None:
 
 
 def _run_population(population_plan, backend: str) -> int:
-    import symphony
-    from surreal.launch import config_check
-    from surreal.pbt import run_population
-
     try:
         config_check.check_backend(backend)  # before the run folder is written
     except ValueError as err:
@@ -275,18 +277,12 @@ def _dry_run_folder_line(plan, trial: str | None) -> str:
 def _family_line(plan, user: set[str] = frozenset(), width: int | None = None) -> str:
     """`task family: classic (algo.norm_obs=False, ...)`: the defaults `surreal launch` chose,
     less those the user set (`user`: dotted keys), wrapped at `width` columns (None: one line)."""
-    from surreal.algos.families import summary
-
-    return summary(plan.config, user=user, width=width)
+    return families.summary(plan.config, user=user, width=width)
 
 
 def _create_run(plan: Any, backend: str) -> Any:
     """Write the run folder (after the backend's check); the started LaunchSync that uploads
     a run in an object store and follows its status."""
-    from surreal.launch import config_check
-    from surreal.launch import experiment as launching
-    from surreal.runtime.storage_sync import LaunchSync
-
     try:
         config_check.check_backend(backend)  # before the run folder is written
     except ValueError as err:
@@ -305,11 +301,6 @@ def _create_run(plan: Any, backend: str) -> Any:
 
 def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset()) -> int:
     """Create the run, launch it, watch it until it ends or Ctrl-C; its exit code."""
-    import symphony
-    from surreal.launch import experiment as launching
-    from surreal.launch.progress import format_status, monitor
-    from surreal.runtime.rundir import read_json
-
     sync = _create_run(plan, backend)
     out = sys.stdout
     click.echo(
@@ -364,8 +355,6 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
 def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
     """Load RUN_DIR's checkpoint and report the mean greedy return over --episodes episodes."""
     _quiet_third_party()
-    from surreal.launch.evaluate import evaluate_run
-
     if video:
         _private_runtime_dir()
     try:  # evaluate_run checks --video (check_video) before the run is read
@@ -384,8 +373,6 @@ def eval_command(run_dir: str, episodes: int, video: str | None) -> None:
 def _quiet_third_party() -> None:
     """Keep robosuite's import-time chatter (macro-file and optional-model warnings) off this
     terminal; the component processes still write it to their logs (RUN_DIR/logs/*.log)."""
-    import logging
-
     logging.getLogger("robosuite_logs").disabled = True
 
 
@@ -395,11 +382,6 @@ def _private_runtime_dir() -> None:
     Without one it prints "error: XDG_RUNTIME_DIR is invalid or not set" although recording
     works; a private temporary folder (mode 0700, removed at exit) keeps that noise away.
     """
-    import atexit
-    import os
-    import shutil
-    import tempfile
-
     current = os.environ.get("XDG_RUNTIME_DIR")
     if current and os.path.isdir(current) and os.access(current, os.W_OK):
         return
@@ -420,10 +402,6 @@ def _private_runtime_dir() -> None:
 )
 def status(run_dir: str, follow: bool) -> None:
     """Show RUN_DIR's progress (steps, returns, checkpoint) and whether its processes are alive."""
-    from surreal.launch.evaluate import run_status
-    from surreal.pbt.status import population_status
-    from surreal.pbt.store import is_population
-
     if follow and "://" in run_dir:
         raise _UserError("--follow watches a run on this machine: pass its local run folder")
     try:
@@ -437,13 +415,6 @@ def status(run_dir: str, follow: bool) -> None:
 
 def _follow(path: Path) -> int:
     """`surreal status -f`: the launcher's progress display on a running local or cluster run."""
-    from surreal.launch.progress import monitor
-    from surreal.runtime.rundir import resolve_run
-    from symphony.backends import get_backend
-    from symphony.errors import ExperimentNotFound
-    from symphony.launcher import ExperimentHandle
-    from symphony.records import ACTIVE_STATUSES, Records
-
     run = resolve_run(path)
     try:
         record = Records().load(str(run.info().get("experiment")))
@@ -470,6 +441,4 @@ def _follow(path: Path) -> int:
 @click.option("--index", default=0, type=int, help="Which one of its role (actor-3: 3).")
 def component(role: str, run_dir: str, index: int) -> None:
     """Run one component process (started by `surreal launch`)."""
-    from surreal.runtime import run_component
-
     run_component(role, run_dir, index)

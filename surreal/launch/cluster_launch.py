@@ -14,7 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from surreal.runtime.portable import IMAGE_BACKENDS, RUNS_ROOT
+import symphony
+from cloudwise.spec import ClusterSpec
+from surreal.launch import experiment as launching
+from surreal.launch.cost import experiment_cost
+from surreal.runtime import compose_env, curve
+from surreal.runtime.portable import IMAGE_BACKENDS, RUNS_ROOT, run_url
+from surreal.runtime.rundir import write_json
+from symphony.backends import get_backend
+from symphony.cli import backend_options
+from symphony.errors import BackendError, SpecError
+from symphony.records import Records
 
 STOP_GRACE_S = 30
 """Seconds a stopping process gets before SIGKILL on local, tmux and compose (its last
@@ -36,11 +46,6 @@ def options(plan: Any, backend: str, pairs: tuple[str, ...]) -> dict[str, Any]:
         symphony.errors.BackendError: compose with a run folder on this machine's disk (the
             containers share none; the run folder must be an `s3://` URL).
     """
-    from surreal.runtime import curve
-    from surreal.runtime.portable import run_url
-    from symphony.cli import backend_options
-    from symphony.errors import BackendError
-
     if backend == "compose" and not run_url(plan):
         raise BackendError(
             f"--backend compose: the containers share no folder with this machine, so "
@@ -55,8 +60,6 @@ def options(plan: Any, backend: str, pairs: tuple[str, ...]) -> dict[str, Any]:
         merged.setdefault("stop_grace_s", STOP_GRACE_S)
     if backend == "kube":  # the run folder's container path lives on the run storage
         merged.setdefault("volume_path", RUNS_ROOT)
-    from surreal.runtime import compose_env
-
     for key, value in compose_env.options(plan).items():  # compose: keys and storage settings
         merged[key] = [*_listed(merged.get(key)), value]
     for key, value in curve.launch_options(plan).items():
@@ -108,11 +111,6 @@ def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
 
 def _render(plan: Any, backend: str, opts: dict[str, Any]) -> tuple[str, Any]:
     """The dry-run text, and the run's `surreal.launch.cost.RunCost` (None: not kube, or no spec)."""
-    from surreal.launch import experiment as launching
-    from symphony.backends import get_backend
-    from symphony.errors import SpecError
-    from symphony.records import Records
-
     impl = get_backend(backend, records=Records(), **opts)
     experiment = launching.build_experiment(plan)
     try:
@@ -124,17 +122,12 @@ def _render(plan: Any, backend: str, opts: dict[str, Any]) -> tuple[str, Any]:
     if backend != "kube" or not impl.config.cluster_spec:  # KubeBackend.config: KubeConfig
         return text, None
     spec = impl.config.cluster_spec
-    from cloudwise.spec import ClusterSpec
-    from surreal.launch.cost import experiment_cost
-
     return text, experiment_cost(experiment, ClusterSpec.load(spec))
 
 
 def record_cost(plan: Any, cost: Any) -> None:
     """Keep the run's cost per hour (a `RunCost`, None: none) in its run.json, for `surreal
     status`: launch-time prices, so a later edit of the cluster spec does not rewrite them."""
-    from surreal.runtime.rundir import write_json
-
     info = {k: v for k, v in plan.run_dir.info().items() if k != "cost"}
     if cost is not None:
         info["cost"] = cost.to_dict()
@@ -145,9 +138,6 @@ def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     """Render the run (a request no node can hold is refused here), write the run folder
     (with the run's cost per hour, on kube with a cluster spec), launch it and leave it
     running; returns what to tell the user."""
-    import symphony
-    from surreal.launch import experiment as launching
-
     _, cost = _render(plan, backend, opts)  # every refusal before the run folder is written
     launching.create_run(plan)
     record_cost(plan, cost)

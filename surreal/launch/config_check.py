@@ -13,6 +13,9 @@ from typing import Any
 
 from surreal.api.config import ConfigError
 from surreal.api.spaces import EnvInfo
+from surreal.api.user_code import describe_failure
+from symphony.backends import backend_class, backend_names
+from symphony.errors import BackendError
 
 # key -> (test, what the value must be). Keys an algorithm does not have are skipped.
 _AT_LEAST_1 = (lambda v: v >= 1, ">= 1")
@@ -104,8 +107,6 @@ def check_values(config: Any) -> None:
 def check_fits(config: Any, algo_class: type, env_info: EnvInfo) -> None:
     """Build the policy actors would run: an algorithm whose policy cannot act in this
     environment's action space says so now (ConfigError, one line)."""
-    from surreal.api.user_code import describe_failure
-
     try:
         algo_class.make_policy(config.algo, env_info)
     except (ValueError, TypeError, NotImplementedError) as err:
@@ -123,8 +124,6 @@ def check_fits(config: Any, algo_class: type, env_info: EnvInfo) -> None:
 
 def check_backend_name(name: str) -> None:
     """Refuse a backend name symphony does not know (without loading the backend's client)."""
-    from symphony.backends import backend_names
-
     if name not in backend_names():  # symphony's in-process `test` backend runs no surreal run
         shown = ", ".join(n for n in backend_names() if n != "test")
         raise ConfigError(f"--backend {name}: unknown backend {name!r}; choose one of: {shown}")
@@ -132,9 +131,6 @@ def check_backend_name(name: str) -> None:
 
 def check_backend(name: str) -> None:
     """Refuse an unknown (or not installed) symphony backend before the run folder is written."""
-    from symphony.backends import backend_class
-    from symphony.errors import BackendError
-
     check_backend_name(name)
     try:
         backend_class(name)

@@ -10,8 +10,17 @@ from typing import Any
 
 import numpy as np
 
+from surreal.envs import VectorEnv, make_env
+from surreal.launch.cost import RunCost, status_line
+from surreal.launch.progress_view import restarts_by_role
+from surreal.monitoring.crash import status_lines
 from surreal.runtime import checkpoint
+from surreal.runtime.evaluator import evaluate
 from surreal.runtime.rundir import RunDir, read_json, resolve_run
+from surreal.runtime.storage_sync import reading
+from symphony.backends import get_backend
+from symphony.records import Records
+from symphony.states import ALIVE_STATES
 
 VIDEO_FORMATS = {".mp4": "imageio_ffmpeg", ".gif": "PIL"}
 """The video files `--video` writes (imageio): suffix -> the module imageio's writer needs."""
@@ -40,8 +49,6 @@ def check_video(path: str) -> None:
 def evaluate_run(path: str | Path, episodes: int = 10, video: str | None = None) -> dict[str, Any]:
     """Greedy episodes with the run's latest checkpoint (`path`: a run folder or its s3:// URL);
     optionally record the first to `video` (`check_video` first, before anything runs)."""
-    from surreal.runtime.storage_sync import reading
-
     if video:
         check_video(video)
     with reading(str(path)) as local:
@@ -55,9 +62,6 @@ def _say(line: str) -> None:
 
 def _evaluate(path: Path, episodes: int, video: str | None) -> dict[str, Any]:
     import torch
-
-    from surreal.envs import VectorEnv
-    from surreal.runtime.evaluator import evaluate
 
     torch.set_num_threads(1)
     run = resolve_run(path)
@@ -92,8 +96,6 @@ def record_video(policy: Any, config: Any, path: str, max_frames: int = 2000) ->
             "--video needs imageio: pip install imageio (and imageio-ffmpeg for "
             ".mp4); or write a .gif"
         ) from err
-    from surreal.envs import make_env
-
     env = make_env(config.env.id, config.env, seed=config.run.seed, render=True)
     frames = []
     obs, _ = env.reset(seed=config.run.seed)
@@ -115,8 +117,6 @@ def record_video(policy: Any, config: Any, path: str, max_frames: int = 2000) ->
 def run_status(path: str | Path) -> str:
     """A few lines on the run (`path`: a run folder or its s3:// URL): progress, returns,
     checkpoint, and its processes if it runs."""
-    from surreal.runtime.storage_sync import reading
-
     with reading(str(path)) as local:
         return _status(resolve_run(local), str(path))
 
@@ -148,8 +148,6 @@ def _status(run: RunDir, where: str) -> str:
     lines.append("  processes  " + shown)
     if info.get("cost"):  # launched on kube with a cluster spec (`cluster_launch.record_cost`)
         lines.append("  cost       " + _cost(run, info, status, alive))
-    from surreal.monitoring.crash import status_lines
-
     lines += status_lines(run.path)  # crashes per role, the latest one's traceback end
     return "\n".join(lines)
 
@@ -157,8 +155,6 @@ def _status(run: RunDir, where: str) -> str:
 def _cost(run: RunDir, info: dict[str, Any], status: dict[str, Any], alive: bool) -> str:
     """The run's $/h at launch, its cost from `created` to now (to its last status when it
     runs no more), and the rest of the budget's at the status's steps/s."""
-    from surreal.launch.cost import RunCost, status_line
-
     end = time.time() if alive else float(status.get("updated") or time.time())
     hours = max(0.0, end - float(info.get("created") or end)) / 3600
     budget = {"total_steps": status.get("total_steps") or run.load_config().run.steps}
@@ -168,20 +164,13 @@ def _cost(run: RunDir, info: dict[str, Any], status: dict[str, Any], alive: bool
 def _processes(experiment: str | None) -> tuple[str, bool]:
     """The processes line, and whether any process is alive."""
     try:
-        from symphony.backends import get_backend
-        from symphony.records import Records
-
         record = Records().load(experiment)
         status = get_backend(record.backend).describe(record)
     except Exception:  # no record: the run is not running (or its backend is gone)
         return "not running", False
-    from symphony.states import ALIVE_STATES
-
     if not any(p.state in ALIVE_STATES for p in status.processes):
         ended = record.ended_status(status.status)  # symphony keeps an ended run's record
         return f"not running ({ended}; `symphony describe {record.name}`)", False
-    from surreal.launch.progress_view import restarts_by_role
-
     return (
         ", ".join(
             f"{p.name}={p.state}" + (f" (restarts {p.restarts})" if p.restarts else "")

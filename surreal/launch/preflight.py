@@ -8,6 +8,7 @@ and the error, instead of a crashed actor or learner process minutes later.
 
 from __future__ import annotations
 
+import inspect
 import sysconfig
 import traceback
 from pathlib import Path
@@ -127,8 +128,6 @@ def _paragraph(algo: str, stage: str, err: BaseException, where: Any) -> str:
 
 
 def _definition(function: Any) -> str:
-    import inspect
-
     try:
         return f"{inspect.getsourcefile(function)}:{inspect.getsourcelines(function)[1]}"
     except (OSError, TypeError):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from surreal.api.config import RunConfig
 from surreal.launch.progress_view import (
+    LiveView,
+    PlainView,
     RateWindow,
     fields,
     policy_lag,
@@ -102,8 +105,6 @@ class StatusReader:
 
 def make_view(out: TextIO | None, title: str, live: bool | None = None) -> Any:
     """A live panel when `out` is a terminal (or `live`), plain lines otherwise; None: silent."""
-    from surreal.launch.progress_view import LiveView, PlainView
-
     if out is None:
         return None
     if live if live is not None else _isatty(out):
@@ -309,8 +310,6 @@ def _max_restarts(run_dir: RunDir) -> int:
     try:
         return run_dir.load_config().run.max_restarts
     except Exception:  # a test's bare run folder, a config being rewritten
-        from surreal.api.config import RunConfig
-
         return RunConfig.max_restarts
 
 

@@ -19,6 +19,9 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+import symphony
 from symphony.scrape import SCRAPE_PREFIX
 
 LABELS = ("experiment", "trial", "role", "index", "process")
@@ -165,8 +168,6 @@ class ProcessMetrics:
 
 def payload_bytes(payload: Any) -> int:
     """Bytes of the numpy arrays in `payload` (a dict, possibly nested one level), else 0."""
-    import numpy as np
-
     if isinstance(payload, np.ndarray):
         return payload.nbytes
     if isinstance(payload, dict):
@@ -217,8 +218,6 @@ def read_targets(run_path: Path) -> dict[str, str]:
 def start(run_path: Path, role: str, index: int, restarts: int) -> ProcessMetrics:
     """The process's metrics, served on its `prom-<process>` service when it declared one
     (`SYMPH_PROCESS` names the process; without symphony: `role-index`, not served)."""
-    import symphony
-
     process = os.environ.get("SYMPH_PROCESS") or f"{role}-{index}"
     metrics = ProcessMetrics(run_labels(run_path, role, index, process))
     metrics.set("surreal_process_restarts", restarts)

@@ -27,13 +27,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from surreal.api import config as config_io
+from surreal.api.config import ConfigError
+
 MODES = ("online", "offline", "disabled")
 
 
 def check(mode: str) -> None:
     """Raise ConfigError (one line, what to do) when `run.wandb` cannot work here."""
-    from surreal.api.config import ConfigError
-
     if mode not in MODES:
         raise ConfigError(f"run.wandb must be one of {', '.join(MODES)}, got {mode!r}")
     if mode != "disabled" and importlib.util.find_spec("wandb") is None:
@@ -150,8 +151,6 @@ class WandbSink:
 
 def open_sink(run_path: Path, config: Any) -> WandbSink | None:
     """The sink `run.wandb` asks for (None when disabled)."""
-    from surreal.api import config as config_io
-
     if config.run.wandb == "disabled":
         return None
     return WandbSink(

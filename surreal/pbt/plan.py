@@ -18,10 +18,12 @@ from typing import Any
 import surreal.pbt.store as store
 from surreal.api import config as config_io
 from surreal.api.config import Config, ConfigError
+from surreal.launch import experiment as launching
 from surreal.pbt.config import PBTConfig, init_overrides, make_config
 from surreal.pbt.config import from_dict as pbt_from_dict
 from surreal.pbt.config import to_dict as pbt_to_dict
 from surreal.pbt.space import check_space
+from surreal.runtime import curve
 from surreal.runtime.rundir import RunDir, read_json, write_json
 from surreal.runtime.topology import (
     PROCESS_ENV,
@@ -30,6 +32,7 @@ from surreal.runtime.topology import (
     algorithm_experiment,
     restart_policy,
 )
+from symphony import Experiment, Process, ProcessGroup
 
 MANAGER = "population-manager"
 """The manager's process name."""
@@ -115,9 +118,6 @@ def check_population(base: LaunchPlan, pbt: PBTConfig) -> None:
 
 def build_experiment(pp: PopulationPlan) -> Any:
     """The validated symphony Experiment: every member's processes, renamed, and the manager."""
-    from surreal.runtime import curve
-    from symphony import Experiment, Process
-
     base = pp.base
     exp = Experiment(
         base.experiment_name,
@@ -138,8 +138,6 @@ def build_experiment(pp: PopulationPlan) -> Any:
 
 def _renamed(item: Any, member: str) -> Any:
     """A Process or ProcessGroup of a member's experiment with `member-` before every name."""
-    from symphony import Process, ProcessGroup
-
     if isinstance(item, ProcessGroup):
         return ProcessGroup(f"{member}-{item.name}", [_renamed(p, member) for p in item.processes])
     data = item.to_dict()
@@ -154,8 +152,6 @@ def _renamed(item: Any, member: str) -> Any:
 
 def create_population(pp: PopulationPlan) -> None:
     """Write `RUN/` (base run, `pbt.json`, the experiment) and every member's folder."""
-    from surreal.launch import experiment as launching
-
     base = pp.base
     launching.create_run(base)  # config, run.json, code/, Curve keys (the members use them)
     write_json(base.run_dir.path / store.PBT_FILE, pbt_to_dict(pp.pbt))

@@ -8,9 +8,19 @@ import time
 from typing import Any, TextIO
 
 import surreal.pbt.store as store
+import symphony
 from surreal.launch.stopping import raise_interrupt, stop_and_keep_logs
-from surreal.pbt.plan import MANAGER, PopulationPlan, build_experiment, create_population
+from surreal.pbt.config import make_config
+from surreal.pbt.plan import (
+    MANAGER,
+    PopulationPlan,
+    build_experiment,
+    create_population,
+    plan_population,
+    resume_config,
+)
 from surreal.pbt.status import population_status
+from surreal.runtime import curve
 from surreal.runtime.rundir import read_json
 
 ENDED = ("exited", "failed", "stopped")
@@ -25,9 +35,6 @@ def run_population(
     Raises:
         symphony.SymphonyError: the backend refused to start it (nothing left running).
     """
-    import symphony
-    from surreal.runtime import curve
-
     create_population(pp)
     base = pp.base
     cfg = base.config
@@ -122,9 +129,6 @@ def prepare_population(
     Raises:
         ConfigError: a bad `pbt.*` setting or a population the algorithm cannot run.
     """
-    from surreal.pbt.config import make_config
-    from surreal.pbt.plan import plan_population, resume_config
-
     if plan.resume:
         pbt = resume_config(plan.run_dir.path, members, pbt_overrides)
         return plan_population(plan, pbt, steps, overrides)

@@ -8,6 +8,8 @@ from typing import Any
 import surreal.pbt.store as store
 from surreal.pbt.config import from_dict
 from surreal.runtime.rundir import read_json
+from symphony.backends import get_backend
+from symphony.records import Records
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -88,9 +90,6 @@ def population_status(run_path: Path, states: dict[str, str] | None = None) -> s
 def learner_states(experiment: str | None) -> dict[str, str]:
     """member -> state of its learner process, from symphony's record (empty when not running)."""
     try:
-        from symphony.backends import get_backend
-        from symphony.records import Records
-
         record = Records().load(experiment)
         processes = get_backend(record.backend).describe(record).processes
     except Exception:  # no record: the population is not running
