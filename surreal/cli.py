@@ -31,7 +31,7 @@ from surreal.pbt.config import split_overrides, to_dict
 from surreal.pbt.run import prepare_population
 from surreal.pbt.status import population_status
 from surreal.pbt.store import is_population
-from surreal.runtime import run_component
+from surreal.runtime.component import run_component
 from surreal.runtime.rundir import read_json, resolve_run
 from surreal.runtime.storage_sync import LaunchSync
 from symphony.backends import get_backend

@@ -43,7 +43,8 @@ def fake_segment_batch(
 def dict_obs_env(max_steps: int = 5) -> Any:
     """A tiny gymnasium env with Dict observations (for the filter/concat wrapper)."""
     import gymnasium
-    from gymnasium import spaces
+
+    spaces = gymnasium.spaces
 
     class DictEnv(gymnasium.Env):
         observation_space = spaces.Dict(

@@ -54,3 +54,16 @@ def test_training_without_the_rl_extra_says_which_extra_to_install(tmp_path):
     assert "pip install 'surreal-stack[rl]'" in result.stderr
     assert "Traceback" not in result.stderr
     assert list(tmp_path.iterdir()) == []  # nothing written, nothing started
+
+
+def test_the_launch_path_and_the_api_import_no_heavy_package():
+    # `surreal --help`, the launch plan and check, the interfaces users subclass and a process's
+    # entry point import light; torch, gymnasium, rich and matplotlib load where they are used.
+    light = (
+        "surreal.cli, surreal.api, surreal.launch.experiment, surreal.launch.progress, "
+        "surreal.runtime.topology, surreal.runtime.component, surreal.envs, surreal.algos.es"
+    )
+    heavy = ("torch", "gymnasium", "rich", "matplotlib", "robosuite", "boto3")
+    result = _run_python(f"import sys, {light}; print([m for m in {heavy!r} if m in sys.modules])")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
@@ -378,6 +379,4 @@ class ReadOnly:
 
 def read_only(config: Any) -> ReadOnly:
     """A read-only view of a (copied) config: later changes to `config` do not show through."""
-    import copy
-
     return ReadOnly(copy.deepcopy(config))

@@ -8,7 +8,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from surreal.api.config import Config
+from surreal.api.config import Config, read_only
+from surreal.api.device import resolve
+from surreal.api.modules import load_model_params, model_params
 from surreal.api.replay import FifoSampler, FifoStorage, Replay
 from surreal.api.spaces import EnvInfo
 from surreal.api.synthetic import SyntheticEnv
@@ -105,8 +107,6 @@ class Policy(abc.ABC):
             raise NotImplementedError(
                 f"{type(self).__name__}: define load_params(params) or set self.model"
             )
-        from surreal.api.modules import load_model_params
-
         load_model_params(self.model, params)
 
     def reset(self, done: np.ndarray) -> None:
@@ -158,8 +158,6 @@ class Learner(abc.ABC):
         your networks and optimizer state there; `to_device(batch)` moves a batch there."""
         cached = self.__dict__.get("_device")
         if cached is None:
-            from surreal.api.device import resolve
-
             spec = self.run_config.run.device if self.run_config is not None else "cpu"
             cached = self.__dict__["_device"] = resolve(spec)
         return cached
@@ -216,8 +214,8 @@ class Learner(abc.ABC):
     def to_device(self, batch: Batch) -> dict[str, Any]:
         """A batch dict of numpy arrays as torch tensors on `self.device`: zero-copy views on the
         CPU (valid while `learn` runs), one pinned-memory staging copy and an asynchronous
-        transfer on a GPU (`surreal.api.device.to_device`)."""
-        from surreal.api.device import to_device
+        transfer on a GPU (`surreal.api.transfer.to_device`)."""
+        from surreal.api.transfer import to_device  # torch: the learner process only
 
         return to_device(batch, self.device)
 
@@ -225,8 +223,6 @@ class Learner(abc.ABC):
     def create(cls, run_config: Config, env_info: EnvInfo, **kwargs: Any) -> Learner:
         """How the runtime builds a learner: `run_config` (read-only) is visible from `__init__`
         on as `self.run_config`, then `__init__(run_config.algo, env_info, **kwargs)` runs."""
-        from surreal.api.config import read_only
-
         learner = cls.__new__(cls)
         learner.run_config = read_only(run_config)
         learner.__init__(run_config.algo, env_info, **kwargs)
@@ -307,8 +303,6 @@ class Learner(abc.ABC):
 
         Default: `self.model`'s weights under `model/` (what `Policy.load_params` loads).
         """
-        from surreal.api.modules import model_params
-
         return model_params(self._model("params()"))
 
     def state_dict(self) -> dict[str, Any]:

@@ -8,6 +8,9 @@ import importlib.util
 import sys
 from pathlib import Path
 
+from surreal.api.core import Learner
+from surreal.api.user_code import describe_failure
+
 # name -> "module:Class"; imported lazily so that listing names never imports torch.
 _REGISTRY: dict[str, str] = {
     "ppo": "surreal.algos.ppo:PPOLearner",
@@ -64,8 +67,6 @@ def resolve(ref: str) -> type:
     Raises:
         UnknownAlgorithm: with the nearest registered name, or what is wrong with the file.
     """
-    from surreal.api.core import Learner
-
     if ref.endswith(".py") or ".py:" in ref:
         cls = _load_from_file(ref)
     elif ref in _REGISTRY:
@@ -131,8 +132,6 @@ def _load_from_file(ref: str) -> type:
         try:
             spec.loader.exec_module(module)
         except Exception as err:  # the user's code: one paragraph, the traceback in a log
-            from surreal.api.user_code import describe_failure
-
             del sys.modules[module_name]
             raise UnknownAlgorithm(describe_failure(path_text, err)) from None
     if class_name not in vars(module):

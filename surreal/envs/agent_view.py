@@ -11,6 +11,8 @@ import numpy as np
 from gymnasium import spaces
 
 from surreal.api.config import EnvConfig
+from surreal.envs.base import UnknownEnvironment
+from surreal.envs.multiagent import check_multiagent_env, make_multiagent_env
 
 
 class AgentView(gymnasium.Env):
@@ -22,8 +24,6 @@ class AgentView(gymnasium.Env):
     """
 
     def __init__(self, env_id: str, seed: int | None = None) -> None:
-        from surreal.envs.multiagent import make_multiagent_env
-
         self.joint = make_multiagent_env(env_id, seed)
         self.agent = self.joint.agents[0]
         size = self.joint.infos[self.agent].obs_shape
@@ -52,15 +52,11 @@ class AgentView(gymnasium.Env):
 
 def check(family: str, name: str) -> None:
     """Raise UnknownEnvironment if `family:name` cannot be built."""
-    from surreal.envs.multiagent import check_multiagent_env
-
     check_multiagent_env(f"{family}:{name}")
 
 
 def make(family: str, name: str, config: EnvConfig, seed: int | None, render: bool) -> Any:
     """The single-agent view of `family:name` (no rendering)."""
     if render:
-        from surreal.envs.base import UnknownEnvironment
-
         raise UnknownEnvironment(f"{family}:{name}: multi-agent envs do not render here")
     return AgentView(f"{family}:{name}", seed)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from surreal.api.registry import UnknownAlgorithm, load_class
 from surreal.api.spaces import EnvInfo
 from surreal.envs.base import UnknownEnvironment, info_from_spaces
 
@@ -89,8 +90,6 @@ def _factory(env_id: str) -> tuple[Callable[..., Any], dict[str, Any]]:
             f"unknown multi-agent environment 'ma:{name}'{hint} Known: "
             f"{', '.join('ma:' + n for n in sorted(_REGISTERED))}, or ma:path/to/file.py:factory"
         )
-    from surreal.api.registry import UnknownAlgorithm, load_class
-
     try:
         return load_class(ref, "env"), kwargs
     except UnknownAlgorithm as err:

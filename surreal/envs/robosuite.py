@@ -11,6 +11,7 @@ import numpy as np
 from gymnasium import spaces
 
 from surreal.api.config import EnvConfig
+from surreal.envs.base import UnknownEnvironment
 
 IMAGE_SUFFIX = "_image"
 """A camera observation key is `<camera>_image` (e.g. `agentview_image`)."""
@@ -29,8 +30,6 @@ def _suite() -> Any:
         import robosuite
         from robosuite import macros
     except ModuleNotFoundError as err:
-        from surreal.envs.base import UnknownEnvironment
-
         raise UnknownEnvironment(
             "robosuite:<Task> environments need robosuite: pip install -e '.[robosuite]'"
         ) from err
@@ -40,8 +39,6 @@ def _suite() -> Any:
 
 def check(name: str) -> None:
     """Raise UnknownEnvironment (with the nearest tasks) if robosuite has no task `name`."""
-    from surreal.envs.base import UnknownEnvironment
-
     tasks = sorted(_suite().ALL_ENVIRONMENTS)
     if name in tasks:
         return

@@ -7,7 +7,6 @@ from typing import Any, TextIO
 
 from surreal.api.config import RunConfig
 from surreal.launch.progress_view import (
-    LiveView,
     PlainView,
     RateWindow,
     fields,
@@ -108,6 +107,8 @@ def make_view(out: TextIO | None, title: str, live: bool | None = None) -> Any:
     if out is None:
         return None
     if live if live is not None else _isatty(out):
+        from surreal.launch.live_view import LiveView  # rich: only on a terminal
+
         return LiveView(out, title)
     return PlainView(out)
 

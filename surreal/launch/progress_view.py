@@ -143,36 +143,3 @@ class PlainView:
 
     def close(self) -> None:
         """Nothing to clean up."""
-
-
-class LiveView:
-    """A `rich` live panel, redrawn in place on the terminal."""
-
-    def __init__(self, out: TextIO, title: str) -> None:
-        from rich.console import Console
-        from rich.live import Live
-
-        self.title = title
-        self.started = time.monotonic()
-        self.live = Live(console=Console(file=out), refresh_per_second=4, transient=False)
-        self.live.start()
-
-    def show(self, phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
-        """Redraw the panel with the phase and the values (or the phase's text alone)."""
-        from rich.panel import Panel
-        from rich.table import Table
-
-        table = Table.grid(padding=(0, 2))
-        table.add_column(style="bold")
-        table.add_column()
-        table.add_row("phase", phase)
-        for key, value in (values or {}).items():
-            table.add_row(key, value)
-        if not values:
-            table.add_row("", text)
-        elapsed = time.monotonic() - self.started
-        self.live.update(Panel(table, title=f"{self.title}  {elapsed:,.0f}s", expand=False))
-
-    def close(self) -> None:
-        """Leave the last panel on the screen."""
-        self.live.stop()

@@ -1,6 +1,6 @@
 """What a run's processes write to their logs (`RUN/logs/<process>.log`, `symphony logs EXP PROC`).
 
-Every component process (`surreal.runtime.run_component`) sets Python logging up once
+Every component process (`surreal.runtime.component.run_component`) sets Python logging up once
 (`setup`): one handler on stderr, which the backend sends to the process's log file (local,
 tmux, slurm) or to the container's output (compose, kube), flushed at every line so that
 `symphony logs -f` and `tail -f` show it as it happens. A line reads

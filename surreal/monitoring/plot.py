@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 PANELS = (
     ("returns", ("charts/episodic_return", "charts/eval_return")),
@@ -35,13 +36,19 @@ def series(run_path: Path) -> dict[str, tuple[list[int], list[float]]]:
     return found
 
 
-def plot_run(run_path: Path, out: Path) -> list[str]:
-    """Write the panels of the run's scalars to `out`; returns the scalar names drawn."""
+def pyplot() -> Any:
+    """matplotlib's pyplot on the file-only Agg backend (matplotlib is of the `bench` extra)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_run(run_path: Path, out: Path) -> list[str]:
+    """Write the panels of the run's scalars to `out`; returns the scalar names drawn."""
+    plt = pyplot()
     data = series(run_path)
     fig, axes = plt.subplots(2, 3, figsize=(15, 7.5))
     drawn = []

@@ -8,9 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import torch
 
+import caraml
 from surreal.api.core import Policy
+from surreal.envs.multiagent import make_multiagent_env
 from surreal.multiagent.policy_runs import PolicySpec, policy_run, read_policy_specs
+from surreal.multiagent.rollout import JointRollout
+from surreal.multiagent.selfplay import OpponentPool
 from surreal.runtime.actor import _wait_for
 from surreal.runtime.common import Component
 from surreal.runtime.parameter_client import ParameterClient
@@ -49,13 +54,6 @@ def report_to(pusher: Any, comp: Component, source: str, step: int, **fields: An
 
 def main(run_dir: str, index: int = 0) -> None:
     """Collect experience until stopped."""
-    import torch
-
-    import caraml
-    from surreal.envs.multiagent import make_multiagent_env
-    from surreal.multiagent.rollout import JointRollout
-    from surreal.multiagent.selfplay import OpponentPool
-
     torch.set_num_threads(1)
     comp = Component(run_dir, "actor", index)
     cfg, algo = comp.config, comp.config.algo

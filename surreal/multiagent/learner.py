@@ -13,6 +13,8 @@ from typing import Any
 from surreal.algos.ppo.learner import PPOLearner
 from surreal.api.spaces import EnvInfo
 from surreal.multiagent.config import MultiAgentPPOConfig
+from surreal.multiagent.policy_runs import policy_specs
+from surreal.multiagent.topology import COMPONENTS, build_experiment
 
 
 class MultiAgentPPOLearner(PPOLearner):
@@ -35,21 +37,15 @@ class MultiAgentPPOLearner(PPOLearner):
     def check_run(cls, run_config: Any) -> None:
         """`surreal launch` asks before anything starts: the env is multi-agent and its agents
         fit the policy mapping (`policy_specs`; ValueError saying what to set)."""
-        from surreal.multiagent.policy_runs import policy_specs
-
         policy_specs(run_config)
 
     @classmethod
     def build_experiment(cls, plan: Any) -> Any:
         """One buffer, learner, parameter server and metrics sink per policy; joint-env actors
         (`surreal.multiagent.topology`). Checks the env and the mapping first."""
-        from surreal.multiagent.topology import build_experiment
-
         return build_experiment(plan)
 
     @classmethod
     def components(cls) -> dict[str, str]:
         """The runtime's roles, with the multi-agent actor and league and the policy roles."""
-        from surreal.multiagent.topology import COMPONENTS
-
         return {**super().components(), **COMPONENTS}

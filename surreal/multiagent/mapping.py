@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from surreal.api.registry import UnknownAlgorithm, load_class
+
 NAME = re.compile(r"^[a-z0-9]{1,20}$")
 
 
@@ -34,8 +36,6 @@ def mapping_function(spec: str) -> Callable[[str], str]:
         raise ValueError(
             f"algo.policy_mapping={spec!r}: use shared, per-agent, or path/to/file.py:function"
         )
-    from surreal.api.registry import UnknownAlgorithm, load_class
-
     try:
         fn = load_class(spec, "algo.policy_mapping")
     except UnknownAlgorithm as err:

@@ -12,6 +12,8 @@ from typing import Any
 
 from surreal.api.config import Config
 from surreal.api.spaces import EnvInfo
+from surreal.envs.multiagent import is_multiagent, make_multiagent_env
+from surreal.multiagent.mapping import policy_groups
 from surreal.runtime.rundir import RunDir, read_json, write_json
 
 CENTRAL_MODEL = "surreal.multiagent.central:CentralValueActorCritic"
@@ -45,9 +47,6 @@ def policy_specs(config: Config) -> list[PolicySpec]:
         ValueError: the env is not multi-agent, a policy's agents differ in spaces, or self-play
             settings that cannot work (saying what to set).
     """
-    from surreal.envs.multiagent import is_multiagent, make_multiagent_env
-    from surreal.multiagent.mapping import policy_groups
-
     algo = config.algo
     if not is_multiagent(config.env.id):
         raise ValueError(

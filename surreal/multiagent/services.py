@@ -4,15 +4,16 @@ the runtime's names (`batches`, ...)."""
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
+
+from symphony.addresses import env_prefix
 
 
 def alias_services(policy: str, environ: dict[str, str] | None = None) -> list[str]:
     """Make every declared service `<base>-<policy>` reachable as `<base>` (the SYMPH_*
     variables of `symphony.address`); returns the base names."""
-    from symphony.addresses import env_prefix
-
     env = os.environ if environ is None else environ
     declared = [s for s in env.get("SYMPH_SERVICES", "").split(",") if s]
     suffix = f"-{policy}"
@@ -27,8 +28,6 @@ def alias_services(policy: str, environ: dict[str, str] | None = None) -> list[s
 
 
 def _run(module: str, run_dir: str, index: int) -> None:
-    import importlib
-
     alias_services(Path(run_dir).name)
     importlib.import_module(module).main(run_dir, index)
 

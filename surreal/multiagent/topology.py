@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from surreal.multiagent.policy_runs import policy_run, policy_specs, write_policy_runs
 from surreal.runtime.topology import (
     PROCESS_ENV,
     LaunchPlan,
@@ -42,8 +43,6 @@ COMPONENTS = {
 def build_experiment(plan: LaunchPlan) -> Any:
     """A validated symphony Experiment for a multi-agent launch plan; writes the policies' run
     folders when the run folder exists (not for --dry-run)."""
-    from surreal.multiagent.policy_runs import policy_run, policy_specs, write_policy_runs
-
     specs = policy_specs(plan.config)
     if plan.run_dir.exists():
         write_policy_runs(plan.run_dir, plan.config, specs)

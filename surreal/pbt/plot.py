@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import surreal.pbt.store as store
+from surreal.monitoring.plot import pyplot
 from surreal.pbt.config import from_dict, init_overrides
 from surreal.runtime.rundir import read_json
 
@@ -29,11 +30,7 @@ def curves(run_path: Path) -> dict[str, list[tuple[int, float]]]:
 def plot(run_path: Path, out: Path, title: str | None = None) -> None:
     """Write the curves to `out` (PNG); a triangle marks each copy at the recipient's step and
     the score it was replaced with."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     colors = {}
     inits = init_overrides(from_dict(read_json(Path(run_path) / store.PBT_FILE)))

@@ -8,7 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
+import caraml
 from surreal.monitoring import logs
 from surreal.runtime.common import Component
 from surreal.runtime.pacing import Pacer
@@ -124,10 +126,6 @@ class _ActorLoop:
 
 def main(run_dir: str, index: int = 0) -> None:
     """Collect experience until stopped."""
-    import torch
-
-    import caraml
-
     torch.set_num_threads(1)
     comp = Component(run_dir, "actor", index)
     cfg = comp.config

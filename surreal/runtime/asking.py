@@ -11,6 +11,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import caraml
+from surreal.runtime.guard import Invalid
+
 
 class Asker:
     """Sends requests through a caraml Client (made with `retries=0`) until one is answered.
@@ -50,9 +53,6 @@ class Asker:
             patience: seconds every attempt waits on top (the peer holds the request that long
                 by design: a long poll); silence is counted from past it.
         """
-        import caraml
-        from surreal.runtime.guard import Invalid
-
         started, announced = time.monotonic(), False
         wait = min(1.0, self.timeout) if backoff else None
         while True:

@@ -12,7 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from surreal.monitoring import logs
+import caraml
+import symphony
+from surreal.monitoring import crash, logs, prometheus
 from surreal.runtime.rundir import RunDir
 
 
@@ -39,8 +41,6 @@ class Component:
     """
 
     def __init__(self, run_dir: str | Path, role: str, index: int = 0) -> None:
-        import caraml
-
         self.run = RunDir(Path(run_dir))
         self.config = self.run.load_config()
         self.env_info = self.run.env_info()
@@ -59,8 +59,6 @@ class Component:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         self._metrics = caraml.Pusher(self.address("metrics").tcp, hwm=10_000)
-        from surreal.monitoring import crash, prometheus
-
         restarts = crash.note_start(self.run.path, role, index)
         if restarts:
             self.log.warning(
@@ -102,10 +100,6 @@ class Component:
     def address(service: str) -> Any:
         """The symphony Address of a declared service; in a population member (`surreal.pbt`)
         the member's own one: `$SURREAL_SERVICE_PREFIX` (e.g. `m0-`) + `service`."""
-        import os
-
-        import symphony
-
         return symphony.address(os.environ.get("SURREAL_SERVICE_PREFIX", "") + service)
 
     def report(self, step: int, scalars: dict[str, float] | None = None, **extra: Any) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import surreal.runtime.curve as curve
+from caraml.curve_env import ENV as FOLDER_ENV
 from surreal.runtime.curve import CONTAINER_KEYS  # noqa: F401  (where the keys go: compose_env's API)
 from surreal.runtime.portable import run_url
 
@@ -96,8 +97,6 @@ def materialize_keys(environ: dict[str, str] | None = None) -> bool:
     Raises:
         ValueError: `KEYS_ENV` set without `CARAML_CURVE_KEYS`, or not a key bundle.
     """
-    from caraml.curve_env import ENV as FOLDER_ENV
-
     environ = os.environ if environ is None else environ
     text = environ.get(KEYS_ENV)
     if not text:

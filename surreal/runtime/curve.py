@@ -17,6 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import caraml
+from symphony.kube_manifests import SECRETS_ROOT
+
 MULTI_NODE = ("slurm", "compose", "kube")
 """Backends whose processes talk over the network: Curve is on there unless `run.curve=false`."""
 
@@ -46,8 +49,6 @@ def key_folder(plan: Any) -> Path:
 def process_folder(plan: Any) -> str:
     """Where the run's processes read the keys (the Secret's mount path on kube)."""
     if plan.backend == "kube":
-        from symphony.kube_manifests import SECRETS_ROOT
-
         return f"{SECRETS_ROOT}/{SECRET}"
     if plan.backend == "compose":  # written there by each process (surreal.runtime.compose_env)
         return CONTAINER_KEYS
@@ -57,8 +58,6 @@ def process_folder(plan: Any) -> str:
 def prepare(plan: Any) -> None:
     """Write the run's key pair into `RUN/keys/` when Curve is on and none is there yet."""
     if enabled(plan) and not (key_folder(plan) / "server.key_secret").exists():
-        import caraml
-
         caraml.write_keys(key_folder(plan))
 
 

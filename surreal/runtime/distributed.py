@@ -14,10 +14,14 @@ must see the whole batch (the observation normalizer).
 
 from __future__ import annotations
 
+import os
+import socket
 from datetime import timedelta
 from typing import Any
 
 import numpy as np
+import torch
+import torch.distributed as dist
 
 
 class Replicas:
@@ -42,12 +46,6 @@ class Replicas:
         """Join the group: rank 0 serves the rendezvous (a TCPStore) on `bind_host:port` (a port
         symphony bound for it; "*": every interface), the others connect to `host:port`; NCCL on
         a CUDA `device`, gloo otherwise (on loopback when `host` is 127.0.0.1)."""
-        import os
-        import socket
-
-        import torch
-        import torch.distributed as dist
-
         backend = "nccl" if torch.device(device).type == "cuda" else "gloo"
         if host in ("127.0.0.1", "localhost"):
             os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -75,9 +73,6 @@ class Replicas:
     def average_gradients(self, parameters: Any) -> None:
         """Replace every parameter's gradient by its mean over the replicas (one all-reduce of
         all gradients, flattened together)."""
-        import torch
-        import torch.distributed as dist
-
         grads = [p.grad for p in parameters if p.grad is not None]
         if not grads:
             return
@@ -91,9 +86,6 @@ class Replicas:
 
     def gather(self, array: np.ndarray) -> np.ndarray:
         """Every replica's `array` (same shape on all), concatenated along axis 0 in rank order."""
-        import torch
-        import torch.distributed as dist
-
         local = torch.from_numpy(np.ascontiguousarray(array))
         parts = [torch.empty_like(local) for _ in range(self.world)]
         dist.all_gather(parts, local, group=self.cpu_group)
@@ -101,23 +93,16 @@ class Replicas:
 
     def sum(self, value: float) -> float:
         """`value` summed over the replicas (e.g. env steps consumed this iteration)."""
-        import torch
-        import torch.distributed as dist
-
         total = torch.tensor([float(value)], dtype=torch.float64)
         dist.all_reduce(total, group=self.cpu_group)
         return float(total[0])
 
     def broadcast_module(self, module: Any) -> None:
         """Copy rank 0's parameters and buffers into every replica's `module`."""
-        import torch.distributed as dist
-
         for tensor in list(module.parameters()) + list(module.buffers()):
             dist.broadcast(tensor.data, src=0)
 
     def close(self) -> None:
         """Leave the group."""
-        import torch.distributed as dist
-
         if dist.is_initialized():
             dist.destroy_process_group()

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 
 from surreal.api.core import Policy
+from surreal.envs import VectorEnv
 from surreal.runtime.common import Component
 from surreal.runtime.parameter_client import ParameterClient
 
@@ -35,8 +36,6 @@ def evaluate(
 def main(run_dir: str, index: int = 0) -> None:
     """Evaluate until stopped."""
     import torch
-
-    from surreal.envs import VectorEnv
 
     torch.set_num_threads(1)
     comp = Component(run_dir, "evaluator", index)

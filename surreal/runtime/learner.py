@@ -7,12 +7,16 @@ import time
 from typing import Any
 
 import numpy as np
+import torch
 
+import caraml
 from surreal.api.core import Learner
+from surreal.api.device import learner_threads
 from surreal.monitoring import logs
 from surreal.runtime import checkpoint
 from surreal.runtime.batch_protocol import BatchRequests
 from surreal.runtime.common import Component
+from surreal.runtime.member import Member
 from surreal.runtime.replay import batch_arrays
 from surreal.runtime.replicas import join as join_replicas
 
@@ -24,11 +28,7 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     torch and numpy seeds (`run.seed`) first, so every learner process starts the same way.
     Counters: global_step, version, iterations.
     """
-    import torch
-
     cfg = comp.config
-    from surreal.api.device import learner_threads
-
     torch.set_num_threads(learner_threads(cfg.run.torch_threads, cfg.run.actors))
     torch.manual_seed(cfg.run.seed)
     np.random.seed(cfg.run.seed)
@@ -58,8 +58,6 @@ class LearnerLoop:
     """Owns the learner, its counters, the parameter publisher and checkpoints."""
 
     def __init__(self, comp: Component) -> None:
-        import caraml
-
         self.comp, cfg = comp, comp.config
         self.learner, self.counters = build_learner(comp)
         self.replicas = join_replicas(comp, self.learner)
@@ -75,8 +73,6 @@ class LearnerLoop:
         self.started = time.monotonic()
         self.start_step = self.counters["global_step"]
         self.requester = os.urandom(6).hex()  # batch request ids: see components.batch_protocol
-        from surreal.runtime.member import Member
-
         self.member = Member.attach(comp.run.path) if self.rank == 0 else None
         """A population member's hook (`surreal.pbt`): round checkpoints, directives taken."""
         self.empty = 0
@@ -199,8 +195,6 @@ class LearnerLoop:
 
 def _first_batch_bytes(loop: LearnerLoop, address: str) -> int:
     """Size the DataFetcher's slots from the first batch (re-publishing params while waiting)."""
-    import caraml
-
     client = caraml.Client(address, timeout=30.0, retries=100)
     requests = iter(BatchRequests(loop.per_batch, requester=loop.requester))
     comp = loop.comp
@@ -229,8 +223,6 @@ def _first_batch_bytes(loop: LearnerLoop, address: str) -> int:
 
 def main(run_dir: str, index: int = 0) -> None:
     """Learn until the step budget is used or stopped; checkpoint at exit."""
-    import caraml
-
     comp = Component(run_dir, "learner", index)
     loop = LearnerLoop(comp)
     address = comp.address("batches").tcp

@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import caraml
 from surreal.monitoring import logs
+from surreal.monitoring.wandb_sink import open_sink
 from surreal.runtime import schemas
 from surreal.runtime.common import Component
 from surreal.runtime.guard import PortGuard
@@ -157,9 +159,6 @@ class MetricsSink:
 
 def main(run_dir: str, index: int = 0) -> None:
     """Collect reports until stopped; a message that is not a report is counted and dropped."""
-    import caraml
-    from surreal.monitoring.wandb_sink import open_sink
-
     comp = Component(run_dir, "metrics", index)
     puller = caraml.Puller(comp.address("metrics").bind_tcp, max_size=schemas.REPORT_MAX_BYTES)
     wandb = open_sink(comp.run.path, comp.config)  # starts in its own thread

@@ -19,10 +19,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
+import zmq
 
+import caraml
+from caraml.reader import deserialize
+from caraml.sockets import Endpoint, send_frames
+from caraml.wire import serialize
+from surreal.api.config import ConfigError
 from surreal.api.core import Policy
+from surreal.api.device import check_device
 from surreal.monitoring import logs
+from surreal.runtime.common import Component
 from surreal.runtime.guard import PortGuard
+from surreal.runtime.parameter_client import ParameterClient
 from surreal.runtime.policy_protocol import (
     PolicyRequest,
     declares,
@@ -144,8 +154,6 @@ class PolicyServer:
 def _cat(states: list[Any]) -> Any:
     if len(states) == 1:
         return states[0]
-    import torch
-
     return tuple(torch.cat([s[k] for s in states]) for k in range(len(states[0])))
 
 
@@ -167,9 +175,6 @@ def place(policy: Policy, spec: str, cuda_count: int | None = None) -> str:
         ConfigError: no such device here, or a policy without a `to(device)` method (the
             built-in PPO, conv+LSTM and DDPG/TD3 policies have one).
     """
-    from surreal.api.config import ConfigError
-    from surreal.api.device import check_device
-
     device = check_device(spec, cuda_count, name="actor.inference_device")
     if device == "cpu":
         return device
@@ -185,10 +190,6 @@ def place(policy: Policy, spec: str, cuda_count: int | None = None) -> str:
 
 def main(run_dir: str, index: int = 0) -> None:
     """Serve `policy-INDEX` until stopped."""
-    import torch
-
-    from surreal.runtime.common import Component
-
     torch.set_num_threads(1)
     comp = Component(run_dir, "policy-worker", index)
     try:
@@ -199,11 +200,6 @@ def main(run_dir: str, index: int = 0) -> None:
 
 def serve(comp: Any, address: str) -> None:
     """Answer policy requests on `address` until `comp.stopping` is set (sockets closed after)."""
-    import zmq
-
-    from caraml.sockets import Endpoint
-    from surreal.runtime.parameter_client import ParameterClient
-
     cfg = comp.config
     policy = comp.algo.make_policy(cfg.algo, comp.env_info)
     device = place(policy, cfg.actor.inference_device)
@@ -313,8 +309,6 @@ def index_of(comp: Any) -> int:
 
 def _follow(params: Any, policy: Policy, server: PolicyServer, need: int, comp: Any) -> float:
     """Fetch newer parameters (waiting up to 2 s for version `need`); returns the time."""
-    import caraml
-
     deadline = time.monotonic() + 2.0
     while not comp.stopping.is_set():
         try:
@@ -333,8 +327,6 @@ def _follow(params: Any, policy: Policy, server: PolicyServer, need: int, comp: 
 def _gather(port: Any, server: PolicyServer, seen: dict, wait_s: float, comp: Any) -> list:
     """Checked requests: the first within 0.1 s, then more until `wait_s` after it or until every
     client seen in the last ACTIVE_S seconds has one waiting. Bad ones are refused here."""
-    import zmq
-
     pending: list[tuple[list, dict]] = []
     clients: set[str] = set()
     deadline = None
@@ -363,8 +355,6 @@ def _gather(port: Any, server: PolicyServer, seen: dict, wait_s: float, comp: An
 
 def _receive(port: Any, server: PolicyServer) -> tuple[list, dict] | None:
     """One message off the ROUTER: (envelope, checked request), or None (refused and counted)."""
-    from caraml.reader import deserialize
-
     parts = port._sock.recv_multipart(copy=False)
     split = next((i for i, part in enumerate(parts) if len(part) == 0), -1)
     if split < 0:
@@ -387,9 +377,6 @@ def _receive(port: Any, server: PolicyServer) -> tuple[list, dict] | None:
 
 
 def _send(port: Any, envelope: list, reply: dict) -> None:
-    from caraml.sockets import send_frames
-    from caraml.wire import serialize
-
     try:
         send_frames(port._sock, [*envelope, *serialize(reply)])
     except Exception as exc:  # noqa: BLE001 - e.g. a result that cannot be serialized

@@ -27,6 +27,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from surreal.api import config as config_io
+from surreal.runtime.sizing import apply_requests
+
 IMAGE_BACKENDS = ("compose", "kube")
 """Backends whose processes run in containers of the run's image."""
 
@@ -71,8 +74,6 @@ def apply(experiment: Any, plan: Any) -> Any:
     requests (`surreal.runtime.sizing`); on other backends the experiment is returned unchanged."""
     if not applies(plan):
         return experiment
-    from surreal.runtime.sizing import apply_requests
-
     host = host_run_dir(plan)
     path = Path(host)
     inside = f"{RUNS_ROOT}/{path.parent.name}/{path.name}"  # also an object-store run's mirror
@@ -101,8 +102,6 @@ def _portable_arg(arg: str, host: str, inside: str) -> str:
 def run_files(plan: Any) -> dict[str, str]:
     """The files every process reads, by path relative to the run folder, with container paths:
     config.json, run.json and code/NAME for each user file the run uses."""
-    from surreal.api import config as config_io
-
     inside = container_run_dir(plan)
     code: dict[str, str] = {}
     config = config_io.to_dict(plan.config)

@@ -13,6 +13,7 @@ from typing import Any
 import caraml
 from caraml.wire import KIND_ERROR, serialize
 from surreal.runtime.guard import PortGuard
+from surreal.runtime.schemas import REQUEST_MAX_BYTES, EsRequest
 
 NOTHING = object()
 """What `receive` returns when nothing (valid) arrived in time."""
@@ -68,8 +69,6 @@ def checked_handler(
 
 def es_master_server(master: Any, address: str) -> GuardedServer:
     """The ES master's Server: worker requests checked by `schemas.EsRequest` first."""
-    from surreal.runtime.schemas import REQUEST_MAX_BYTES, EsRequest
-
     guard = PortGuard("es-master")
     validate = EsRequest(len(master.state.obstat.sum), len(master.gen.indices), guard)
     refusal = {"op": "wait", "generation": -1, "checksum": 0.0}

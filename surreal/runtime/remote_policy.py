@@ -12,12 +12,16 @@ A worker that dies is restarted by the launcher; meanwhile the actor waits and r
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
 
+import caraml
 from surreal.api.core import Batch, Params, Policy
+from surreal.runtime.asking import Asker
 from surreal.runtime.parameter_client import ParameterClient
+from surreal.runtime.policy_protocol import check_reply, inference_methods
 
 
 class VersionClient(ParameterClient):
@@ -54,12 +58,6 @@ class RemotePolicy(Policy):
     def __init__(
         self, address: str, client: str, local: Policy, stopping: Any = None, timeout: float = 5.0
     ) -> None:
-        import threading
-
-        import caraml
-        from surreal.runtime.asking import Asker
-        from surreal.runtime.policy_protocol import inference_methods
-
         self.address, self.client, self.local = address, client, local
         self.methods = inference_methods(local)
         self.stopping = stopping or threading.Event()
@@ -116,8 +114,6 @@ class RemotePolicy(Policy):
     def call(self, method: str, obs: np.ndarray, **kwargs: Any) -> Any:
         """`method(obs, **kwargs)` on the worker; retries (printing once per outage) until it
         answers or `stopping` is set."""
-        from surreal.runtime.policy_protocol import check_reply
-
         obs = np.ascontiguousarray(obs, np.float32)
         request: dict[str, Any] = {
             "client": self.client,

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+import caraml
 from surreal.api.core import fifo_replay
 from surreal.api.replay import Replay
 from surreal.monitoring import logs
@@ -145,8 +146,6 @@ class _BufferLoop:
 def main(run_dir: str, index: int = 0) -> None:
     """Serve until stopped. Every message is checked against its port's schema first
     (`surreal.runtime.schemas`): a bad one is counted, logged once per kind and dropped."""
-    import caraml
-
     comp = Component(run_dir, "buffer", index)
     cfg = comp.config
     replay = make_replay(comp)

@@ -19,6 +19,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import caraml
+from surreal.monitoring import logs
+from surreal.runtime.common import Component
 from surreal.runtime.guard import Invalid, PortGuard
 from surreal.runtime.ports import NOTHING, GuardedServer, receive
 from surreal.runtime.replay_uniform import UniformSampler, UniformStorage
@@ -29,6 +32,7 @@ from surreal.runtime.schemas import (
     as_dict,
     sample_request,
 )
+from surreal.runtime.sharding import shard_seed
 
 
 def _any_chunk(message: Any) -> dict:
@@ -98,8 +102,6 @@ class ReplayShard:
 
     def serve(self, push_backend: str, sample_backend: str, poll_s: float = 0.2) -> None:
         """Pull and serve until `stop()` (connects to the proxies' backends)."""
-        import caraml
-
         puller = caraml.Puller(push_backend, bind=False)
         server = GuardedServer(
             sample_backend, self.handle, self.request_guard, bind=False, max_size=REQUEST_MAX_BYTES
@@ -120,9 +122,6 @@ class ReplayShard:
 
 def main(run_dir: str, index: int = 0) -> None:
     """Replay shard `index` of a run: serve until stopped, reporting fill to the metrics sink."""
-    from surreal.runtime.common import Component
-    from surreal.runtime.sharding import shard_seed
-
     comp = Component(run_dir, "buffer", index)
     algo = comp.config.algo
     # Each of K shards starts sampling at half its share of the sampling-start size, so shards
@@ -162,8 +161,6 @@ def main(run_dir: str, index: int = 0) -> None:
 
 
 def _report_loop(comp, shard: ReplayShard, every_s: float = 2.0) -> None:
-    from surreal.monitoring import logs
-
     started = time.time()  # tells a restarted shard's reports from its predecessor's
     log = getattr(comp, "log", None) or logs.get()
     tick = getattr(comp, "tick", None) or logs.Progress(log).tick  # (tests pass a bare comp)

@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import surreal.api.config as config_io
+from surreal.api.registry import config_class, resolve
 from surreal.api.spaces import EnvInfo
 from surreal.runtime.storage import S3Folder, is_remote
 from surreal.runtime.storage_sync import mirror_path, prepare_launch_mirror, track
@@ -106,15 +108,11 @@ class RunDir:
 
     def algo_class(self) -> type:
         """The Learner class this run trains (from the run's copy of its file, if it has one)."""
-        from surreal.api.registry import resolve
-
         return resolve(self.algo_ref())
 
     def copy_algo_file(self, ref: str) -> str | None:
         """Copy the file of a `path/file.py:Class` ref into `code/`; returns the copy's ref
         relative to the run folder (None for a registered name)."""
-        import shutil
-
         path, sep, cls = ref.rpartition(":")
         if not (sep and path.endswith(".py")):
             return None
@@ -132,8 +130,6 @@ class RunDir:
     def load_config(self) -> config_io.Config:
         """The saved, resolved config (a built-in algorithm's config class is imported without
         its learner, so without torch: `registry.config_class`)."""
-        from surreal.api.registry import config_class
-
         return config_io.load(self.config_file, config_class(self.algo_ref()))
 
     def env_info(self) -> EnvInfo:

@@ -21,6 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import caraml
+from surreal.runtime.common import Component
+from surreal.runtime.param_server import serve
+
 REPLAY_SERVICES = ("replay", "replay-shards", "replay-sample", "replay-sample-shards")
 PARAM_SERVICES = ("params", "params-shards", "params-pub")
 
@@ -46,8 +50,6 @@ def start_replay_proxies(
     push_front: str, push_back: str, sample_front: str, sample_back: str, hwm: int | None = None
 ) -> ShardProxies:
     """Bind the replay's pull-push (experience) and router-dealer (samples) proxies."""
-    import caraml
-
     push = caraml.Proxy(push_front, push_back, kind="pull-push", hwm=hwm).start()
     sample = caraml.Proxy(sample_front, sample_back, kind="router-dealer").start()
     return ShardProxies([push, sample])
@@ -55,8 +57,6 @@ def start_replay_proxies(
 
 def start_param_proxy(front: str, back: str) -> ShardProxies:
     """Bind the parameter servers' router-dealer proxy."""
-    import caraml
-
     return ShardProxies([caraml.Proxy(front, back, kind="router-dealer").start()])
 
 
@@ -67,8 +67,6 @@ def shard_seed(base: int, shard: int) -> int:
 
 def replay_proxy_main(run_dir: str, index: int = 0) -> None:
     """The replay proxies of a run: forward until stopped."""
-    from surreal.runtime.common import Component
-
     comp = Component(run_dir, "replay-proxy", index)
     a = comp.address
     with start_replay_proxies(
@@ -88,8 +86,6 @@ def replay_proxy_main(run_dir: str, index: int = 0) -> None:
 
 def param_proxy_main(run_dir: str, index: int = 0) -> None:
     """The parameter servers' proxy of a run: forward until stopped."""
-    from surreal.runtime.common import Component
-
     comp = Component(run_dir, "param-proxy", index)
     with start_param_proxy(comp.address("params").bind_tcp, comp.address("params-shards").bind_tcp):
         comp.log.info(
@@ -103,8 +99,5 @@ def param_proxy_main(run_dir: str, index: int = 0) -> None:
 
 def param_shard_main(run_dir: str, index: int = 0) -> None:
     """Parameter-server shard `index`: the runtime's ParameterStore, reached through the proxy."""
-    from surreal.runtime.common import Component
-    from surreal.runtime.param_server import serve
-
     comp = Component(run_dir, "param-server", index)
     serve(comp, comp.address("params-shards").tcp, bind=False)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from surreal.api.core import Actor, Batch
+from surreal.envs import VectorEnv
 
 
 class Halves:
@@ -72,8 +73,6 @@ def _side_by_side(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def build_actor(comp: Any, policy: Any, seed: int) -> tuple[Any, Any]:
     """(env, actor) for the runtime actor: one VectorEnv and `Actor`, or with remote inference and
     `actor.double_buffer` two halves (`Halves`, `SplitActor`)."""
-    from surreal.envs import VectorEnv
-
     cfg = comp.config
     n = cfg.env.num_envs
     split = cfg.actor.inference == "remote" and cfg.actor.double_buffer and n >= 2

@@ -1,7 +1,7 @@
 """From a launch plan to a symphony Experiment: the blocks every algorithm's topology is made of.
 
 Every process of every algorithm runs the one entry point `python -m surreal component ROLE
-RUN_DIR --index I`; `surreal.runtime.run_component` looks ROLE up in the run's
+RUN_DIR --index I`; `surreal.runtime.component.run_component` looks ROLE up in the run's
 `Learner.components()`. `algorithm_experiment` asks the learner class for its topology
 (`Learner.build_experiment`); `standard_experiment` is the default when it returns None:
 
@@ -18,9 +18,12 @@ from typing import Any
 
 from surreal.api.config import Config
 from surreal.api.core import RUNTIME_COMPONENTS  # noqa: F401  (defined beside Learner.components)
+from surreal.api.device import learner_threads, wants_gpu
 from surreal.api.spaces import EnvInfo
+from surreal.monitoring.prometheus import service_name
 from surreal.runtime.policy_topology import policy_services, serves
 from surreal.runtime.rundir import RunDir
+from symphony import Experiment, Process, ProcessGroup, Resources, RestartPolicy
 
 PROCESS_ENV = {"PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 """Environment of every process: unbuffered output, one OpenMP thread (the learner sets its own)."""
@@ -50,8 +53,6 @@ def command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:
 def restart_policy() -> Any:
     """How every process but the learner restarts: on failure, 0.5-5 s apart, up to 20 times
     within any 10 minutes (a crash loop ends the run; crashes now and then over days do not)."""
-    from symphony import RestartPolicy
-
     return RestartPolicy(
         mode="on-failure", max_restarts=20, backoff_s=0.5, max_backoff_s=5.0, window_s=600.0
     )
@@ -60,8 +61,6 @@ def restart_policy() -> Any:
 def process(plan: LaunchPlan, role: str, index: int = 0, name: str | None = None) -> Any:
     """A restarted-on-failure Process running component ROLE (named `name`, default ROLE),
     binding its `/metrics` service (`with_metrics`)."""
-    from symphony import Process
-
     proc = Process(
         name or role,
         command(plan.run_dir, role, index),
@@ -73,16 +72,12 @@ def process(plan: LaunchPlan, role: str, index: int = 0, name: str | None = None
 
 def with_metrics(plan: LaunchPlan, proc: Any) -> Any:
     """Bind `prom-<name>`, the process's Prometheus `/metrics` (unless `run.prometheus` is off)."""
-    from surreal.monitoring.prometheus import service_name
-
     return proc.binds(service_name(proc.name)) if plan.config.run.prometheus else proc
 
 
 def new_experiment(plan: LaunchPlan) -> Any:
     """The symphony Experiment of a plan, labelled with its algo, env and run folder, holding the
     runtime's metrics sink (every topology starts from this)."""
-    from symphony import Experiment
-
     exp = Experiment(
         plan.experiment_name,
         metadata={
@@ -101,9 +96,6 @@ def learner_process(
     """The process named `learner` (running component ROLE): `run.torch_threads` OpenMP threads
     and CPUs (0: `surreal.api.device.learner_threads`), one GPU when `run.device` asks for cuda; never
     restarted (its end is the run's end; `surreal launch --resume` continues it)."""
-    from surreal.api.device import learner_threads, wants_gpu
-    from symphony import Process, Resources
-
     run = plan.config.run
     threads = learner_threads(run.torch_threads, run.actors)
     proc = Process(
@@ -119,8 +111,6 @@ def add_learners(exp: Any, plan: LaunchPlan, binds: Iterable[str], connects: Ite
     """Add the learner (binding `binds`, connected to `connects`), or with `run.learner_replicas`
     N > 1 the ProcessGroup `learners`: `learner` (rank 0, which also binds the rendezvous service
     `learner-rdzv`) and `learner-1` ... `learner-{N-1}` (running `--index` = their rank)."""
-    from symphony import ProcessGroup
-
     binds, connects = tuple(binds), tuple(connects)
     n = plan.config.run.learner_replicas
     if n == 1:
@@ -151,8 +141,6 @@ def add_actor_groups(
     """Add `run.actors` processes `PREFIX-i` running component ROLE --index i, connected to
     `connects`, in groups `GROUP_PREFIX-g` of `actor.group_size` (one machine / Pod each);
     with `actor.inference=remote` also the policy workers each actor asks (`add_policy_workers`)."""
-    from symphony import ProcessGroup
-
     cfg, services = plan.config, tuple(connects)
     size = cfg.actor.group_size
     for g, start in enumerate(range(0, cfg.run.actors, size)):
@@ -169,9 +157,6 @@ def add_policy_workers(exp: Any, plan: LaunchPlan, role: str = "actor") -> None:
     `policy-K`, restarted on failure like the actors) in the ProcessGroup `policy-workers`; each
     declares one GPU when `actor.inference_device` asks for cuda (kube/compose/slurm request it).
     Nothing when ROLE's actors run their own policy (`surreal.runtime.policy_topology.serves`)."""
-    from surreal.api.device import wants_gpu
-    from symphony import ProcessGroup, Resources
-
     cfg = plan.config
     if cfg.actor.inference != "remote" or not serves(plan, role):
         return

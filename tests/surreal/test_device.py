@@ -12,8 +12,9 @@ from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ppo import PPOLearner
 from surreal.api.config import Config, ConfigError
 from surreal.api.core import Learner, Policy
-from surreal.api.device import Prefetcher, check_device, learner_threads, to_device, wants_gpu
+from surreal.api.device import check_device, learner_threads, wants_gpu
 from surreal.api.spaces import EnvInfo
+from surreal.api.transfer import Prefetcher, to_device
 from surreal.runtime.rundir import RunDir
 from surreal.runtime.topology import LaunchPlan, learner_process
 from surreal.testing import surreal_cli

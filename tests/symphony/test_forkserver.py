@@ -248,9 +248,19 @@ def test_a_dead_fork_server_leaves_its_processes_and_restarts_use_popen(here, re
     policy = RestartPolicy("on-failure", max_restarts=3, backoff_s=0.05)
     handle = launch(records, worker("a", restart=policy), worker("b", restart=policy))
     a, b = report(handle, "a"), report(handle, "b")
+    assert a["preloaded"] and b["preloaded"], supervisor_log(handle)  # both forked
     (server,) = read_state(handle.record)["fork_servers"]
+    assert server["state"] == "ready", server
     os.kill(server["pid"], signal.SIGKILL)
-    wait_for(lambda: "exited with code -9" in supervisor_log(handle), what="the warning")
+    try:
+        wait_for(lambda: "exited with code -9" in supervisor_log(handle), what="the warning")
+    except AssertionError as err:  # say what the supervisor saw, and whether it still runs
+        state = read_state(handle.record)
+        alive = psutil.pid_exists(state["supervisor_pid"])
+        raise AssertionError(
+            f"{err}; supervisor alive: {alive}; fork servers: {state['fork_servers']}; "
+            f"its log:\n{supervisor_log(handle)}"
+        ) from None
     assert psutil.pid_exists(b["pid"])  # its forks run on
     os.kill(a["pid"], signal.SIGKILL)
     again = wait_for(

@@ -5,9 +5,14 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import torch
 
+import caraml
 from surreal.algos.ddpg.noise import actor_sigma, make_noise
 from surreal.algos.ddpg.nstep import NStepWriter, Transition, pack_chunk
+from surreal.envs import VectorEnv
+from surreal.runtime.common import Component
+from surreal.runtime.remote_policy import actor_inference
 
 
 class ChunkWriter:
@@ -55,8 +60,6 @@ class Pacer:
 
     def fetch(self, params, env_steps: int, stopping) -> dict | None:
         """Newer parameters if any; waits (polling) while this actor is ahead of the learner."""
-        import caraml
-
         while not stopping.is_set():
             try:
                 fresh = params.fetch()
@@ -72,13 +75,6 @@ class Pacer:
 
 def main(run_dir: str, index: int = 0) -> None:
     """Act until stopped: fetch parameters when they changed, push experience."""
-    import torch
-
-    import caraml
-    from surreal.envs import VectorEnv
-    from surreal.runtime.common import Component
-    from surreal.runtime.remote_policy import actor_inference
-
     torch.set_num_threads(1)
     comp = Component(run_dir, "actor", index)
     cfg, algo = comp.config, comp.config.algo

@@ -12,6 +12,7 @@ from torch import nn
 from surreal.algos.ddpg.config import DDPGConfig
 from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ddpg.networks import Actor
+from surreal.algos.ddpg.topology import COMPONENTS, build_experiment
 from surreal.api.core import Batch, Learner, Params, Policy
 from surreal.api.spaces import EnvInfo
 
@@ -167,12 +168,8 @@ class DDPGLearner(Learner):
     @classmethod
     def build_experiment(cls, plan: Any) -> Any:
         """Actors, sharded replay and parameter servers, learner, evaluator, metrics."""
-        from surreal.algos.ddpg.topology import build_experiment
-
         return build_experiment(plan)
 
     @classmethod
     def components(cls) -> dict[str, str]:
-        from surreal.algos.ddpg.topology import COMPONENTS
-
         return {**super().components(), **COMPONENTS}

@@ -7,6 +7,12 @@ import time
 
 import numpy as np
 
+import caraml
+from caraml.errors import WorkerDied
+from surreal.runtime import checkpoint
+from surreal.runtime.common import Component
+from surreal.runtime.learner import build_learner
+
 
 def sample_reply_to_arrays(reply: dict) -> dict[str, np.ndarray]:
     """DataFetcher `process` (runs in the fetch worker): a replay reply -> arrays for a slot."""
@@ -43,10 +49,6 @@ class StepCounter:
 
 def main(run_dir: str, index: int = 0) -> None:
     """Learn until run.steps env steps were stored (or stopped); checkpoint periodically and at exit."""
-    import caraml
-    from caraml.errors import WorkerDied
-    from surreal.runtime.common import Component
-
     comp = Component(run_dir, "learner", index)
     loop = _Loop(comp)
     algo_cfg, obs_dim = comp.config.algo, int(np.prod(comp.env_info.obs_shape))
@@ -83,9 +85,6 @@ class _Loop:
     """The learner, its counters, publications, reports and checkpoints."""
 
     def __init__(self, comp) -> None:
-        import caraml
-        from surreal.runtime.learner import build_learner
-
         self.comp = comp
         self.learner, self.counters = build_learner(comp)
         self.steps = StepCounter(self.counters["global_step"])
@@ -148,8 +147,6 @@ class _Loop:
             self.last_ckpt = now
 
     def save(self) -> None:
-        from surreal.runtime import checkpoint
-
         checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
 
     def close(self) -> None:

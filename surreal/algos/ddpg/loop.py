@@ -7,9 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
+import torch
 
 from surreal.algos.ddpg.config import DDPGConfig
+from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ddpg.noise import make_noise
 from surreal.algos.ddpg.nstep import NStepWriter, pack_chunk
 from surreal.runtime.replay_uniform import UniformSampler, UniformStorage
@@ -17,8 +20,6 @@ from surreal.runtime.replay_uniform import UniformSampler, UniformStorage
 
 def make_gym_env(env_id: str, seed: int | None = None):
     """A gymnasium env (ids with or without the `gym:` prefix) with a Box action space."""
-    import gymnasium as gym
-
     env = gym.make(env_id.removeprefix("gym:"))
     if seed is not None:
         env.reset(seed=seed)
@@ -74,10 +75,6 @@ def train(
     log: Callable[[dict], None] | None = None,
 ) -> tuple[object, LoopResult]:
     """Run DDPG in one process; stops early once a mean eval return reaches `stop_at`."""
-    import torch
-
-    from surreal.algos.ddpg.learning import DDPG
-
     torch.set_num_threads(1)
     env, eval_env = make_gym_env(env_id, seed), make_gym_env(env_id, seed + 1000)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]

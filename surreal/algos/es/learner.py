@@ -17,6 +17,7 @@ from surreal.algos.es.config import ESConfig
 from surreal.algos.es.noise_table import SharedNoiseTable
 from surreal.algos.es.policy import ESPolicy
 from surreal.algos.es.state import ESState
+from surreal.algos.es.topology import COMPONENTS, build_experiment
 from surreal.api.core import Batch, Learner, Params, Policy
 from surreal.api.spaces import EnvInfo
 
@@ -121,12 +122,8 @@ class ESLearner(Learner):
     @classmethod
     def build_experiment(cls, plan: Any) -> Any:
         """One master, `run.actors` workers (grouped per machine), parameter server, evaluator."""
-        from surreal.algos.es.topology import build_experiment
-
         return build_experiment(plan)
 
     @classmethod
     def components(cls) -> dict[str, str]:
-        from surreal.algos.es.topology import COMPONENTS
-
         return {**super().components(), **COMPONENTS}

@@ -31,6 +31,7 @@ from surreal.algos.es.noise_table import SharedNoiseTable
 from surreal.algos.es.policy import ESPolicy
 from surreal.algos.es.rollout import PairResult
 from surreal.algos.es.state import ESState
+from surreal.runtime.ports import es_master_server
 
 KEEP_RECORDS = 16  # a worker further behind than this gets the full state instead
 POLLS_PER_S = 1000  # waiting workers together ask about this often (each: 2 ms to 50 ms apart)
@@ -208,8 +209,6 @@ def serve(
 ) -> None:
     """Serve workers on `address` until the master is done; `on_generation(master, i)` runs in
     this thread after each finished generation i and may return True to stop early."""
-    from surreal.runtime.ports import es_master_server
-
     server = es_master_server(master, address)  # worker requests checked first (#25)
     server.start()
     try:

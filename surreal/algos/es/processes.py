@@ -7,6 +7,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch  # noqa: F401  (checkpoints need it: imported as the process starts, not in a hurried exit)
+
+import caraml
+from surreal.algos.es.master import ESMaster, serve
+from surreal.algos.es.worker import run_worker
+from surreal.envs import make_env
+from surreal.runtime import checkpoint
+from surreal.runtime.common import Component
+
 
 @dataclass
 class _MasterRun:
@@ -77,13 +86,6 @@ class _MasterRun:
 
 def master_main(run_dir: str, index: int = 0) -> None:
     """Run the ES master of a run: hand out pairs, step theta, publish, report, checkpoint."""
-    import torch  # noqa: F401  (checkpoints need it; import it now, not in a hurried exit)
-
-    import caraml
-    from surreal.algos.es.master import ESMaster, serve
-    from surreal.runtime import checkpoint
-    from surreal.runtime.common import Component
-
     comp = Component(run_dir, "learner", index)
     cfg = comp.config
     learner = comp.algo.create(cfg, comp.env_info, seed=cfg.run.seed)
@@ -126,10 +128,6 @@ def master_main(run_dir: str, index: int = 0) -> None:
 
 def worker_main(run_dir: str, index: int = 0) -> None:
     """Run ES worker `index` of a run until the master says stop."""
-    from surreal.algos.es.worker import run_worker
-    from surreal.envs import make_env
-    from surreal.runtime.common import Component
-
     comp = Component(run_dir, "es-worker", index)
     cfg = comp.config
     learner = comp.algo.create(cfg, comp.env_info, seed=cfg.run.seed)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import threading
 import time
 
+import caraml
 from surreal.algos.es.config import ESConfig
+from surreal.algos.es.loop import build
 from surreal.algos.es.noise_table import SharedNoiseTable
 from surreal.algos.es.policy import ESPolicy
 from surreal.algos.es.rollout import evaluate_pair
@@ -33,8 +37,6 @@ def run_worker(
     `spans`, if given, gets (start, end, env steps) of every pair it ran, on `time.monotonic`'s
     clock (benchmarks: how busy a worker was, and how fast its rollouts ran).
     """
-    import caraml
-
     # Short timeouts, many retries (lazy pirate): a lost request costs ~request_timeout, and a
     # repeated one is harmless (the master ignores duplicate answers, re-issues unanswered pairs).
     client = caraml.Client(
@@ -129,11 +131,6 @@ def _retry(reply: dict, backoff: float) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     """Standalone worker (benchmarks, tests): `python -m surreal.algos.es.worker --env ID --master ADDR`."""
-    import argparse
-    import json
-
-    from surreal.algos.es.loop import build
-
     parser = argparse.ArgumentParser(prog="python -m surreal.algos.es.worker")
     parser.add_argument("--env", required=True, help="gym:<id>")
     parser.add_argument("--master", required=True, help="the master's address, tcp://host:port")

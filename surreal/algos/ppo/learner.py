@@ -12,10 +12,12 @@ from surreal.algos.ppo.config import PPOConfig, batch_segments
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
 from surreal.algos.ppo.networks import entropy, log_prob, make_model
 from surreal.algos.ppo.policy import PPOPolicy, model_params
+from surreal.algos.ppo.topology import build_experiment
 from surreal.api.compiling import pays
 from surreal.api.config import Config
 from surreal.api.core import Batch, Learner, Params
 from surreal.api.normalizer import RunningNormalizer
+from surreal.api.registry import load_class
 from surreal.api.spaces import EnvInfo
 
 MinibatchLoss = Callable[[torch.Tensor], tuple[torch.Tensor | None, dict[str, torch.Tensor]]]
@@ -72,8 +74,6 @@ class PPOLearner(Learner):
         if config.network != "mlp":
             raise ValueError(f"algo.network must be 'mlp', got {config.network!r}")
         if config.model:
-            from surreal.api.registry import load_class
-
             load_class(config.model, "algo.model")  # raises LookupError saying what is wrong
 
     def compile_pays(self) -> bool:
@@ -104,8 +104,6 @@ class PPOLearner(Learner):
     @classmethod
     def build_experiment(cls, plan: Any) -> Any:
         """The standard topology (`surreal/algos/ppo/topology.py`)."""
-        from surreal.algos.ppo.topology import build_experiment
-
         return build_experiment(plan)
 
     def learn(self, batch: Batch) -> dict[str, float]:

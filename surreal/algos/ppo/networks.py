@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch.distributions import Categorical, Normal
 
+from surreal.api.registry import load_class
 from surreal.api.spaces import EnvInfo
 
 _ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
@@ -66,8 +67,6 @@ def make_model(config: Any, env_info: EnvInfo) -> nn.Module:
     """
     if not config.model:
         return ActorCritic(env_info, config.hidden_sizes, config.activation, config.log_std_init)
-    from surreal.api.registry import load_class
-
     return load_class(config.model, "algo.model")(env_info, config)
 
 
