@@ -50,7 +50,8 @@ def enabled(mode: str, pays: bool) -> bool:
 
 def pays(minibatch_steps: float, device: torch.device) -> bool:
     """`auto` for a step measured to pay (PPO's MLP): on the CPU, for runs of `PAYS_AFTER_STEPS`
-    minibatch steps or more (nothing was measured on a GPU yet, so `auto` stays off there)."""
+    minibatch steps or more. Off on a GPU: measured once on an H200 (docs/learning.md, "On a
+    GPU"), the compiled PPO step there was 1.88x eager and still slower than one CPU core's."""
     return device.type == "cpu" and minibatch_steps >= PAYS_AFTER_STEPS
 
 
