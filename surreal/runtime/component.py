@@ -18,8 +18,9 @@ from surreal.runtime.storage_sync import attached
 def run_component(role: str, run_dir: str, index: int = 0) -> None:
     """Run one process of a run until it finishes or is told to stop.
 
-    ROLE is looked up in the run's `Learner.components()` (the runtime's roles above, plus those
-    of an algorithm with its own topology; see `surreal.runtime`), so this is the one entry point of every process.
+    ROLE is looked up in the run's `Learner.components()` (the runtime's roles, listed in
+    `surreal.runtime`'s docstring, plus those of an algorithm with its own topology), so this is
+    the one entry point of every process.
     It sets up the process's log (`surreal.monitoring.logs`): a `start:` line first, a `stop:`
     line last (finished, stopped by a signal, crashed). An exception that ends it (not a stop
     signal) is recorded in `RUN/crashes.jsonl` (`surreal.monitoring.crash`) and raised again
