@@ -113,9 +113,10 @@ def row(name: str) -> list[str]:
 
 def main() -> None:
     on_cuda()
+    load_before = os.getloadavg()[0]
     out = [
-        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {ROUNDS} rounds x "
-        f"{WINDOW_S} s per mode, wall time",
+        f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {torch.get_num_threads()} "
+        f"torch threads, {ROUNDS} rounds x {WINDOW_S} s per mode, wall time",
         "",
         "| step | mode | samples/s median [min-max] | vs eager | first update s | still compiled |",
         "|---|---|---:|---:|---:|---|",
@@ -123,7 +124,8 @@ def main() -> None:
     for name in ROWS:
         out += row(name)
         print("\n".join(out[-3:]), flush=True)
-    text = "\n".join(out)
+    load = f"1-min load {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+    text = "\n".join([out[0] + f"; {load}", *out[1:]])
     print(text)
     Path(os.environ.get("OUT", "."), "gpu_step.md").write_text(text + "\n")
 
