@@ -229,6 +229,7 @@ def _print_dry_run(plan: Any, population_plan: Any, args: dict[str, Any]) -> Non
     click.echo(_dry_run_folder_line(plan, args["trial"]))
     click.echo(f"# {_family_line(plan)}")
     click.echo(json.dumps(config_io.to_dict(plan.config), indent=2, sort_keys=True))
+    click.echo(f"# {launching.device_line(plan)}")
     click.echo(text)
 
 
@@ -309,6 +310,7 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
     )
     if not plan.resume:
         click.echo(_family_line(plan, user, width=100))
+    click.echo(launching.device_line(plan))
     started = time.monotonic()
     try:
         handle = symphony.launch(launching.build_experiment(plan), backend, **opts)

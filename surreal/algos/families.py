@@ -6,7 +6,9 @@ The family comes from the env id alone (no environment is built): `robosuite:<Ta
 defaults). The defaults are applied before the user's `--set` overrides, so a user's value always
 wins; `--resume` keeps the saved config as it is. Each algorithm's config says what it sets
 per family (`LearnerConfig.family_defaults`, overridden by PPOConfig and DDPGConfig; a config of your own may
-define one too); what and why is in `docs/learning.md` (measured there).
+define one too); what and why is in `docs/learning.md` (measured there). On top of the
+family's come the settings of the run's preset (`run.preset`: cpu, gpu or auto;
+`LearnerConfig.preset_defaults`, e.g. PPO's GPU recipe for MuJoCo: docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -17,8 +19,19 @@ from typing import Any
 
 from surreal.api.config import get_value, set_value
 from surreal.api.core import LearnerConfig
+from surreal.api.device import wants_gpu
 
 FAMILIES = ("classic", "mujoco", "robosuite", "other")
+PRESETS = ("cpu", "gpu")
+"""The presets `run.preset` names (`auto` picks one: `preset`)."""
+
+
+def preset(config: Any) -> str:
+    """`run.preset` resolved: `auto` is gpu when `run.device` names a GPU (cuda, cuda:N), else
+    cpu (torch-free: whether this machine has a GPU is the device's question, not the recipe's)."""
+    if config.run.preset != "auto":
+        return config.run.preset
+    return "gpu" if wants_gpu(config.run.device) else "cpu"
 
 
 def env_family(env_id: str) -> str:
@@ -42,12 +55,14 @@ def env_family(env_id: str) -> str:
 
 
 def family_defaults(config: Any) -> tuple[str, dict[str, Any]]:
-    """The env's family and the settings the run's algorithm brings for it ({} if none): the
-    algorithm config's `family_defaults(family)` (declared on `surreal.api.core.LearnerConfig`)."""
+    """The env's family and the settings the run's algorithm brings for it and the run's preset
+    ({} if none): the algorithm config's `family_defaults(family)`, then its
+    `preset_defaults(preset, family)` (declared on `surreal.api.core.LearnerConfig`)."""
     family = env_family(config.env.id)
     if not isinstance(config.algo, LearnerConfig):
         return family, {}
-    return family, dict(config.algo.family_defaults(family))
+    settings = dict(config.algo.family_defaults(family))
+    return family, settings | dict(config.algo.preset_defaults(preset(config), family))
 
 
 def apply_family_defaults(config: Any) -> tuple[str, dict[str, Any]]:
@@ -76,7 +91,8 @@ def describe(
     user: Iterable[str] = (),
     width: int | None = None,
 ) -> str:
-    """The launch summary's line(s): `task family: classic (algo.norm_obs=False, ...)`.
+    """The launch summary's line(s): `task family: classic (algo.norm_obs=False, ...)`; with a
+    `config` whose preset is not cpu, `task family: mujoco, preset gpu (...)`.
 
     Only the family's settings in effect are shown: not those the user set (keys in `user`,
     see `user_keys`), nor, given the run's `config`, those whose value there is no longer the
@@ -89,7 +105,8 @@ def describe(
         if k not in mine and (config is None or get_value(config, k) == v)
     ]
     rest = "no other changes" if settings else "no changes"
-    text = f"task family: {family} ({', '.join(shown) or rest}; --set overrides win)"
+    named = f", preset {preset(config)}" if config is not None and preset(config) != "cpu" else ""
+    text = f"task family: {family}{named} ({', '.join(shown) or rest}; --set overrides win)"
     if not width:
         return text
     return "\n".join(

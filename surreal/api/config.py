@@ -117,10 +117,19 @@ class RunConfig:
     """Data-parallel learner processes (one symphony ProcessGroup) averaging gradients with
     torch.distributed; each learns on segments_per_batch / learner_replicas segments."""
     device: str = "auto"
-    """Where the learner computes: auto (a GPU when torch sees one, else cpu), cpu, cuda, cuda:N."""
-    compile: Literal["auto", "on", "off"] = "auto"
+    """Where the learner computes: cpu, cuda, cuda:N, or auto: the faster device for the
+    configured step, a GPU when torch sees one unless the step is a small MLP's at minibatches
+    under 2,048 samples (faster on a CPU core; `surreal.api.device.auto_device`). The launch
+    summary says which and why."""
+    preset: Literal["auto", "cpu", "gpu"] = "auto"
+    """The algorithm's settings for where it learns, applied after the task family's and before
+    `--set` (`LearnerConfig.preset_defaults`): cpu (the family's recipe), gpu (PPO on MuJoCo:
+    batches of 32,768 env steps in minibatches of 4,096, for a GPU learner fed by many actors;
+    docs/gpu.md), or auto: gpu when `run.device` names a GPU (cuda, cuda:N), else cpu."""
+    compile: Literal["auto", "on", "off", "graphs"] = "auto"
     """The learner's update step through `torch.compile` (`Learner.compiled`, surreal/api/compiling.py):
-    on, off, or auto: on only where it was measured to pay, today PPO's MLP on the CPU in a run of
+    on, off, graphs (on, in CUDA graphs: a GPU only; on a CPU it is auto, after one warning
+    line), or auto: on only where it was measured to pay, today PPO's MLP on the CPU in a run of
     at least 60,000 minibatch steps (`run.steps` x `algo.update_epochs` / minibatch size, e.g.
     HalfCheetah's 1M x 10 / 64), off everywhere else (shorter runs; TD3, 1.1x; GPUs: not
     measured yet). A cold compile costs 15-17 CPU-s (13 s wall on a quiet 2-core machine, up to

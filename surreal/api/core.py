@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from surreal.api.config import Config, read_only
-from surreal.api.device import resolve
+from surreal.api.device import auto_device, preference, resolve
 from surreal.api.modules import load_model_params, model_params
 from surreal.api.replay import FifoSampler, FifoStorage, Replay
 from surreal.api.spaces import EnvInfo
@@ -52,6 +52,19 @@ class LearnerConfig:
         ('classic', 'mujoco', 'robosuite', 'other'; `surreal.algos.families`) before the user's
         `--set`, through the same typed path; default: none."""
         return {}
+
+    @classmethod
+    def preset_defaults(cls, preset: str, family: str) -> dict[str, Any]:
+        """Dotted settings of the preset PRESET (`run.preset`: 'cpu', 'gpu') for a task family,
+        applied after `family_defaults` and before the user's `--set`; default: none."""
+        return {}
+
+    def device_preference(self, run_config: Any) -> tuple[bool, str]:
+        """Whether `run.device=auto` puts this learner on a GPU when there is one, and why
+        (`surreal.api.device.auto_device`); default: yes (a network of your own is usually
+        large enough to pay for one). PPO's MLP and DDPG/TD3/SAC stay on the CPU below
+        `GPU_MIN_MINIBATCH` samples per minibatch."""
+        return True, "a GPU is there (LearnerConfig.device_preference's default)"
 
     def replay_items(self) -> int:
         """Transitions one replay buffer process stores, for its memory request on compose and
@@ -154,11 +167,14 @@ class Learner(abc.ABC):
     @property
     def device(self) -> Any:
         """The `torch.device` this learner computes on: `run.device` resolved (`auto`: the first
-        GPU torch sees, else the CPU); the CPU in bare unit tests without a run config. Build
+        GPU torch sees if `self.config.device_preference` asks for one, else the CPU:
+        `surreal.api.device.auto_device`); the CPU in bare unit tests without a run config. Build
         your networks and optimizer state there; `to_device(batch)` moves a batch there."""
         cached = self.__dict__.get("_device")
         if cached is None:
             spec = self.run_config.run.device if self.run_config is not None else "cpu"
+            if spec.strip().lower() == "auto":
+                spec, _ = auto_device(*preference(self.run_config))
             cached = self.__dict__["_device"] = resolve(spec)
         return cached
 
@@ -170,31 +186,39 @@ class Learner(abc.ABC):
 
     @property
     def compiling(self) -> bool:
-        """Whether `compiled` compiles: `run.compile` on, or auto and `compile_pays()`; False
-        in bare unit tests without a run config."""
-        if self.run_config is None:
-            return False
-        from surreal.api.compiling import enabled
+        """Whether `compiled` compiles: `run.compile` on or graphs, or auto and
+        `compile_pays()`; False in bare unit tests without a run config."""
+        mode = self._compile_mode()
+        return mode in ("on", "graphs") or (mode == "auto" and self.compile_pays())
 
-        return enabled(getattr(self.run_config.run, "compile", "auto"), self.compile_pays())
+    def _compile_mode(self) -> str | None:
+        """`run.compile` on this learner's device, once per learner: `graphs` off a GPU is
+        `auto`, with one warning line (`surreal.api.compiling.graphs_here`); None without a run
+        config."""
+        if self.run_config is None:
+            return None
+        if "_compile_setting" not in self.__dict__:
+            from surreal.api.compiling import graphs_here  # torch: the learner process only
+
+            mode = getattr(self.run_config.run, "compile", "auto")
+            self.__dict__["_compile_setting"] = graphs_here(mode, self.device)
+        return self.__dict__["_compile_setting"]
 
     def compiled(self, fn: Any, name: str, reset: Any = None) -> Any:
         """`fn` (your update step) through `torch.compile` when `self.compiling`, else `fn`.
 
-        Build it once in `__init__` and call it every update with tensors as arguments (floats
-        that change, like an annealed clip range, as 0-d tensors, or each new value compiles
-        again). What pays on a CPU (bench/learner_step.py): the loss's forward and `backward()`
-        in one function (the graph breaks at `backward()`, both halves are compiled) plus a
-        fused optimizer (`torch.optim.Adam(..., fused=True)`); `zero_grad`, gradient sync and
-        clipping stay outside. If compiling or a compiled call raises, one warning line goes to
-        the process's log and the call (after `reset()`, e.g. `self.optimizer.zero_grad`) and
-        every later one run `fn` eagerly: the run goes on. Returns a
-        `surreal.api.compiling.Compiled` (its `active`: still compiled) or `fn`."""
+        Build it once in `__init__`; call it with tensors (changing floats as 0-d tensors, or
+        each new value compiles again). What pays on a CPU (bench/learner_step.py): the loss's
+        forward and `backward()` in one function plus a fused Adam; `zero_grad`, gradient sync
+        and clipping stay outside. `run.compile=graphs` on a GPU runs it in CUDA graphs. If
+        compiling or a compiled call raises, one warning line goes to the process's log and the
+        call (after `reset()`, e.g. `self.optimizer.zero_grad`) and every later one run `fn`
+        eagerly. Returns a `surreal.api.compiling.Compiled` (`active`: still compiled) or `fn`."""
         if not self.compiling:
             return fn
-        from surreal.api.compiling import Compiled
+        from surreal.api.compiling import Compiled  # torch: the learner process only
 
-        return Compiled(fn, name, reset)
+        return Compiled(fn, name, reset, graphs=self._compile_mode() == "graphs")
 
     replicas: Any = None
     """`surreal.runtime.distributed.Replicas` when `run.learner_replicas` > 1 (set before `learn`), else

@@ -1,7 +1,7 @@
 """Where the learner computes (`run.device`) and its CPU threads; torch loads only when asked.
 
-`run.device` is `auto` (the first GPU when torch sees one, else the CPU), `cpu`, `cuda` or
-`cuda:N`. `check_device` runs at launch, before anything starts: asking for a GPU that is not
+`run.device` is `auto` (the faster device for the configured step: `auto_device`), `cpu`,
+`cuda` or `cuda:N`. `check_device` runs at launch, before anything starts: asking for a GPU that is not
 there is a one-line usage error. In the learner process, `Learner.device` is the resolved
 `torch.device` and `Learner.to_device(batch)` moves a batch dict of numpy arrays there
 (`surreal.api.transfer`).
@@ -53,6 +53,36 @@ def check_device(spec: str, cuda_count: int | None = None, name: str = "run.devi
             )
         return f"cuda:{index}"
     raise ConfigError(f"{name} must be {DEVICE_CHOICES}, got {spec!r}")
+
+
+GPU_MIN_MINIBATCH = 2048
+"""`run.device=auto` puts a small-MLP update step (PPO's MLP, DDPG/TD3/SAC) on a GPU only from
+this many samples per minibatch on. Measured once on an H200 (docs/gpu.md): such a step took
+~6 ms there at minibatch 64 and 512 alike (launch- and Python-bound, not arithmetic), where one
+core of the 2-core CPU machine took 1.4 ms at 64 and 1.9 ms at 512 (PPO) and TD3's batch of 256
+ran 51.6k samples/CPU-s against the H200's 44.2k/s; the CPU's time grows with the minibatch and
+the GPU's barely does, so the crossing lies above 512: 2,048 is the GPU recipe's floor (its
+minibatches are 4,096), an estimate until bench/gpu_suite.py measures both sides."""
+
+
+def auto_device(prefers_gpu: bool, why: str, cuda_count: int | None = None) -> tuple[str, str]:
+    """What `run.device=auto` resolves to, and why (the launch summary's words): the first GPU
+    when there is one and the step `prefers_gpu` (`LearnerConfig.device_preference`), else the
+    CPU."""
+    count = _cuda_count() if cuda_count is None else cuda_count
+    if count == 0:
+        return "cpu", "no CUDA GPU here"
+    return ("cuda:0", why) if prefers_gpu else ("cpu", why)
+
+
+def preference(run_config: Any) -> tuple[bool, str]:
+    """Whether the run's learner would rather compute on a GPU, and why: `run.compile=graphs`
+    asks for one, else the algorithm config's `LearnerConfig.device_preference` (a config
+    without one: yes, the rule before this one)."""
+    if run_config.run.compile == "graphs":
+        return True, "run.compile=graphs (CUDA graphs need a GPU)"
+    ask = getattr(run_config.algo, "device_preference", None)
+    return ask(run_config) if ask is not None else (True, "a GPU is there")
 
 
 def wants_gpu(spec: str) -> bool:

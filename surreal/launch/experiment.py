@@ -13,7 +13,7 @@ from surreal.algos.families import apply_family_defaults
 from surreal.api import config as config_io
 from surreal.api.config import Config, ConfigError
 from surreal.api.core import RUNTIME_COMPONENTS, Learner
-from surreal.api.device import check_device
+from surreal.api.device import auto_device, check_device, preference
 from surreal.api.registry import config_class, resolve
 from surreal.envs import check_env, env_info
 from surreal.launch import config_check
@@ -119,7 +119,12 @@ def _settle(
     run: the user's still win), then its values checked, before torch is imported."""
     if env is not None:
         config.env.id = env
-    if family:  # settings per task family (surreal.algos.families)
+    if family:  # settings per task family and preset (surreal.algos.families)
+        # run.preset and run.device choose the preset: the user's before the family's defaults
+        chosen = [
+            o for o in overrides if o.split("=", 1)[0].strip() in ("run.preset", "run.device")
+        ]
+        config_io.apply_overrides(config, chosen)
         apply_family_defaults(config)
     if actors is not None:
         config.run.actors = actors
@@ -213,6 +218,18 @@ def _check(config: Config, gpus_here: bool = True) -> None:
     )
 
     monitoring.check(config)  # run.wandb without wandb installed: a usage error, here
+
+
+def device_line(p: LaunchPlan) -> str:
+    """The launch summary's `learner device: cpu (run.device=auto: why)`: where the learner
+    will compute (`surreal.api.device.auto_device` for auto)."""
+    spec = p.config.run.device.strip().lower()
+    if spec != "auto":
+        return f"learner device: {spec} (run.device={spec})"
+    if p.backend in IMAGE_BACKENDS:  # the pod gets a GPU only when run.device names one
+        return f"learner device: cpu (run.device=auto on {p.backend}: --set run.device=cuda asks for a GPU)"
+    device, why = auto_device(*preference(p.config))
+    return f"learner device: {device} (run.device=auto: {why})"
 
 
 def _check_replicas(config: Config, algo_class: type) -> None:

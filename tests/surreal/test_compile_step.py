@@ -133,13 +133,15 @@ def test_a_step_that_will_not_compile_runs_eagerly_after_one_warning(
 
 
 def test_a_bad_value_is_refused_in_one_line():
-    with pytest.raises(ConfigError, match=r"^run.compile must be auto, on or off, got 'banana'$"):
+    with pytest.raises(
+        ConfigError, match=r"^run.compile must be auto, on, off or graphs, got 'banana'$"
+    ):
         apply_overrides(Config(algo=PPOConfig()), ["run.compile=banana"])
-    with pytest.raises(ConfigError, match="run.compile must be auto, on or off"):
+    with pytest.raises(ConfigError, match="run.compile must be auto, on, off or graphs"):
         compiling.check("banana")
-    with pytest.raises(ConfigError, match="must be auto, on or off, got 'ON'"):
+    with pytest.raises(ConfigError, match="must be auto, on, off or graphs, got 'ON'"):
         from_dict(Config, {"run": {"compile": "ON"}}, algo_class=PPOConfig)
-    for mode in ("auto", "on", "off"):
+    for mode in ("auto", "on", "off", "graphs"):
         assert (
             apply_overrides(Config(algo=PPOConfig()), [f"run.compile={mode}"]).run.compile == mode
         )

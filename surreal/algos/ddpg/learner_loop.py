@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ class _Loop:
         if "empty" in data:
             self.publish()  # parameter servers that joined late get the current version
             return
-        metrics: dict[str, float] = {}
+        metrics: dict[str, Any] = {}
         t0 = time.perf_counter()
         for j in range(len(data["rew"]) // algo.batch_size):
             part = slice(j * algo.batch_size, (j + 1) * algo.batch_size)
@@ -130,9 +131,10 @@ class _Loop:
         self.busy_s += time.perf_counter() - t0
         self.report(metrics)
 
-    def report(self, metrics: dict[str, float]) -> None:
+    def report(self, metrics: dict[str, Any]) -> None:
         now, c = time.monotonic(), self.counters
         if now - self.last_report > 1.0:
+            metrics = {k: float(v) for k, v in metrics.items()}  # a compiled step's: tensors
             metrics["charts/sps"] = (c["global_step"] - self.start_step) / max(
                 now - self.started, 1e-6
             )

@@ -37,7 +37,9 @@ def optimize(
     opt.step()
 
 
-def _clip_and_step(opt: torch.optim.Optimizer, module: nn.Module, grad_clip: float) -> None:
+def clip_and_step(opt: torch.optim.Optimizer, module: nn.Module, grad_clip: float) -> None:
+    """`opt`'s step on the gradients already there, clipped to `grad_clip` in global norm first
+    (0: no clipping)."""
     if grad_clip > 0:
         nn.utils.clip_grad_norm_(module.parameters(), grad_clip)
     opt.step()
@@ -60,6 +62,17 @@ def critic_step(
         "losses/qf_loss": critic_loss.item() / len(qs),
         "losses/qf_values": qs[0].mean().item(),
     }
+
+
+def critics_backward(
+    critics: nn.ModuleList, obs: torch.Tensor, act: torch.Tensor, y: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every critic's squared error to y, backward; (the summed loss, Q_1's mean), detached
+    (the compiled critic step of DDPG/TD3 and SAC)."""
+    qs = [q(obs, act) for q in critics]
+    critic_loss = sum(((q - y) ** 2).mean() for q in qs)
+    critic_loss.backward()
+    return critic_loss.detach(), qs[0].detach().mean()
 
 
 def update_target(target: nn.Module, source: nn.Module, config: DDPGConfig, iteration: int) -> None:
@@ -111,11 +124,8 @@ class DDPG:
         )
 
     def _critic_backward(self, obs: torch.Tensor, act: torch.Tensor, y: torch.Tensor) -> Any:
-        """Every critic's squared error to y, backward; (the summed loss, Q_1's mean)."""
-        qs = [q(obs, act) for q in self.critics]
-        critic_loss = sum(((q - y) ** 2).mean() for q in qs)
-        critic_loss.backward()
-        return critic_loss.detach(), qs[0].detach().mean()
+        """`critics_backward` of this algorithm's critics."""
+        return critics_backward(self.critics, obs, act, y)
 
     def _actor_backward(self, obs: torch.Tensor) -> torch.Tensor:
         """The deterministic policy gradient's loss -Q_1(o, mu(o)), backward; the loss."""
@@ -125,19 +135,23 @@ class DDPG:
 
     def _compiled_update(
         self, obs: torch.Tensor, act: torch.Tensor, y: torch.Tensor
-    ) -> dict[str, float]:
-        """`update`'s steps with the compiled losses (`use_compiled`): the same math."""
+    ) -> dict[str, Any]:
+        """`update`'s steps with the compiled losses (`use_compiled`): the same math; the
+        metrics stay tensors on the device (read when reported, not every update)."""
         critic, actor = self._compiled
         c = self.config
         self.critic_opt.zero_grad(set_to_none=True)
         loss, q1 = critic(obs, act, y)
-        _clip_and_step(self.critic_opt, self.critics, c.grad_clip)
-        metrics = {"losses/qf_loss": loss.item() / len(self.critics), "losses/qf_values": q1.item()}
+        clip_and_step(self.critic_opt, self.critics, c.grad_clip)
+        # the actor's backward reaches the critics too: fresh gradients there, not sums into
+        # tensors a CUDA graph's next replay overwrites (run.compile=graphs)
+        self.critic_opt.zero_grad(set_to_none=True)
+        metrics = {"losses/qf_loss": loss / len(self.critics), "losses/qf_values": q1}
         self.iteration += 1
         if self.iteration % c.actor_delay == 0:
             self.actor_opt.zero_grad(set_to_none=True)
-            self._last_actor_loss = actor(obs).item()
-            _clip_and_step(self.actor_opt, self.actor, c.grad_clip)
+            self._last_actor_loss = actor(obs)
+            clip_and_step(self.actor_opt, self.actor, c.grad_clip)
             self.update_targets()
         return {**metrics, "losses/actor_loss": self._last_actor_loss}
 
@@ -158,8 +172,10 @@ class DDPG:
             )
             return rew + discount * next_q
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
-        """One learner iteration: critic step, then (every actor_delay) actor step + target update."""
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
+        """One learner iteration: critic step, then (every actor_delay) actor step + target
+        update. Its metrics are floats, or 0-d tensors with a compiled step (`float()` reads
+        them)."""
         c = self.config
         obs, act, rew, next_obs, discount = as_tensors(batch, self.device)
         y = self.target_q(rew, next_obs, discount)

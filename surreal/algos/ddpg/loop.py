@@ -105,7 +105,10 @@ def train(
             ret = evaluate(eval_env, algo.act, eval_episodes, seed + 10_000)
             result.evals.append((step, ret))
             if log is not None:
-                log({"global_step": step, "charts/eval_return": ret, **metrics})
+                log(
+                    {"global_step": step, "charts/eval_return": ret}
+                    | {k: float(v) for k, v in metrics.items()}
+                )
             if stop_at is not None and ret >= stop_at:
                 result.env_steps = step
                 break

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from surreal.algos.ppo.config import PPOConfig, batch_segments
+from surreal.algos.ppo.config import PPOConfig, batch_segments, minibatch_steps
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
 from surreal.algos.ppo.networks import entropy, log_prob, make_model
 from surreal.algos.ppo.policy import PPOPolicy, model_params
@@ -44,9 +44,11 @@ class PPOLearner(Learner):
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
         self.check_config(config, env_info)
         super().__init__(config, env_info)  # builds self.model with make_model
-        compiling = self.compiling  # run.compile (surreal/api/compiling.py)
+        # fused Adam when compiled or on a GPU: one kernel, its step counts on the device (the
+        # default Adam reads each back per step; eager on the CPU keeps it, as it always had)
+        fused = True if self.compiling or self.device.type == "cuda" else None
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=config.lr, eps=1e-5, fused=True if compiling else None
+            self.model.parameters(), lr=config.lr, eps=1e-5, fused=fused
         )
         self._step = self.compiled(
             self._loss_backward, "PPO's minibatch step", reset=self.optimizer.zero_grad
@@ -81,9 +83,7 @@ class PPOLearner(Learner):
         `surreal.api.compiling.PAYS_AFTER_STEPS` minibatch steps or more (`run.steps` x
         `algo.update_epochs` / the minibatch size; an early stop on KL is not foreseen)."""
         run, cfg = self.run_config, self.config
-        batch = batch_segments(run) * run.actor.rollout_length * run.env.num_envs
-        minibatch = min(cfg.minibatch_size, batch) or max(batch // cfg.num_minibatches, 1)
-        steps = run.run.steps * cfg.update_epochs / minibatch
+        steps = run.run.steps * cfg.update_epochs / minibatch_steps(run)
         return not cfg.model and pays(steps, self.device)
 
     @classmethod
@@ -137,23 +137,46 @@ class PPOLearner(Learner):
             "advantages": advantages.flatten(),
             "returns": returns.flatten(),
         }
-        metrics = self._update(flat)
+        stats = self._update(flat)
         if self.normalizer is not None:
             self.normalizer.update(self.gather(raw_obs))  # every replica's share
         self.iterations += 1
-        return self._value_metrics(metrics, flat["values"], flat["returns"])
+        return self._batch_metrics(stats, flat["values"], flat["returns"])
+
+    def _batch_metrics(
+        self, stats: dict[str, torch.Tensor], values: torch.Tensor, returns: torch.Tensor
+    ) -> dict[str, float]:
+        """The batch's metrics as floats (one read from the device), with the KL penalty's
+        coefficient adapted after the passes (algo.loss=kl)."""
+        epochs = stats.pop("losses/epochs", None)
+        if not stats:  # update_epochs=0 (bench/actor_scaling.py switches learning off)
+            return {"losses/epochs": 0.0}
+        metrics = self._value_metrics(stats, values, returns)
+        metrics["losses/approx_kl"] = self._replica_mean(metrics["losses/approx_kl"])
+        if self.config.loss == "kl":
+            self.kl_coef = adapt_kl_coef(
+                self.kl_coef, metrics["losses/approx_kl"], self.config.target_kl or 0.01
+            )
+            metrics["losses/kl_coef"] = self.kl_coef
+        metrics["losses/epochs"] = float(epochs)
+        return metrics
 
     def _value_metrics(
-        self, metrics: dict[str, float], values: torch.Tensor, returns: torch.Tensor
+        self, stats: dict[str, torch.Tensor], values: torch.Tensor, returns: torch.Tensor
     ) -> dict[str, float]:
-        """Add the value head's explained variance and the current learning rate to `metrics`."""
-        metrics["losses/explained_variance"] = explained_variance(
-            values.cpu().numpy().ravel(), returns.cpu().numpy().ravel()
+        """The batch's `stats` (tensors on the device), its value head's explained variance and
+        the current learning rate as floats: the one read back to the host per batch."""
+        var_y = returns.var(correction=0)
+        stats["losses/explained_variance"] = torch.where(
+            var_y == 0, torch.nan, 1 - (returns - values).var(correction=0) / var_y
         )
+        names = list(stats)
+        read = torch.stack([stats[k].float().reshape(()) for k in names]).tolist()
+        metrics = dict(zip(names, read, strict=True))
         metrics["charts/learning_rate"] = float(self.optimizer.param_groups[0]["lr"])
         return metrics
 
-    def _update(self, b: dict[str, torch.Tensor]) -> dict[str, float]:
+    def _update(self, b: dict[str, torch.Tensor]) -> dict[str, Any]:
         size = b["obs"].shape[0]
         # eager: run.compile off (`_step` is then the bound method itself), or the first batch
         # (`surreal launch`'s preflight check learns one batch in the launcher: no compiling there)
@@ -199,22 +222,23 @@ class PPOLearner(Learner):
             self.clip_coef if clip_coef is None else clip_coef,
         )
 
-    def _epochs(self, size: int, minibatch_loss: MinibatchLoss) -> dict[str, float]:
+    def _epochs(self, size: int, minibatch_loss: MinibatchLoss) -> dict[str, Any]:
         """`update_epochs` passes over `size` shuffled samples in minibatches of `minibatch_size`
-        (0: `num_minibatches` of them).
+        (0: `num_minibatches` of them); returns the last minibatch's stats, still tensors on the
+        device, and `losses/epochs` (the passes made).
 
         Each minibatch (a tensor of indices) gets `minibatch_loss` (loss None: it ran `backward()`
-        itself, the compiled step), a clipped-gradient Adam step;
-        with the clip loss, passes stop early once the last approx KL exceeds `target_kl`; with
-        the KL loss, the penalty coefficient adapts after the passes.
+        itself, the compiled step), a clipped-gradient Adam step. Nothing inside the minibatch
+        loop reads a value back to the host (a GPU runs ahead of Python); with the clip loss and
+        `target_kl`, the passes stop early once the last approx KL exceeds it: one read per pass.
         """
         cfg = self.config
         minibatch_size = min(cfg.minibatch_size, size) or max(size // cfg.num_minibatches, 1)
-        stats: dict[str, torch.Tensor] = {}
+        stats: dict[str, Any] = {}
         epochs = 0
         for _ in range(cfg.update_epochs):
             epochs += 1
-            perm = torch.randperm(size, device=self.device)
+            perm = torch.randperm(size, device=self.device)  # shuffled on the device
             for start in range(0, size, minibatch_size):
                 self.optimizer.zero_grad()
                 loss, stats = minibatch_loss(perm[start : start + minibatch_size])
@@ -226,17 +250,7 @@ class PPOLearner(Learner):
             if cfg.target_kl is not None and cfg.loss == "clip":
                 if self._replica_mean(stats["losses/approx_kl"]) > cfg.target_kl:
                     break  # early stop on KL (every replica decides alike)
-        if not stats:  # update_epochs=0 (bench/actor_scaling.py switches learning off)
-            return {"losses/epochs": 0.0}
-        metrics = {k: float(v) for k, v in stats.items()}
-        metrics["losses/approx_kl"] = self._replica_mean(metrics["losses/approx_kl"])
-        if cfg.loss == "kl":
-            self.kl_coef = adapt_kl_coef(
-                self.kl_coef, metrics["losses/approx_kl"], cfg.target_kl or 0.01
-            )
-            metrics["losses/kl_coef"] = self.kl_coef
-        metrics["losses/epochs"] = float(epochs)
-        return metrics
+        return {**stats, "losses/epochs": epochs}
 
     def _replica_mean(self, value: Any) -> float:
         """`value` averaged over the learner replicas (itself for one learner)."""

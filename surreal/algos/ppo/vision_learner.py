@@ -146,9 +146,9 @@ class RecurrentPPOLearner(PPOLearner):
             _, raw_proprio = split_obs(np.asarray(batch["obs"], np.float32), cfg.image_size)
             self.normalizer.update(self.gather(raw_proprio))
         self.iterations += 1
-        return self._value_metrics(metrics, seq["values"], seq["returns"])
+        return self._batch_metrics(metrics, seq["values"], seq["returns"])
 
-    def _update(self, seq: dict[str, torch.Tensor]) -> dict[str, float]:
+    def _update(self, seq: dict[str, torch.Tensor]) -> dict[str, Any]:
         size = seq["image"].shape[1]
         # eager: run.compile off (`_step` is then the bound method itself), or the first batch
         # (`surreal launch`'s preflight check learns one batch in the launcher: no compiling there)

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
-from surreal.algos.ddpg.learning import as_tensors, critic_step, optimize, update_target
+from surreal.algos.ddpg.learning import (
+    as_tensors,
+    clip_and_step,
+    critic_step,
+    critics_backward,
+    optimize,
+    update_target,
+)
 from surreal.algos.ddpg.networks import Critic
 from surreal.algos.sac.config import SACConfig
 from surreal.algos.sac.networks import GaussianActor, squashed_sample
@@ -48,7 +56,38 @@ class SAC:
         self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=config.lr)
         self.generator = torch.Generator().manual_seed(seed)  # on the CPU: portable state
         self.iteration = 0
-        self._last = {"losses/actor_loss": 0.0, "losses/alpha_loss": 0.0, "losses/entropy": 0.0}
+        self._last: dict[str, Any] = {
+            "losses/actor_loss": 0.0,
+            "losses/alpha_loss": 0.0,
+            "losses/entropy": 0.0,
+        }
+        self._compiled: tuple[Callable, Callable] | None = None  # `use_compiled`
+
+    def use_compiled(self, compiled: Callable[..., Callable]) -> None:
+        """Run the critics' and the policy's loss and backward through `compiled(fn, name,
+        reset)` (`Learner.compiled`, with `run.compile`) from now on, with fused Adam; the
+        policy's noise is drawn outside (from `self.generator`, as the eager update does)."""
+        lr = self.config.lr  # fused Adam: new optimizers, before any step
+        self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=lr, fused=True)
+        self.critic_opt = torch.optim.Adam(self.critics.parameters(), lr=lr, fused=True)
+        self._compiled = (
+            compiled(self._critic_backward, "SAC's critic step", self.critic_opt.zero_grad),
+            compiled(self._policy_backward, "SAC's policy step", self.actor_opt.zero_grad),
+        )
+
+    def _critic_backward(self, obs: torch.Tensor, act: torch.Tensor, y: torch.Tensor) -> Any:
+        """`critics_backward` of SAC's critics: (the summed loss, Q_1's mean)."""
+        return critics_backward(self.critics, obs, act, y)
+
+    def _policy_backward(
+        self, obs: torch.Tensor, eps: torch.Tensor, alpha: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The policy's loss alpha log pi(a|o) - min_j Q_j(o, a), a = squash(mean + std eps),
+        backward; (the loss, log pi(a|o)), detached."""
+        act, logp = squashed_sample(*self.actor(obs), eps)
+        actor_loss = (alpha * logp - self.min_q(self.critics, obs, act)).mean()
+        actor_loss.backward()
+        return actor_loss.detach(), logp.detach()
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -58,8 +97,11 @@ class SAC:
     def sample(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """a ~ pi(.|o) in [-1, 1] (reparameterized) and log pi(a|o)."""
         mean, log_std = self.actor(obs)
-        eps = torch.randn(mean.shape, generator=self.generator).to(self.device)
-        return squashed_sample(mean, log_std, eps)
+        return squashed_sample(mean, log_std, self._noise(mean.shape))
+
+    def _noise(self, shape: torch.Size) -> torch.Tensor:
+        """Standard normal draws from `self.generator` (on the CPU), on the device."""
+        return torch.randn(shape, generator=self.generator).to(self.device)
 
     def min_q(self, critics: nn.ModuleList, obs: torch.Tensor, act: torch.Tensor) -> torch.Tensor:
         """min_j Q_j(o, a) over `critics`."""
@@ -74,18 +116,50 @@ class SAC:
             soft_v = self.min_q(self.critics_target, next_obs, next_act) - self.alpha * next_logp
             return rew + discount * soft_v
 
-    def update(self, batch: dict[str, np.ndarray]) -> dict[str, float]:
+    def update(self, batch: dict[str, np.ndarray]) -> dict[str, Any]:
         """One learner iteration: critic step, then (every actor_delay) the policy and
-        temperature steps and the target update."""
+        temperature steps and the target update. Its metrics are floats, or 0-d tensors with a
+        compiled step (`float()` reads them)."""
         c = self.config
         obs, act, rew, next_obs, discount = as_tensors(batch, self.device)
         y = self.target_q(rew, next_obs, discount)
+        if self._compiled is not None:
+            return self._compiled_update(obs, act, y)
         metrics = critic_step(self.critics, self.critic_opt, obs, act, y, c.grad_clip)
         self.iteration += 1
         if self.iteration % c.actor_delay == 0:
             self.update_policy(obs)
             update_target(self.critics_target, self.critics, c, self.iteration)
         return {**metrics, **self._last, "losses/alpha": self.alpha.item()}
+
+    def _compiled_update(self, obs: torch.Tensor, act: torch.Tensor, y: torch.Tensor) -> dict:
+        """`update` with the compiled losses (`use_compiled`): the same math, the metrics left
+        on the device."""
+        critic, policy = self._compiled
+        c = self.config
+        self.critic_opt.zero_grad(set_to_none=True)
+        loss, q1 = critic(obs, act, y)
+        clip_and_step(self.critic_opt, self.critics, c.grad_clip)
+        self.critic_opt.zero_grad(set_to_none=True)  # the policy's backward reaches them too
+        metrics = {"losses/qf_loss": loss / len(self.critics), "losses/qf_values": q1}
+        self.iteration += 1
+        if self.iteration % c.actor_delay == 0:
+            self.actor_opt.zero_grad(set_to_none=True)
+            actor_loss, logp = policy(obs, self._noise((len(obs), self.act_dim)), self.alpha)
+            clip_and_step(self.actor_opt, self.actor, c.grad_clip)
+            self._last["losses/actor_loss"], self._last["losses/entropy"] = actor_loss, -logp.mean()
+            if c.autotune:
+                self._last["losses/alpha_loss"] = self._alpha_step(logp)
+            update_target(self.critics_target, self.critics, c, self.iteration)
+        return {**metrics, **self._last, "losses/alpha": self.alpha}
+
+    def _alpha_step(self, logp: torch.Tensor) -> torch.Tensor:
+        """One step of log alpha on -log alpha (log pi(a|o) + target_entropy); the loss."""
+        alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
+        self.alpha_opt.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.alpha_opt.step()
+        return alpha_loss.detach()
 
     def update_policy(self, obs: torch.Tensor) -> None:
         """Policy step on alpha log pi(a|o) - min_j Q_j(o, a), a ~ pi(.|o); then, with
@@ -97,11 +171,7 @@ class SAC:
         self._last["losses/actor_loss"] = actor_loss.item()
         self._last["losses/entropy"] = -logp.mean().item()
         if self.config.autotune:
-            alpha_loss = -(self.log_alpha * (logp.detach() + self.target_entropy)).mean()
-            self.alpha_opt.zero_grad(set_to_none=True)
-            alpha_loss.backward()
-            self.alpha_opt.step()
-            self._last["losses/alpha_loss"] = alpha_loss.item()
+            self._last["losses/alpha_loss"] = self._alpha_step(logp).item()
 
     def actor_params(self) -> dict[str, np.ndarray]:
         """The policy's weights as numpy arrays (what the parameter server hands to actors)."""
