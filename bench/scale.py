@@ -77,6 +77,8 @@ from scale_report import (
 )
 from scale_servers import Clients, ServerRun, ddpg_chunk, ppo_segment, sleep_until, wait_until
 
+from surreal.api.recipe import recipe_of
+
 OUT = Path(__file__).resolve().parent / "out"
 SEGMENT = {"num_envs": 8, "rollout_length": 32}
 
@@ -167,7 +169,7 @@ def ppo_spec(run: ServerRun, payload: Path, n: int, args, phases: list[dict]) ->
         "push_hwm": 4,
         "period": n / args.rate,
         "actors": n,
-        "per_batch": run.plan.algo_class.segments_per_batch(cfg),
+        "per_batch": recipe_of(run.plan.algo_class).per_batch(cfg),
         "num_envs": cfg.env.num_envs,
         "rollout_length": cfg.actor.rollout_length,
         "steps_per_segment": cfg.env.num_envs * cfg.actor.rollout_length,

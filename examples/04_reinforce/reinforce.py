@@ -28,9 +28,9 @@ class ReinforcePolicy(Policy):
 
 
 class Reinforce(Learner):
-    """Monte Carlo policy gradient: every segment holds whole episodes (episode_aligned)."""
+    """Monte Carlo policy gradient: every segment holds whole episodes (the `episodes` recipe)."""
 
-    config_class, episode_aligned = ReinforceConfig, True
+    config_class, recipe = ReinforceConfig, "episodes"
 
     def __init__(self, config, env_info) -> None:
         super().__init__(config, env_info)  # self.model = make_model(...)

@@ -19,6 +19,7 @@ import torch
 from torch.utils._pytree import tree_map_only
 
 from surreal.api.config import ConfigError
+from surreal.api.device import PAYS_AFTER_STEPS, pays  # noqa: F401  (the rule lives there, torch-free)
 
 log = logging.getLogger(__name__)
 """Where the fall back's warning goes: the process's log (`surreal.monitoring.logs` prints the
@@ -28,16 +29,6 @@ MODES = ("auto", "on", "off", "graphs")
 """The values of `run.compile`: `graphs` is `on` plus CUDA graphs (`torch.compile`'s
 "reduce-overhead" mode: a step's kernels replayed as one graph, no launch per kernel)."""
 
-PAYS_AFTER_STEPS = 60_000
-"""`auto` compiles PPO's MLP step on the CPU for runs of at least this many minibatch steps
-(`run.steps x algo.update_epochs / minibatch size`). From bench/learner_step.py on the 2-core
-build machine (docs/learning.md, "Compiled learner step"): a cold compile costs 15-17 CPU-s (7-9
-more for a second minibatch shape, e.g. a shorter last minibatch) and the compiled step saves
-~0.6 ms of CPU per minibatch step, at minibatch 64 and at 512 alike (per-step overhead, not
-arithmetic), so the compile is paid back after ~25-45k steps; 60k asks for about twice that.
-HalfCheetah's recipe (1M steps x 10 epochs / 64) is 156k steps: compiled; the test suite's runs
-and CartPole's (200k x 20 / 256 = 16k) are not."""
-
 
 def check(mode: str) -> str:
     """`mode` if it is a `run.compile` value, else ConfigError (one line)."""
@@ -46,10 +37,10 @@ def check(mode: str) -> str:
     return mode
 
 
-def enabled(mode: str, pays: bool) -> bool:
+def enabled(mode: str, paid: bool) -> bool:
     """Whether the update step is compiled: `on` or `graphs`, or `auto` where the learner says
-    it `pays` (`graphs` off a GPU is `auto`: `graphs_here`)."""
-    return check(mode) in ("on", "graphs") or (mode == "auto" and pays)
+    it pays, `paid` (`graphs` off a GPU is `auto`: `graphs_here`)."""
+    return check(mode) in ("on", "graphs") or (mode == "auto" and paid)
 
 
 def graphs_here(mode: str, device: torch.device) -> str:
@@ -63,13 +54,6 @@ def graphs_here(mode: str, device: torch.device) -> str:
         device,
     )
     return "auto"
-
-
-def pays(minibatch_steps: float, device: torch.device) -> bool:
-    """`auto` for a step measured to pay (PPO's MLP): on the CPU, for runs of `PAYS_AFTER_STEPS`
-    minibatch steps or more. Off on a GPU: measured once on an H200 (docs/learning.md, "On a
-    GPU"), the compiled PPO step there was 1.88x eager and still slower than one CPU core's."""
-    return device.type == "cpu" and minibatch_steps >= PAYS_AFTER_STEPS
 
 
 def _first_line(err: BaseException) -> str:

@@ -1,40 +1,32 @@
-"""The small core of interfaces: Policy, Learner, Actor."""
+"""The small core of interfaces: Policy, Learner (and `Actor`, `surreal.api.actor`)."""
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 
+from surreal.api.actor import Actor
 from surreal.api.config import Config, read_only
 from surreal.api.device import auto_device, preference, resolve
 from surreal.api.modules import load_model_params, model_params
-from surreal.api.replay import FifoSampler, FifoStorage, Replay
 from surreal.api.spaces import EnvInfo
-from surreal.api.synthetic import SyntheticEnv
+
+__all__ = [
+    "Actor",
+    "Batch",
+    "Learner",
+    "LearnerConfig",
+    "Params",
+    "Policy",
+    "check_settings",
+    "set_hyperparameters",
+]
 
 Batch = dict[str, np.ndarray]
 Params = dict[str, np.ndarray]
-
-RUNTIME_COMPONENTS = {
-    "actor": "surreal.runtime.actor:main",
-    "buffer": "surreal.runtime.replay:main",
-    "learner": "surreal.runtime.learner:main",
-    "param-server": "surreal.runtime.param_server:main",
-    "evaluator": "surreal.runtime.evaluator:main",
-    "metrics": "surreal.runtime.metrics:main",
-    "policy-worker": "surreal.runtime.policy_worker:main",
-}
-"""role -> "module:function(run_dir, index)" of the runtime's own processes
-(`Learner.components`' default; `surreal.runtime.topology` starts them)."""
-
-
-def fifo_replay(per_batch: int, actors: int) -> Replay:
-    """`Learner.make_replay`'s default: FIFO, each segment learned from once, holding up to 4
-    batches of `per_batch` segments plus 2 segments per actor."""
-    return Replay(FifoStorage(capacity=4 * per_batch + 2 * actors), FifoSampler())
 
 
 @dataclass
@@ -65,6 +57,17 @@ class LearnerConfig:
         large enough to pay for one). PPO's MLP and DDPG/TD3/SAC stay on the CPU below
         `GPU_MIN_MINIBATCH` samples per minibatch."""
         return True, "a GPU is there (LearnerConfig.device_preference's default)"
+
+    def check(self, env_info: EnvInfo | None = None) -> None:
+        """Raise ValueError (saying what to set) if these settings cannot work with this
+        environment; `surreal launch` asks before anything starts. Default: accept."""
+        return None
+
+    def compile_pays(self, run_config: Any, device: Any) -> bool:
+        """Whether `run.compile=auto` compiles the learner's step in this run on `device` (a
+        torch.device); default False: only where a benchmark showed it pays (PPO's MLP on the
+        CPU in a long run: `PPOConfig.compile_pays`, `surreal.api.compiling.pays`)."""
+        return False
 
     def replay_items(self) -> int:
         """Transitions one replay buffer process stores, for its memory request on compose and
@@ -131,29 +134,30 @@ class Policy(abc.ABC):
 class Learner(abc.ABC):
     """Learns from batches of experience; subclass it to write a new algorithm.
 
-    The runtime calls, in order: `__init__(config, env_info)`, then repeatedly `learn(batch)` and
-    `params()` (published to the actors), `state_dict()` at checkpoints and `load_state_dict()` on
-    `--resume`. A batch holds the segments several actors sent, stacked: every key has shape
-    [segments, rollout_length, num_envs, ...]; see `Actor` for the keys.
+    A learner only learns: the runtime builds it (`create`), then calls `learn(batch)` and
+    `params()` (published to the actors) over and over, `state_dict()` at checkpoints and
+    `load_state_dict()` on `--resume`. How it is fed and what runs around it (the batch, the
+    replay, the processes, the launch check's batch) is its recipe's (`recipe`: a name from
+    `surreal.api.recipe.RECIPES` or a `Recipe` subclass): `on-policy` (the default) gives
+    `learn` whole segments, [segments, rollout_length, num_envs, ...] (see `Actor` for the
+    keys); `off-policy` gives sampled transitions (docs/new_algorithm.md).
 
-    Everything else the runtime asks of an algorithm is a classmethod below with a default that
-    suits an on-policy learner on the standard topology (actors -> FIFO buffer -> learner ->
-    parameter server): `check_config`, `segments_per_batch`, `make_replay`, `build_experiment` and
-    `components`. Override the ones your algorithm needs to change.
+    Set in `create` before `__init__` runs: `self.run_config` (a read-only view of the whole
+    run config; None in bare unit tests) and `self.replicas` (`surreal.runtime.distributed.
+    Replicas` with `run.learner_replicas` > 1, else None).
     """
 
     config_class: ClassVar[type] = LearnerConfig
     """The dataclass that holds this algorithm's settings (`--set algo.<field>=...`)."""
-    episode_aligned: ClassVar[bool] = False
-    """True: every segment starts fresh episodes and holds whole episodes only, padded with
-    `mask` = 0 after each env's episode ended (for Monte Carlo returns); see `Actor`."""
-    run_config: Any = None
-    """A read-only view of the whole run config (`run`, `env`, `actor`, `eval`, `algo`), set
-    before `__init__` when the runtime builds the learner (`create`); None in bare unit tests."""
+    recipe: ClassVar[Any] = "on-policy"
+    """How the algorithm is fed and assembled: a recipe name (`on-policy`, `episodes`,
+    `off-policy`) or a `surreal.api.recipe.Recipe` subclass."""
 
     def __init__(self, config: Any, env_info: EnvInfo) -> None:
         self.config = config
         self.env_info = env_info
+        self.__dict__.setdefault("run_config", None)
+        self.__dict__.setdefault("replicas", None)
         self.progress = 0.0
         """Fraction of `run.steps` consumed so far; the runtime sets it before each `learn`."""
         self.optimizer: Any = None
@@ -164,12 +168,21 @@ class Learner(abc.ABC):
         if self.model is not None and hasattr(self.model, "to"):
             self.model = self.model.to(self.device)
 
+    @classmethod
+    def create(cls, run_config: Config, env_info: EnvInfo, **kwargs: Any) -> Learner:
+        """How the runtime builds a learner: `run_config` (read-only) is visible from `__init__`
+        on as `self.run_config`, then `__init__(run_config.algo, env_info, **kwargs)` runs."""
+        learner = cls.__new__(cls)
+        learner.run_config = read_only(run_config)
+        learner.__init__(run_config.algo, env_info, **kwargs)
+        return learner
+
     @property
     def device(self) -> Any:
         """The `torch.device` this learner computes on: `run.device` resolved (`auto`: the first
-        GPU torch sees if `self.config.device_preference` asks for one, else the CPU:
-        `surreal.api.device.auto_device`); the CPU in bare unit tests without a run config. Build
-        your networks and optimizer state there; `to_device(batch)` moves a batch there."""
+        GPU torch sees if the algorithm config's `device_preference` asks for one, else the CPU:
+        `surreal.api.device.auto_device`); the CPU in bare unit tests without a run config.
+        Build your networks and optimizer state there; `to_device(batch)` moves a batch there."""
         cached = self.__dict__.get("_device")
         if cached is None:
             spec = self.run_config.run.device if self.run_config is not None else "cpu"
@@ -178,18 +191,22 @@ class Learner(abc.ABC):
             cached = self.__dict__["_device"] = resolve(spec)
         return cached
 
-    def compile_pays(self) -> bool:
-        """Whether `run.compile=auto` compiles this learner's step in this run (`self.run_config`,
-        `self.device`); default False: only where a benchmark showed it pays (PPO's MLP on the
-        CPU in a long run: `PPOLearner.compile_pays`, `surreal.api.compiling.pays`)."""
-        return False
+    def to_device(self, batch: Batch) -> dict[str, Any]:
+        """A batch dict of numpy arrays as torch tensors on `self.device`: zero-copy views on the
+        CPU (valid while `learn` runs), one pinned-memory staging copy and an asynchronous
+        transfer on a GPU (`surreal.api.transfer.to_device`)."""
+        from surreal.api.transfer import to_device  # torch: the learner process only
+
+        return to_device(batch, self.device)
 
     @property
-    def compiling(self) -> bool:
-        """Whether `compiled` compiles: `run.compile` on or graphs, or auto and
-        `compile_pays()`; False in bare unit tests without a run config."""
+    def _compiling(self) -> bool:
+        """Whether `compiled` compiles: `run.compile` on or graphs, or auto where the algorithm
+        config's `compile_pays(run_config, device)` says so; False without a run config."""
         mode = self._compile_mode()
-        return mode in ("on", "graphs") or (mode == "auto" and self.compile_pays())
+        if mode in ("on", "graphs"):
+            return True
+        return mode == "auto" and bool(self.config.compile_pays(self.run_config, self.device))
 
     def _compile_mode(self) -> str | None:
         """`run.compile` on this learner's device, once per learner: `graphs` off a GPU is
@@ -205,7 +222,8 @@ class Learner(abc.ABC):
         return self.__dict__["_compile_setting"]
 
     def compiled(self, fn: Any, name: str, reset: Any = None) -> Any:
-        """`fn` (your update step) through `torch.compile` when `self.compiling`, else `fn`.
+        """`fn` (your update step) through `torch.compile` when `run.compile` asks for it (on,
+        graphs, or auto where `LearnerConfig.compile_pays`), else `fn` itself.
 
         Build it once in `__init__`; call it with tensors (changing floats as 0-d tensors, or
         each new value compiles again). What pays on a CPU (bench/learner_step.py): the loss's
@@ -214,16 +232,11 @@ class Learner(abc.ABC):
         compiling or a compiled call raises, one warning line goes to the process's log and the
         call (after `reset()`, e.g. `self.optimizer.zero_grad`) and every later one run `fn`
         eagerly. Returns a `surreal.api.compiling.Compiled` (`active`: still compiled) or `fn`."""
-        if not self.compiling:
+        if not self._compiling:
             return fn
         from surreal.api.compiling import Compiled  # torch: the learner process only
 
         return Compiled(fn, name, reset, graphs=self._compile_mode() == "graphs")
-
-    replicas: Any = None
-    """`surreal.runtime.distributed.Replicas` when `run.learner_replicas` > 1 (set before `learn`), else
-    None. With replicas, each learner gets its share of the batch: call `sync_gradients()` after
-    every `backward()` and `gather(array)` for statistics over the whole batch."""
 
     def sync_gradients(self) -> None:
         """Average `self.model`'s gradients over the replicas (no-op for a single learner). Call
@@ -235,23 +248,6 @@ class Learner(abc.ABC):
         """`array` from every replica, concatenated along axis 0 (itself for a single learner)."""
         return array if self.replicas is None else self.replicas.gather(array)
 
-    def to_device(self, batch: Batch) -> dict[str, Any]:
-        """A batch dict of numpy arrays as torch tensors on `self.device`: zero-copy views on the
-        CPU (valid while `learn` runs), one pinned-memory staging copy and an asynchronous
-        transfer on a GPU (`surreal.api.transfer.to_device`)."""
-        from surreal.api.transfer import to_device  # torch: the learner process only
-
-        return to_device(batch, self.device)
-
-    @classmethod
-    def create(cls, run_config: Config, env_info: EnvInfo, **kwargs: Any) -> Learner:
-        """How the runtime builds a learner: `run_config` (read-only) is visible from `__init__`
-        on as `self.run_config`, then `__init__(run_config.algo, env_info, **kwargs)` runs."""
-        learner = cls.__new__(cls)
-        learner.run_config = read_only(run_config)
-        learner.__init__(run_config.algo, env_info, **kwargs)
-        return learner
-
     @classmethod
     def make_model(cls, config: Any, env_info: EnvInfo) -> Any:
         """The network shared by learner and policy (a torch `nn.Module`), or None (default).
@@ -261,56 +257,6 @@ class Learner(abc.ABC):
         `Policy.load_params`) work without being written.
         """
         return None
-
-    @classmethod
-    def check_config(cls, config: Any, env_info: EnvInfo) -> None:
-        """Raise ValueError (saying what to set) if the algorithm settings `config` cannot work
-        with this environment. `surreal launch` calls it before anything starts; default: accept."""
-        return None
-
-    @classmethod
-    def check_run(cls, run_config: Config) -> None:
-        """Like `check_config`, over the whole run config (e.g. agents vs policies); default: accept."""
-        return None
-
-    @classmethod
-    def segments_per_batch(cls, run_config: Config) -> int:
-        """Segments (one actor rollout each) in one `learn` batch, from the whole run config.
-
-        The actors (to pace themselves, `actor.max_ahead`), the buffer (to size its FIFO) and the
-        learner (to ask for batches) all read this one number. Default: one per actor.
-        """
-        return run_config.run.actors
-
-    @classmethod
-    def make_replay(cls, run_config: Config) -> Replay:
-        """The buffer process's replay: a `surreal.api.replay.Replay(storage, sampler)`.
-
-        Default: FIFO, each segment learned from once (on-policy), holding up to 4 batches plus 2
-        segments per actor; the oldest segment is dropped when full.
-        """
-        return fifo_replay(cls.segments_per_batch(run_config), run_config.run.actors)
-
-    @classmethod
-    def build_experiment(cls, plan: Any) -> Any:
-        """The symphony Experiment of a launch plan (`surreal.runtime.topology.LaunchPlan`), or None.
-
-        Default: None, and the launcher builds `surreal.runtime.topology.standard_experiment(plan)`:
-        metrics sink, buffer, learner, parameter server, evaluator and `run.actors` actors in
-        groups. Return your own from the blocks in `surreal.runtime.topology` (see
-        `surreal/algos/ddpg/topology.py`); start from the standard one with
-        `standard_experiment(plan)`.
-        """
-        return None
-
-    @classmethod
-    def components(cls) -> dict[str, str]:
-        """role -> "module:function(run_dir, index)" of every process `build_experiment` starts.
-
-        `python -m surreal component ROLE RUN_DIR` runs the function. Default: the runtime's
-        roles (`RUNTIME_COMPONENTS`); add or replace roles for your topology.
-        """
-        return dict(RUNTIME_COMPONENTS)
 
     @classmethod
     @abc.abstractmethod
@@ -343,19 +289,6 @@ class Learner(abc.ABC):
         if self.optimizer is not None and state.get("optimizer") is not None:
             self.optimizer.load_state_dict(state["optimizer"])
 
-    def set_hyperparameters(self, values: dict[str, Any]) -> None:
-        """Change `algo.*` settings while learning (population-based training, `surreal.pbt`):
-        `values` maps field names (`lr`, `ent_coef`, ...) to new values, set on `self.config`;
-        `lr` also on every param group of `self.optimizer`. Override it (calling super) when your
-        learner copies a setting elsewhere in `__init__`."""
-        for name, value in values.items():
-            if not hasattr(self.config, name):
-                raise ValueError(f"{type(self.config).__name__} has no setting {name!r}")
-            setattr(self.config, name, value)
-        if "lr" in values and self.optimizer is not None:
-            for group in self.optimizer.param_groups:
-                group["lr"] = values["lr"]
-
     def _model(self, method: str) -> Any:
         if self.model is None:
             raise NotImplementedError(
@@ -363,137 +296,31 @@ class Learner(abc.ABC):
             )
         return self.model
 
-    @classmethod
-    def example_batch(cls, run_config: Config, env_info: EnvInfo, policy: Policy) -> Batch | None:
-        """A small synthetic batch shaped like the ones `learn` gets, for the check `surreal
-        launch` runs before anything starts; None skips `learn` there.
 
-        Default: 2 segments of `actor.rollout_length` steps from 2 synthetic environments,
-        collected by `Actor` with `policy` (so with your policy's extras): `segment_batch`.
-        """
-        return segment_batch(cls, run_config, env_info, policy)
-
-
-@dataclass
-class Actor:
-    """Steps a batch of environments with a policy and cuts the stream into segments.
-
-    Each segment is a dict of arrays with leading dims [rollout_length, num_envs]:
-    `obs`, `action`, `reward`, `terminated`, `truncated` (this step ended the episode),
-    the policy's extras (e.g. `logprob`, `value`), and `next_value` [num_envs] (the value of the
-    observation after the last step, when the policy has one) and `final_value`
-    [rollout_length, num_envs] (the value of the true last observation of a truncated episode, so
-    time limits are bootstrapped, not treated as failures). `rollout_episodes` adds `mask`.
-    """
-
-    env: Any
-    """A `surreal.envs.VectorEnv`."""
-    policy: Policy
-    rollout_length: int
-    obs: np.ndarray | None = None
-    episode_returns: list[float] = field(default_factory=list)
-    episode_lengths: list[int] = field(default_factory=list)
-
-    def _step(self, obs: np.ndarray) -> tuple[Batch, dict[str, Any], np.ndarray]:
-        """Act on `obs` and step every env: (the step's arrays, the env's info, next obs)."""
-        action, extras = self.policy.act(obs)
-        next_obs, reward, terminated, truncated, info = self.env.step(action)
-        final_value = np.zeros(len(reward), np.float32)
-        if truncated.any() and info.get("final_obs") is not None:
-            value = self.policy.value(info["final_obs"])
-            if value is not None:
-                final_value = np.where(truncated & ~terminated, value, 0.0).astype(np.float32)
-        step = {
-            "obs": obs,
-            "action": action,
-            "reward": reward,
-            "terminated": terminated,
-            "truncated": truncated,
-            "final_value": final_value,
-            **extras,
-        }
-        self.policy.reset(terminated | truncated)
-        return {k: np.asarray(v) for k, v in step.items()}, info, next_obs
-
-    def rollout(self) -> Batch:
-        """Collect one segment of `rollout_length` steps from every environment."""
-        if self.obs is None:
-            self.obs = self.env.reset()
-        steps: dict[str, list[np.ndarray]] = {}
-        for _ in range(self.rollout_length):
-            step, info, self.obs = self._step(self.obs)
-            for key, value in step.items():
-                steps.setdefault(key, []).append(value)
-            self.episode_returns.extend(info.get("episode_returns", []))
-            self.episode_lengths.extend(info.get("episode_lengths", []))
-        segment = {key: np.stack(values) for key, values in steps.items()}
-        next_value = self.policy.value(self.obs)
-        if next_value is not None:
-            segment["next_value"] = np.asarray(next_value, np.float32)
-        return segment
-
-    def rollout_episodes(self) -> Batch:
-        """One segment of whole episodes (for a `Learner.episode_aligned` learner).
-
-        Every environment starts a new episode and runs until it ends; the steps after its end
-        are padding: zeros, with `mask` [rollout_length, num_envs] 0 there and 1 on real steps.
-        An episode still running after `rollout_length` steps is cut there (`truncated`, with its
-        `final_value`), so set `actor.rollout_length` to the environment's episode limit.
-        `next_value` is 0: nothing follows the segment.
-        """
-        obs = self.env.reset()
-        alive = np.ones(len(obs), bool)
-        self.policy.reset(alive.copy())
-        steps: dict[str, list[np.ndarray]] = {}
-        for t in range(self.rollout_length):
-            step, info, next_obs = self._step(obs)
-            ended = step["terminated"] | step["truncated"]
-            cut = alive & ~ended if t == self.rollout_length - 1 else np.zeros_like(alive)
-            if cut.any():
-                step["truncated"] = step["truncated"] | cut
-                value = self.policy.value(next_obs)
-                if value is not None:
-                    step["final_value"] = np.where(cut, value, step["final_value"])
-            for key, value in step.items():
-                kept = np.zeros_like(value)
-                kept[alive] = value[alive]
-                steps.setdefault(key, []).append(kept)
-            steps.setdefault("mask", []).append(alive.astype(np.float32))
-            for i, ret, length in zip(
-                np.flatnonzero(ended),
-                info.get("episode_returns", []),
-                info.get("episode_lengths", []),
-                strict=False,
-            ):
-                if alive[i]:
-                    self.episode_returns.append(ret)
-                    self.episode_lengths.append(length)
-            alive &= ~ended
-            obs = next_obs
-            if not alive.any():
-                break
-        for values in steps.values():  # pad every env's finished episode to rollout_length
-            values.extend([np.zeros_like(values[0])] * (self.rollout_length - len(values)))
-        segment = {key: np.stack(values) for key, values in steps.items()}
-        segment["next_value"] = np.zeros(len(obs), np.float32)
-        self.obs = None
-        return segment
-
-    def pop_episodes(self) -> tuple[list[float], list[int]]:
-        """Returns and lengths of the episodes finished since the last call."""
-        returns, lengths = self.episode_returns, self.episode_lengths
-        self.episode_returns, self.episode_lengths = [], []
-        return returns, lengths
+def check_settings(learner_class: type[Learner], config: Any, env_info: EnvInfo) -> None:
+    """The algorithm's check of its settings against the environment: the config's
+    `LearnerConfig.check(env_info)`, and a learner class's own `check_config(config, env_info)`
+    classmethod where one is defined (the place for it before recipes)."""
+    if isinstance(config, LearnerConfig):
+        config.check(env_info)
+    own = getattr(learner_class, "check_config", None)
+    if own is not None:
+        own(config, env_info)
 
 
-def segment_batch(
-    algo_class: type[Learner], run_config: Config, env_info: EnvInfo, policy: Policy
-) -> Batch:
-    """2 segments of `actor.rollout_length` steps of 2 synthetic envs, as the buffer stacks them
-    (`Learner.example_batch`'s default)."""
-    actor = Actor(SyntheticEnv(env_info), policy, run_config.actor.rollout_length)
-    rollout = actor.rollout_episodes if algo_class.episode_aligned else actor.rollout
-    segments = [rollout() for _ in range(2)]
-    for segment in segments:
-        segment["version"] = np.ones(actor.env.num_envs, np.int64)
-    return {key: np.stack([s[key] for s in segments]) for key in segments[0]}
+def set_hyperparameters(learner: Learner, values: dict[str, Any]) -> None:
+    """Change `algo.*` settings while learning (population-based training, `surreal.pbt`):
+    `values` maps field names (`lr`, `ent_coef`, ...) to new values, set on `learner.config`;
+    `lr` also on every param group of `learner.optimizer`. A learner that copies a setting
+    elsewhere in `__init__` defines `set_hyperparameters(values)` and it is called instead."""
+    own = getattr(type(learner), "set_hyperparameters", None)
+    if own is not None:
+        own(learner, values)
+        return
+    for name, value in values.items():
+        if not hasattr(learner.config, name):
+            raise ValueError(f"{type(learner.config).__name__} has no setting {name!r}")
+        setattr(learner.config, name, value)
+    if "lr" in values and learner.optimizer is not None:
+        for group in learner.optimizer.param_groups:
+            group["lr"] = values["lr"]

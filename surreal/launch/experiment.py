@@ -12,8 +12,9 @@ from surreal import monitoring
 from surreal.algos.families import apply_family_defaults
 from surreal.api import config as config_io
 from surreal.api.config import Config, ConfigError
-from surreal.api.core import RUNTIME_COMPONENTS, Learner
+from surreal.api.core import Learner, check_settings
 from surreal.api.device import auto_device, check_device, preference
+from surreal.api.recipe import RUNTIME_COMPONENTS, recipe_of, reference
 from surreal.api.registry import config_class, resolve
 from surreal.envs import check_env, env_info
 from surreal.launch import config_check
@@ -139,11 +140,11 @@ def _check_run(config: Config, algo_class: type[Learner], backend: str) -> Any:
     _check(config, gpus_here=backend not in IMAGE_BACKENDS)
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
-    algo_class.check_config(config.algo, info)  # e.g. a network that cannot read these obs
+    check_settings(algo_class, config.algo, info)  # e.g. a network that cannot read these obs
     config_check.check_fits(config, algo_class, info)  # the algorithm vs the action space
     _check_replicas(config, algo_class)
     check_inference(config, algo_class)  # actor.inference, run.policy_workers
-    algo_class.check_run(config)  # the whole run config, e.g. mappo: agents vs policies
+    recipe_of(algo_class).check_run(config)  # the whole run config, e.g. mappo: agents vs policies
     return info
 
 
@@ -240,12 +241,12 @@ def _check_replicas(config: Config, algo_class: type) -> None:
         raise ConfigError(f"run.learner_replicas must be >= 1, got {n}")
     if n == 1:
         return
-    if algo_class.components().get("learner") != RUNTIME_COMPONENTS["learner"]:
+    if recipe_of(algo_class).components().get("learner") != RUNTIME_COMPONENTS["learner"]:
         raise ConfigError(
             f"run.learner_replicas={n}: {algo_class.__name__} has its own learner process; "
             "replicas work with the runtime's learner loop (ppo, ppo-vision, your Learner)"
         )
-    per_batch = algo_class.segments_per_batch(config)
+    per_batch = recipe_of(algo_class).per_batch(config)
     if per_batch % n:
         raise ConfigError(
             f"run.learner_replicas={n} must divide the {per_batch} segments per batch "
@@ -277,12 +278,10 @@ def build_experiment(p: LaunchPlan) -> Any:
 
 def _process_facts(p: LaunchPlan) -> dict[str, Any]:
     """What the run's processes read from `run.json` instead of importing the learner (and
-    torch): their entry points (`RunDir.components`) and, when the algorithm keeps the default
-    replay, its size (`surreal.runtime.replay.make_replay`)."""
-    facts: dict[str, Any] = {"components": p.algo_class.components()}
-    if getattr(p.algo_class.make_replay, "__func__", None) is Learner.make_replay.__func__:
-        facts["fifo_replay"] = {"segments_per_batch": p.algo_class.segments_per_batch(p.config)}
-    return facts
+    torch): their entry points (`RunDir.components`) and the recipe ("module:Class", None for
+    one made around a learner's own hooks: `surreal.runtime.replay.make_replay`)."""
+    feeding = recipe_of(p.algo_class)
+    return {"components": feeding.components(), "recipe": reference(feeding)}
 
 
 def create_run(p: LaunchPlan) -> None:

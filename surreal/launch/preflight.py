@@ -17,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from surreal.api.config import Config
-from surreal.api.core import Learner, segment_batch
+from surreal.api.core import Learner
+from surreal.api.recipe import recipe_of, segment_batch
 from surreal.api.spaces import EnvInfo
 from surreal.api.synthetic import SyntheticEnv
 
@@ -26,7 +27,7 @@ __all__ = [
     "PreflightError",
     "SyntheticEnv",
     "check_algorithm",
-    "segment_batch",  # the default `Learner.example_batch` (surreal.api.core)
+    "segment_batch",  # the default `Recipe.example_batch` (surreal.api.recipe)
 ]
 
 RUNTIME_METRICS = (
@@ -73,8 +74,9 @@ def check_algorithm(algo_class: type[Learner], run_config: Config, env_info: Env
         learner = algo_class.create(run_config, env_info)
         stage, where = f"{type(policy).__name__}.load_params({name}.params())", algo_class.params
         policy.load_params(learner.params())
-        stage, where = f"{name}.example_batch(...)", algo_class.example_batch
-        batch = algo_class.example_batch(run_config, env_info, policy)
+        feeding = recipe_of(algo_class)
+        stage, where = f"{feeding.__name__}.example_batch(...)", feeding.example_batch
+        batch = feeding.example_batch(run_config, env_info, policy)
         if batch is not None:
             stage, where = f"{name}.learn(batch)", algo_class.learn
             _check_metrics(learner.learn(batch))

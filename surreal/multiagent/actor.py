@@ -12,6 +12,7 @@ import torch
 
 import caraml
 from surreal.api.core import Policy
+from surreal.api.recipe import recipe_of
 from surreal.envs.multiagent import make_multiagent_env
 from surreal.multiagent.policy_runs import PolicySpec, policy_run, read_policy_specs
 from surreal.multiagent.rollout import JointRollout
@@ -72,7 +73,7 @@ def main(run_dir: str, index: int = 0) -> None:
                 ParameterClient(comp.address(f"params-{spec.name}").tcp, timeout=5.0),
                 caraml.Pusher(comp.address(f"experience-{spec.name}").tcp, hwm=4),
                 caraml.Pusher(comp.address(f"metrics-{spec.name}").tcp, hwm=10_000),
-                comp.algo.segments_per_batch(sub_cfg),
+                recipe_of(comp.algo).per_batch(sub_cfg),
                 sub_cfg.run.steps,
             )
         pool = None

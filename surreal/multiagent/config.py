@@ -4,6 +4,7 @@ self-play."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from surreal.algos.ppo.config import PPOConfig
 
@@ -33,3 +34,13 @@ class MultiAgentPPOConfig(PPOConfig):
     actor_obs_dim: int = 0
     """Set by the launcher for central_value: the size of an agent's own observation at the
     front of the policy's input (0: the whole input)."""
+
+    def check(self, env_info: Any = None) -> None:
+        """PPO's checks plus the multi-agent settings' ranges."""
+        super().check(env_info)
+        if self.pool_size < 1 or self.pool_every < 1:
+            raise ValueError("algo.pool_size and algo.pool_every must be >= 1")
+        if not 0.0 <= self.pool_latest <= 1.0:
+            raise ValueError("algo.pool_latest is a probability: 0 <= it <= 1")
+        if self.actor_obs_dim < 0:
+            raise ValueError("algo.actor_obs_dim must be >= 0 (it is set by the launcher)")

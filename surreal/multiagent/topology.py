@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from surreal.api.recipe import Recipe
 from surreal.multiagent.policy_runs import policy_run, policy_specs, write_policy_runs
 from surreal.runtime.topology import (
     PROCESS_ENV,
@@ -80,3 +81,26 @@ def build_experiment(plan: LaunchPlan) -> Any:
     )
     add_actor_groups(exp, plan, actor_services)
     return exp.validate()
+
+
+class MAPPORecipe(Recipe):
+    """mappo: one buffer, learner, parameter server and metrics sink per policy, joint-env
+    actors and the league (`build_experiment`)."""
+
+    name = "mappo"
+
+    @classmethod
+    def check_run(cls, run_config: Any) -> None:
+        """`surreal launch` asks before anything starts: the env is multi-agent and its agents
+        fit the policy mapping (`policy_specs`; ValueError saying what to set)."""
+        policy_specs(run_config)
+
+    @classmethod
+    def build_experiment(cls, plan: Any) -> Any:
+        """Checks the env and the mapping first (`build_experiment` above)."""
+        return build_experiment(plan)
+
+    @classmethod
+    def components(cls) -> dict[str, str]:
+        """The runtime's roles, with the multi-agent actor and league and the policy roles."""
+        return {**super().components(), **COMPONENTS}

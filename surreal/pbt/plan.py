@@ -18,6 +18,7 @@ from typing import Any
 import surreal.pbt.store as store
 from surreal.api import config as config_io
 from surreal.api.config import Config, ConfigError
+from surreal.api.recipe import recipe_of
 from surreal.launch import experiment as launching
 from surreal.pbt.config import PBTConfig, init_overrides, make_config
 from surreal.pbt.config import from_dict as pbt_from_dict
@@ -106,7 +107,7 @@ def member_config(base: Config, index: int, pbt: PBTConfig) -> Config:
 def check_population(base: LaunchPlan, pbt: PBTConfig) -> None:
     """What a population needs: the runtime's learner loop (it takes the manager's directives),
     one learner process per member, and a search space of numeric `algo.*` settings."""
-    if base.algo_class.components().get("learner") != RUNTIME_COMPONENTS["learner"]:
+    if recipe_of(base.algo_class).components().get("learner") != RUNTIME_COMPONENTS["learner"]:
         raise ConfigError(
             f"--population: {base.algo_class.__name__} has its own learner process; populations "
             "work with the runtime's learner loop (ppo, ppo-vision, your Learner)"

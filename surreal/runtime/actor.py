@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 import caraml
+from surreal.api.recipe import recipe_of
 from surreal.monitoring import logs
 from surreal.runtime.common import Component
 from surreal.runtime.pacing import Pacer
@@ -135,8 +136,9 @@ def main(run_dir: str, index: int = 0) -> None:
     policy, params = actor_inference(comp, index)  # actor.inference: local or remote
     pusher = caraml.Pusher(comp.address("experience").tcp, hwm=4)
     env, actor = build_actor(comp, policy, seed)  # two halves: actor.double_buffer (remote)
-    rollout = actor.rollout_episodes if comp.algo.episode_aligned else actor.rollout
-    per_batch = comp.algo.segments_per_batch(cfg)
+    feeding = recipe_of(comp.algo)
+    rollout = actor.rollout_episodes if feeding.episode_aligned else actor.rollout
+    per_batch = feeding.per_batch(cfg)
     loop = _ActorLoop(
         comp, policy, params, pusher, env, actor, rollout, per_batch, clock=time.perf_counter()
     )

@@ -12,6 +12,7 @@ import torch
 import caraml
 from surreal.api.core import Learner
 from surreal.api.device import learner_threads
+from surreal.api.recipe import recipe_of
 from surreal.monitoring import logs
 from surreal.runtime import checkpoint
 from surreal.runtime.batch_protocol import BatchRequests
@@ -69,7 +70,7 @@ class LearnerLoop:
             self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
             comp.log.info("binds params-pub %s", comp.address("params-pub").bind_tcp)
         self._published: tuple[int, dict] | None = None
-        self.per_batch = comp.algo.segments_per_batch(cfg) // cfg.run.learner_replicas
+        self.per_batch = recipe_of(comp.algo).per_batch(cfg) // cfg.run.learner_replicas
         self.started = time.monotonic()
         self.start_step = self.counters["global_step"]
         self.requester = os.urandom(6).hex()  # batch request ids: see components.batch_protocol

@@ -4,7 +4,7 @@ The runtime's learner loop (`surreal.runtime.learner.LearnerLoop`) calls `Member
 after every iteration when its run folder is a member (`member.json`). A directive from the
 manager (`pbt/directive.json`, see `surreal.pbt.store`) is taken through the checkpoint
 machinery: `Learner.load_state_dict` with the donor's saved state (weights, optimizer,
-normalizer), then `Learner.set_hyperparameters` with the explored values; the learner keeps its
+normalizer), then `surreal.api.core.set_hyperparameters` with the explored values; the learner keeps its
 own step counters, publishes the new weights as a new version and checkpoints at once, so a
 restart resumes from the copy.
 """
@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from surreal.api.core import set_hyperparameters
 from surreal.runtime import checkpoint
 from surreal.runtime.rundir import read_json, write_json
 
@@ -45,7 +46,7 @@ class Member:
         """Load the donor's learner state, then the new hyperparameters."""
         state = checkpoint.load(self.path / directive["checkpoint"])
         learner.load_state_dict(state["learner"])
-        learner.set_hyperparameters(directive["hyperparameters"])
+        set_hyperparameters(learner, directive["hyperparameters"])
 
     def after_step(self, loop: Any) -> None:
         """Take a pending directive (publish + checkpoint), and checkpoint at every

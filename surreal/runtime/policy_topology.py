@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from surreal.api.config import ConfigError
+from surreal.api.recipe import recipe_of
 
 INFERENCE = ("local", "remote")
 SUPPORTED_ACTORS = frozenset({"surreal.runtime.actor:main", "surreal.algos.ddpg.actor:main"})
@@ -57,4 +58,4 @@ def policy_services(plan: Any, index: int, role: str = "actor") -> tuple[str, ..
 
 def serves(plan: Any, role: str) -> bool:
     """Whether actors running component ROLE ask policy workers under remote inference."""
-    return plan.algo_class.components().get(role) in SUPPORTED_ACTORS
+    return recipe_of(plan.algo_class).components().get(role) in SUPPORTED_ACTORS

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from surreal.api.recipe import recipe_of
 from surreal.runtime.sizing import role_of
 
 PRELOADED_MODULES = (
@@ -30,7 +31,7 @@ def apply(exp: Any, plan: Any) -> Any:
     (other backends start each process in its own container or job: nothing changes)."""
     if plan.backend != "local":
         return exp
-    components = plan.algo_class.components()
+    components = recipe_of(plan.algo_class).components()
     algo_module = plan.algo_class.__module__
     preload = [*PRELOAD, *([algo_module] if algo_module.startswith("surreal.") else [])]
     for proc in exp.processes():

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 import caraml
-from surreal.api.core import fifo_replay
+from surreal.api import recipe
 from surreal.api.replay import Replay
 from surreal.monitoring import logs
 from surreal.runtime.batch_protocol import ReplyCache
@@ -25,13 +25,17 @@ from surreal.runtime.schemas import (
 
 
 def make_replay(comp: Component) -> Replay:
-    """The replay the run's algorithm wants (`Learner.make_replay`; FIFO by default). The
-    default, recorded at launch (`run.json` "fifo_replay"), is made without the learner's module,
-    so the buffer never imports torch."""
-    fifo = comp.run.info().get("fifo_replay")
+    """The replay the run's recipe wants (`Recipe.make_replay`; FIFO by default). The recipe,
+    recorded at launch (`run.json` "recipe"), is loaded without the learner's module, so the
+    buffer never imports torch; only a recipe made around a learner's own hooks asks the learner
+    (`surreal.api.recipe.recipe_of`)."""
+    info = comp.run.info()
+    if info.get("recipe"):
+        return recipe.load(info["recipe"]).make_replay(comp.config)
+    fifo = info.get("fifo_replay")  # a run launched before recipes
     if fifo is not None:
-        return fifo_replay(int(fifo["segments_per_batch"]), comp.config.run.actors)
-    return comp.algo.make_replay(comp.config)
+        return recipe.fifo_replay(int(fifo["segments_per_batch"]), comp.config.run.actors)
+    return recipe.recipe_of(comp.algo).make_replay(comp.config)
 
 
 class BatchHandler:

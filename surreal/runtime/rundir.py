@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import surreal.api.config as config_io
+from surreal.api.recipe import recipe_of
 from surreal.api.registry import config_class, resolve
 from surreal.api.spaces import EnvInfo
 from surreal.runtime.storage import S3Folder, is_remote
@@ -125,7 +126,7 @@ class RunDir:
         so a process finds its entry point without importing the learner (and torch); a run
         folder written before that was recorded asks the learner class."""
         recorded = self.info().get("components")
-        return dict(recorded) if recorded else self.algo_class().components()
+        return dict(recorded) if recorded else recipe_of(self.algo_class()).components()
 
     def load_config(self) -> config_io.Config:
         """The saved, resolved config (a built-in algorithm's config class is imported without

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from surreal.api.config import Config
-from surreal.api.core import RUNTIME_COMPONENTS  # noqa: F401  (defined beside Learner.components)
 from surreal.api.device import learner_threads, wants_gpu
+from surreal.api.recipe import RUNTIME_COMPONENTS, recipe_of  # noqa: F401  (Recipe.components')
 from surreal.api.spaces import EnvInfo
 from surreal.monitoring.prometheus import service_name
 from surreal.runtime.policy_topology import policy_services, serves
@@ -183,5 +183,5 @@ def standard_experiment(plan: LaunchPlan) -> Any:
 def algorithm_experiment(plan: LaunchPlan) -> Any:
     """The algorithm's topology: `plan.algo_class.build_experiment(plan)`, or
     `standard_experiment(plan)` when that returns None (the `Learner` default)."""
-    exp = plan.algo_class.build_experiment(plan)
+    exp = recipe_of(plan.algo_class).build_experiment(plan)
     return standard_experiment(plan) if exp is None else exp

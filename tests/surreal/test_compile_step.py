@@ -162,18 +162,18 @@ def test_auto_compiles_only_long_ppo_mlp_runs_on_the_cpu():
         return PPOLearner.create(config, HALFCHEETAH)
 
     long = auto(1_000_000)  # 156k minibatch steps: compiled
-    assert long.compiling and isinstance(long._step, compiling.Compiled)
-    assert auto(384_000).compiling  # 384k x 10 / 64 = 60k exactly
+    assert long._compiling and isinstance(long._step, compiling.Compiled)
+    assert auto(384_000)._compiling  # 384k x 10 / 64 = 60k exactly
     short = auto(383_999)
-    assert not short.compiling and not isinstance(short._step, compiling.Compiled)
-    assert not auto(100_000).compiling  # the test suite's runs
-    assert not auto(1_000_000, num_minibatches=4).compiling  # minibatch 512: 19.5k steps
-    assert auto(1_000_000, minibatch_size=64, num_minibatches=1).compiling
-    assert not auto(1_000_000, update_epochs=0).compiling  # no updates, nothing to win
+    assert not short._compiling and not isinstance(short._step, compiling.Compiled)
+    assert not auto(100_000)._compiling  # the test suite's runs
+    assert not auto(1_000_000, num_minibatches=4)._compiling  # minibatch 512: 19.5k steps
+    assert auto(1_000_000, minibatch_size=64, num_minibatches=1)._compiling
+    assert not auto(1_000_000, update_epochs=0)._compiling  # no updates, nothing to win
     assert not compiling.pays(10**9, torch.device("cuda"))  # not measured on a GPU
     assert compiling.pays(60_000, torch.device("cpu"))
-    assert not _learner("off").compiling and _learner("on").compiling
-    assert not PPOLearner(PPOConfig(), HALFCHEETAH).compiling  # bare: no run config
+    assert not _learner("off")._compiling and _learner("on")._compiling
+    assert not PPOLearner(PPOConfig(), HALFCHEETAH)._compiling  # bare: no run config
 
 
 def test_off_leaves_the_optimizer_as_it_was():
@@ -226,7 +226,7 @@ def test_ppo_vision_compiles_only_when_asked():
         run=RunConfig(compile="auto", device="cpu", steps=10**9),
     )
     auto = RecurrentPPOLearner.create(long_auto, CAMERA)
-    assert not auto.compiling and not isinstance(auto._step, compiling.Compiled)
+    assert not auto._compiling and not isinstance(auto._step, compiling.Compiled)
     assert not isinstance(_vision("off")._step, compiling.Compiled)
     on = _vision("on")
     assert isinstance(on._step, compiling.Compiled) and on._step.active

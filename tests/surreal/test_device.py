@@ -222,4 +222,4 @@ def test_ppo_minibatch_size_sets_the_gradient_steps_per_pass(minibatch_size, ste
 def test_ppo_rejects_a_negative_minibatch_size():
     config = PPOLearner.config_class(minibatch_size=-1)
     with pytest.raises(ValueError, match="algo.minibatch_size"):
-        PPOLearner.check_config(config, CARTPOLE)
+        config.check(CARTPOLE)

@@ -94,7 +94,7 @@ def test_graphs_on_a_cpu_is_auto_after_one_warning_line(caplog):
     learner.learn(batch)
     lines = [r.getMessage() for r in caplog.records if "run.compile=graphs" in r.getMessage()]
     assert len(lines) == 1 and "need a CUDA GPU" in lines[0] and "run.compile=auto" in lines[0]
-    assert not learner.compiling  # auto: a short run on the CPU is not compiled
+    assert not learner._compiling  # auto: a short run on the CPU is not compiled
     assert not isinstance(learner._step, compiling.Compiled)
 
 

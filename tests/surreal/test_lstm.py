@@ -136,4 +136,4 @@ def test_the_vision_model_is_its_own_algorithm_and_the_old_flag_names_it():
     assert resolve("ppo-vision").config_class is VisionPPOConfig
     info = EnvInfo(obs_shape=(60,), discrete=False, action_shape=(7,))
     with pytest.raises(ValueError, match="surreal launch ppo-vision"):
-        PPOLearner.check_config(PPOConfig(network="conv_lstm"), info)
+        PPOConfig(network="conv_lstm").check(info)

@@ -11,6 +11,7 @@ from surreal.algos import resolve
 from surreal.algos.ppo import PPOConfig, PPOLearner
 from surreal.api.config import Config, EnvConfig
 from surreal.api.core import Actor, Learner
+from surreal.api.recipe import recipe_of
 from surreal.api.replay import FifoSampler
 from surreal.api.spaces import EnvInfo
 from surreal.envs import VectorEnv
@@ -32,10 +33,10 @@ def run_config(algo_class: type, **algo: object) -> Config:
 def test_the_defaults_are_the_standard_on_policy_runtime():
     learner_class = resolve(REINFORCE)
     config = run_config(learner_class)
-    assert learner_class.segments_per_batch(config) == 3  # one per actor
-    replay = learner_class.make_replay(config)
+    assert recipe_of(learner_class).per_batch(config) == 3  # one per actor
+    replay = recipe_of(learner_class).make_replay(config)
     assert isinstance(replay.sampler, FifoSampler) and replay.storage.capacity == 4 * 3 + 2 * 3
-    assert set(learner_class.components()) == {
+    assert set(recipe_of(learner_class).components()) == {
         "actor",
         "buffer",
         "learner",
@@ -44,37 +45,37 @@ def test_the_defaults_are_the_standard_on_policy_runtime():
         "metrics",
         "policy-worker",  # started with actor.inference=remote
     }
-    assert learner_class.example_batch(
+    assert recipe_of(learner_class).example_batch(
         config, CARTPOLE, learner_class.make_policy(config.algo, CARTPOLE)
     )
 
 
 def test_ppo_batch_size_is_one_number_for_every_process():
     config = run_config(PPOLearner)  # 3 actors, segments of 32 steps x 8 envs = 256
-    assert PPOLearner.segments_per_batch(config) == 2  # the 512-step default, not the actors
+    assert recipe_of(PPOLearner).per_batch(config) == 2  # the 512-step default, not the actors
     config.algo.batch_size = 5 * 256
-    assert PPOLearner.segments_per_batch(config) == 5
-    assert PPOLearner.make_replay(config).storage.capacity == 4 * 5 + 2 * 3
+    assert recipe_of(PPOLearner).per_batch(config) == 5
+    assert recipe_of(PPOLearner).make_replay(config).storage.capacity == 4 * 5 + 2 * 3
     config.run.actors = 1024
-    assert PPOLearner.segments_per_batch(config) == 5  # scaling out keeps the recipe
+    assert recipe_of(PPOLearner).per_batch(config) == 5  # scaling out keeps the recipe
     config.algo.batch_size = 0
-    assert PPOLearner.segments_per_batch(config) == 1024  # 0: one segment per actor
+    assert recipe_of(PPOLearner).per_batch(config) == 1024  # 0: one segment per actor
 
 
 def test_ppo_batch_size_rounds_to_whole_segments():
     config = run_config(PPOLearner)
     config.algo.batch_size = 600  # 2.34 segments of 256
-    assert PPOLearner.segments_per_batch(config) == 2
+    assert recipe_of(PPOLearner).per_batch(config) == 2
     config.algo.batch_size = 100  # less than one segment: at least one
-    assert PPOLearner.segments_per_batch(config) == 1
+    assert recipe_of(PPOLearner).per_batch(config) == 1
     config.env.num_envs, config.actor.rollout_length = 1, 2048  # CleanRL's 1 x 2048
     config.algo.batch_size = 2048
-    assert PPOLearner.segments_per_batch(config) == 1
+    assert recipe_of(PPOLearner).per_batch(config) == 1
 
 
 def test_algorithms_with_their_own_topology_add_their_roles():
-    assert {"es-master", "es-worker", "metrics"} <= set(resolve("es").components())
-    ddpg = resolve("ddpg").components()
+    assert {"es-master", "es-worker", "metrics"} <= set(recipe_of(resolve("es")).components())
+    ddpg = recipe_of(resolve("ddpg")).components()
     assert ddpg["actor"] == "surreal.algos.ddpg.actor:main" and "replay-shard" in ddpg
 
 
@@ -194,7 +195,9 @@ def test_the_default_params_and_state_dict_come_from_the_model():
     learner = learner_class.create(config, CARTPOLE)
     assert set(learner.params()) == {f"model/{k}" for k in learner.model.state_dict()}
     learner.learn(
-        learner_class.example_batch(config, CARTPOLE, learner.make_policy(config.algo, CARTPOLE))
+        recipe_of(learner_class).example_batch(
+            config, CARTPOLE, learner.make_policy(config.algo, CARTPOLE)
+        )
     )
     state = learner.state_dict()
     fresh = learner_class.create(config, CARTPOLE)

@@ -90,6 +90,14 @@ class DDPGConfig(LearnerConfig):
             return {"algo.lr": 3e-4, "algo.replay_start": 10_000}
         return {}
 
+    def check(self, env_info: Any = None) -> None:
+        """`algo.batch_size` >= 1 (the shared ranges allow 0, PPO's one segment per actor)."""
+        if self.batch_size < 1:
+            raise ValueError(
+                f"algo.batch_size={self.batch_size} must be >= 1; "
+                "--set algo.batch_size=<a value >= 1>"
+            )
+
     def device_preference(self, run_config: Any) -> tuple[bool, str]:
         """`run.device=auto`: the CPU below `GPU_MIN_MINIBATCH` samples per batch (TD3's batch
         of 256 ran 51.6k samples/CPU-s on one CPU core, 44.2k/s eager on an H200: docs/gpu.md),

@@ -12,7 +12,6 @@ from torch import nn
 from surreal.algos.ddpg.config import DDPGConfig
 from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ddpg.networks import Actor
-from surreal.algos.ddpg.topology import COMPONENTS, build_experiment
 from surreal.api.core import Batch, Learner, Params, Policy
 from surreal.api.spaces import EnvInfo
 
@@ -108,13 +107,14 @@ class DDPGLearner(Learner):
     """DDPG (TD3 with `--set algo.twin_critics=true ...`) on batches sampled from uniform replay."""
 
     config_class: ClassVar[type] = DDPGConfig
+    recipe = "off-policy"
 
     def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
         super().__init__(config, env_info)
         _bounds(env_info)
         obs_dim = int(np.prod(env_info.obs_shape))
         self.algo = self.make_algo(obs_dim, env_info.action_dim, config, self.device)
-        if self.compiling and hasattr(self.algo, "use_compiled"):  # run.compile (DDPG/TD3)
+        if self._compiling and hasattr(self.algo, "use_compiled"):  # run.compile
             self.algo.use_compiled(self.compiled)
 
     @classmethod
@@ -124,15 +124,6 @@ class DDPGLearner(Learner):
         """The networks, optimizers and update (`DDPG`); another algorithm on DDPG's processes
         (SAC) returns its own."""
         return DDPG(obs_dim, act_dim, config, device=device)
-
-    @classmethod
-    def check_config(cls, config: DDPGConfig, env_info: EnvInfo) -> None:
-        """`algo.batch_size` >= 1 (the shared ranges allow 0, PPO's one segment per actor)."""
-        if config.batch_size < 1:
-            raise ValueError(
-                f"algo.batch_size={config.batch_size} must be >= 1; "
-                "--set algo.batch_size=<a value >= 1>"
-            )
 
     @classmethod
     def make_policy(cls, config: DDPGConfig, env_info: EnvInfo) -> DDPGPolicy:
@@ -150,26 +141,3 @@ class DDPGLearner(Learner):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.algo.load_state_dict(state)
-
-    @classmethod
-    def example_batch(cls, run_config: Any, env_info: EnvInfo, policy: Policy) -> Batch:
-        """8 random transitions shaped like a replay shard's sample (obs, act, rew, ...)."""
-        rng = np.random.default_rng(0)
-        obs = rng.normal(size=(8, *env_info.obs_shape)).astype(np.float32)
-        act = policy.act(obs)[1]["unit_action"]
-        return {
-            "obs": obs.reshape(8, -1),
-            "act": act,
-            "rew": rng.normal(size=8).astype(np.float32),
-            "next_obs": rng.normal(size=obs.shape).astype(np.float32).reshape(8, -1),
-            "discount": np.full(8, run_config.algo.gamma, np.float32),
-        }
-
-    @classmethod
-    def build_experiment(cls, plan: Any) -> Any:
-        """Actors, sharded replay and parameter servers, learner, evaluator, metrics."""
-        return build_experiment(plan)
-
-    @classmethod
-    def components(cls) -> dict[str, str]:
-        return {**super().components(), **COMPONENTS}

@@ -17,7 +17,7 @@ from surreal.algos.es.config import ESConfig
 from surreal.algos.es.noise_table import SharedNoiseTable
 from surreal.algos.es.policy import ESPolicy
 from surreal.algos.es.state import ESState
-from surreal.algos.es.topology import COMPONENTS, build_experiment
+from surreal.algos.es.topology import ESRecipe
 from surreal.api.core import Batch, Learner, Params, Policy
 from surreal.api.spaces import EnvInfo
 
@@ -71,6 +71,7 @@ class ESLearner(Learner):
     """The ES master's learning state; one `learn` per generation record."""
 
     config_class: ClassVar[type] = ESConfig
+    recipe = ESRecipe
 
     def __init__(self, config: ESConfig, env_info: EnvInfo, seed: int = 0) -> None:
         super().__init__(config, env_info)
@@ -112,18 +113,3 @@ class ESLearner(Learner):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.state.load_wire(state)
-
-    @classmethod
-    def example_batch(cls, run_config: Any, env_info: EnvInfo, policy: Policy) -> None:
-        """None: ES learns from generation records that need the shared noise table, so the
-        launch check stops after `load_params(params())`."""
-        return None
-
-    @classmethod
-    def build_experiment(cls, plan: Any) -> Any:
-        """One master, `run.actors` workers (grouped per machine), parameter server, evaluator."""
-        return build_experiment(plan)
-
-    @classmethod
-    def components(cls) -> dict[str, str]:
-        return {**super().components(), **COMPONENTS}

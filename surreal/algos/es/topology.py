@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from surreal.api.recipe import Recipe
 from surreal.runtime.topology import (
     LaunchPlan,
     add_actor_groups,
@@ -38,3 +39,24 @@ def build_experiment(plan: LaunchPlan) -> Any:
         exp, plan, ("es-master", "metrics"), "es-worker", "es-worker", group_prefix="workers"
     )
     return exp.validate()
+
+
+class ESRecipe(Recipe):
+    """ES: a master and `run.actors` workers exchanging seeds and returns (no replay, no batch
+    for `learn` from actors: the launch check stops after `load_params(params())`)."""
+
+    name = "es"
+
+    @classmethod
+    def build_experiment(cls, plan: Any) -> Any:
+        """One master, `run.actors` workers (grouped per machine), parameter server, evaluator."""
+        return build_experiment(plan)
+
+    @classmethod
+    def components(cls) -> dict[str, str]:
+        return {**super().components(), **COMPONENTS}
+
+    @classmethod
+    def example_batch(cls, run_config: Any, env_info: Any, policy: Any) -> None:
+        """None: ES learns from generation records that need the shared noise table."""
+        return None

@@ -7,7 +7,10 @@ from typing import Any
 
 from surreal.api.config import Config
 from surreal.api.core import LearnerConfig
-from surreal.api.device import GPU_MIN_MINIBATCH
+from surreal.api.device import GPU_MIN_MINIBATCH, pays
+from surreal.api.recipe import OnPolicy
+from surreal.api.registry import load_class
+from surreal.api.spaces import EnvInfo
 
 
 @dataclass
@@ -140,6 +143,30 @@ class PPOConfig(LearnerConfig):
             }
         return {}
 
+    def check(self, env_info: EnvInfo | None = None) -> None:
+        """Raise ValueError on settings PPO cannot use (`surreal launch` asks before anything
+        starts; the learner again when it is built)."""
+        if self.minibatch_size < 0 or self.num_minibatches < 1:
+            raise ValueError("algo.minibatch_size must be >= 0 and algo.num_minibatches >= 1")
+        if self.loss not in ("clip", "kl"):
+            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {self.loss!r}")
+        if self.network == "conv_lstm":
+            raise ValueError(
+                "algo.network=conv_lstm is its own algorithm now: `surreal launch ppo-vision ...` "
+                "(same settings, without algo.network)"
+            )
+        if self.network != "mlp":
+            raise ValueError(f"algo.network must be 'mlp', got {self.network!r}")
+        if self.model:
+            load_class(self.model, "algo.model")  # raises LookupError saying what is wrong
+
+    def compile_pays(self, run_config: Config, device: Any) -> bool:
+        """`run.compile=auto`: the MLP (not an `algo.model` of your own) on the CPU in a run of
+        `surreal.api.compiling.PAYS_AFTER_STEPS` minibatch steps or more (`run.steps` x
+        `algo.update_epochs` / the minibatch size; an early stop on KL is not foreseen)."""
+        steps = run_config.run.steps * self.update_epochs / minibatch_steps(run_config)
+        return not self.model and pays(steps, device)
+
     def device_preference(self, run_config: Config) -> tuple[bool, str]:
         """`run.device=auto`: a GPU for a network of your own (`algo.model`) or for minibatches
         of `GPU_MIN_MINIBATCH` samples or more (the gpu preset's); the MLP at smaller ones on
@@ -172,25 +199,31 @@ class VisionPPOConfig(PPOConfig):
         """None: ppo-vision keeps its own defaults for every family."""
         return {}
 
+    def check(self, env_info: EnvInfo | None = None) -> None:
+        """Raise ValueError on settings ppo-vision cannot use (whether the observations hold a
+        camera image of `algo.image_size`: `RecurrentPPOLearner.check_config`)."""
+        if self.loss not in ("clip", "kl"):
+            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {self.loss!r}")
+        if self.network != "conv_lstm":
+            raise ValueError(
+                f"ppo-vision runs the conv_lstm model only (algo.network={self.network!r}); "
+                "for an MLP use `surreal launch ppo`"
+            )
+
+    def compile_pays(self, run_config: Config, device: Any) -> bool:
+        """`run.compile=auto` leaves ppo-vision eager: its compiled step was not measured to pay
+        (bench/learner_step.py, row "PPO conv+LSTM"); `run.compile=on` compiles it."""
+        return False
+
     def device_preference(self, run_config: Config) -> tuple[bool, str]:
         """`run.device=auto`: the GPU when there is one (convolutions over camera images)."""
         return True, "ppo-vision's conv+LSTM network"
-
-
-def batch_segments(run_config: Config) -> int:
-    """Segments per PPO batch: `algo.batch_size` env steps over one segment's
-    `actor.rollout_length x env.num_envs`, rounded to the nearest whole count, at least one
-    (`batch_size=0`: one per actor). The one place the batch's size is worked out."""
-    steps = run_config.algo.batch_size
-    if not steps:
-        return run_config.run.actors
-    segment = run_config.actor.rollout_length * run_config.env.num_envs
-    return max(1, round(steps / segment))
 
 
 def minibatch_steps(run_config: Config) -> int:
     """Samples in one PPO minibatch: `algo.minibatch_size`, or the batch's env steps over
     `algo.num_minibatches` (at least 1)."""
     cfg = run_config.algo
-    batch = batch_segments(run_config) * run_config.actor.rollout_length * run_config.env.num_envs
+    segments = OnPolicy.per_batch(run_config)  # the batch's one sizing function
+    batch = segments * run_config.actor.rollout_length * run_config.env.num_envs
     return min(cfg.minibatch_size, batch) or max(batch // cfg.num_minibatches, 1)

@@ -8,16 +8,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from surreal.algos.ppo.config import PPOConfig, batch_segments, minibatch_steps
+from surreal.algos.ppo.config import PPOConfig
 from surreal.algos.ppo.loss import adapt_kl_coef, gae, ppo_loss
 from surreal.algos.ppo.networks import entropy, log_prob, make_model
 from surreal.algos.ppo.policy import PPOPolicy, model_params
-from surreal.algos.ppo.topology import build_experiment
-from surreal.api.compiling import pays
-from surreal.api.config import Config
 from surreal.api.core import Batch, Learner, Params
 from surreal.api.normalizer import RunningNormalizer
-from surreal.api.registry import load_class
 from surreal.api.spaces import EnvInfo
 
 MinibatchLoss = Callable[[torch.Tensor], tuple[torch.Tensor | None, dict[str, torch.Tensor]]]
@@ -42,11 +38,11 @@ class PPOLearner(Learner):
     config_class = PPOConfig
 
     def __init__(self, config: PPOConfig, env_info: EnvInfo) -> None:
-        self.check_config(config, env_info)
+        config.check(env_info)
         super().__init__(config, env_info)  # builds self.model with make_model
         # fused Adam when compiled or on a GPU: one kernel, its step counts on the device (the
         # default Adam reads each back per step; eager on the CPU keeps it, as it always had)
-        fused = True if self.compiling or self.device.type == "cuda" else None
+        fused = True if self._compiling or self.device.type == "cuda" else None
         self.optimizer = torch.optim.Adam(
             self.model.parameters(), lr=config.lr, eps=1e-5, fused=fused
         )
@@ -61,50 +57,13 @@ class PPOLearner(Learner):
         self.iterations = 0
 
     @classmethod
-    def check_config(cls, config: PPOConfig, env_info: EnvInfo) -> None:
-        """Raise ValueError on settings PPO cannot use (`surreal launch` asks before anything
-        starts)."""
-        if config.minibatch_size < 0 or config.num_minibatches < 1:
-            raise ValueError("algo.minibatch_size must be >= 0 and algo.num_minibatches >= 1")
-        if config.loss not in ("clip", "kl"):
-            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
-        if config.network == "conv_lstm":
-            raise ValueError(
-                "algo.network=conv_lstm is its own algorithm now: `surreal launch ppo-vision ...` "
-                "(same settings, without algo.network)"
-            )
-        if config.network != "mlp":
-            raise ValueError(f"algo.network must be 'mlp', got {config.network!r}")
-        if config.model:
-            load_class(config.model, "algo.model")  # raises LookupError saying what is wrong
-
-    def compile_pays(self) -> bool:
-        """`run.compile=auto`: the MLP (not an `algo.model` of your own) on the CPU in a run of
-        `surreal.api.compiling.PAYS_AFTER_STEPS` minibatch steps or more (`run.steps` x
-        `algo.update_epochs` / the minibatch size; an early stop on KL is not foreseen)."""
-        run, cfg = self.run_config, self.config
-        steps = run.run.steps * cfg.update_epochs / minibatch_steps(run)
-        return not cfg.model and pays(steps, self.device)
-
-    @classmethod
     def make_model(cls, config: PPOConfig, env_info: EnvInfo) -> torch.nn.Module:
         """`algo.model` or the MLP actor-critic (`surreal.algos.ppo.networks.make_model`)."""
         return make_model(config, env_info)
 
     @classmethod
-    def segments_per_batch(cls, run_config: Config) -> int:
-        """`algo.batch_size` env steps in whole segments (the nearest count, at least one),
-        whatever `run.actors`; `algo.batch_size=0`: one segment per actor."""
-        return batch_segments(run_config)
-
-    @classmethod
     def make_policy(cls, config: PPOConfig, env_info: EnvInfo) -> PPOPolicy:
         return PPOPolicy(config, env_info)
-
-    @classmethod
-    def build_experiment(cls, plan: Any) -> Any:
-        """The standard topology (`surreal/algos/ppo/topology.py`)."""
-        return build_experiment(plan)
 
     def learn(self, batch: Batch) -> dict[str, float]:
         cfg = self.config

@@ -50,10 +50,10 @@ class RecurrentPPOLearner(PPOLearner):
     config_class = VisionPPOConfig
 
     def __init__(self, config: VisionPPOConfig, env_info: EnvInfo) -> None:
-        self.check_config(config, env_info)
+        config.check(env_info)
         Learner.__init__(self, config, env_info)  # builds self.model with make_model
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=config.lr, eps=1e-5, fused=True if self.compiling else None
+            self.model.parameters(), lr=config.lr, eps=1e-5, fused=True if self._compiling else None
         )
         self._step = self.compiled(
             self._loss_backward, "ppo-vision's minibatch step", reset=self.optimizer.zero_grad
@@ -67,20 +67,9 @@ class RecurrentPPOLearner(PPOLearner):
 
     @classmethod
     def check_config(cls, config: VisionPPOConfig, env_info: EnvInfo) -> None:
-        """Raise ValueError if the observations hold no camera image of `algo.image_size`."""
-        if config.loss not in ("clip", "kl"):
-            raise ValueError(f"algo.loss must be 'clip' or 'kl', got {config.loss!r}")
-        if config.network != "conv_lstm":
-            raise ValueError(
-                f"ppo-vision runs the conv_lstm model only (algo.network={config.network!r}); "
-                "for an MLP use `surreal launch ppo`"
-            )
+        """Raise ValueError if the observations hold no camera image of `algo.image_size`
+        (`surreal launch` asks before anything starts: `surreal.api.core.check_settings`)."""
         proprio_dim(env_info, config.image_size)
-
-    def compile_pays(self) -> bool:
-        """`run.compile=auto` leaves ppo-vision eager: its compiled step was not measured to pay
-        (bench/learner_step.py, row "PPO conv+LSTM"); `run.compile=on` compiles it."""
-        return False
 
     @classmethod
     def make_model(cls, config: VisionPPOConfig, env_info: EnvInfo) -> ConvLSTMActorCritic:

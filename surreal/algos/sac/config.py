@@ -32,9 +32,10 @@ class SACConfig(DDPGConfig):
         super().__post_init__()
         self.check()
 
-    def check(self) -> None:
+    def check(self, env_info: Any = None) -> None:
         """Raise ValueError, saying what to set, for settings SAC cannot run with (called on
-        construction and, after `--set`, by `SACLearner.check_config`)."""
+        construction and, after `--set`, by `surreal launch`); DDPG's checks first."""
+        super().check(env_info)
         if self.policy_smoothing != 0:
             raise ValueError(
                 f"algo.policy_smoothing={self.policy_smoothing} is a TD3 option; SAC's target "

@@ -59,13 +59,6 @@ class SACLearner(DDPGLearner):
     config_class: ClassVar[type] = SACConfig
 
     @classmethod
-    def check_config(cls, config: SACConfig, env_info: EnvInfo) -> None:
-        """DDPG's checks, then SAC's own (`SACConfig.check`): `surreal launch` runs them after
-        the command line's `--set` values are in."""
-        super().check_config(config, env_info)
-        config.check()
-
-    @classmethod
     def make_algo(
         cls, obs_dim: int, act_dim: int, config: SACConfig, device: torch.device
     ) -> OffPolicyAlgo:
