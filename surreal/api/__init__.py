@@ -4,6 +4,7 @@ of surreal's (import-linter's contracts in pyproject.toml)."""
 
 from surreal.api.config import Config, ConfigError
 from surreal.api.core import Actor, Batch, Learner, LearnerConfig, Params, Policy
+from surreal.api.offpolicy import Explorer, OffPolicyConfig
 from surreal.api.replay import Replay
 from surreal.api.spaces import EnvInfo
 
@@ -13,8 +14,10 @@ __all__ = [
     "Config",
     "ConfigError",
     "EnvInfo",
+    "Explorer",
     "Learner",
     "LearnerConfig",
+    "OffPolicyConfig",
     "Params",
     "Policy",
     "Replay",

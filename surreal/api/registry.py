@@ -19,6 +19,7 @@ _REGISTRY: dict[str, str] = {
     "td3": "surreal.algos.ddpg.td3:TD3Learner",
     "sac": "surreal.algos.sac:SACLearner",
     "es": "surreal.algos.es:ESLearner",
+    "dqn": "surreal.algos.dqn.learner:DQNLearner",
     "mappo": "surreal.multiagent.learner:MultiAgentPPOLearner",
 }
 
@@ -32,6 +33,7 @@ _CONFIGS: dict[str, str] = {
     "td3": "surreal.algos.ddpg.config:TD3Config",
     "sac": "surreal.algos.sac.config:SACConfig",
     "es": "surreal.algos.es.config:ESConfig",
+    "dqn": "surreal.algos.dqn.config:DQNConfig",
     "mappo": "surreal.multiagent.config:MultiAgentPPOConfig",
 }
 

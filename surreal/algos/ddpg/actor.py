@@ -8,7 +8,6 @@ import numpy as np
 import torch
 
 import caraml
-from surreal.algos.ddpg.noise import actor_sigma, make_noise
 from surreal.algos.ddpg.nstep import NStepWriter, Transition, pack_chunk
 from surreal.envs import VectorEnv
 from surreal.runtime.common import Component
@@ -82,16 +81,12 @@ def main(run_dir: str, index: int = 0) -> None:
     rng = np.random.default_rng(seed)
     env = VectorEnv(cfg.env.id, cfg.env, seed=seed)
     policy, params = actor_inference(comp, index)  # actor.inference: local or remote
-    sigma = actor_sigma(algo.sigma, algo.sigma_spread, index, cfg.run.actors)
-    noises = [
-        make_noise(algo.noise, comp.env_info.action_dim, sigma, algo.ou_theta, seed + i)
-        for i in range(env.num_envs)
-    ]
+    explorer = policy.explorer(env.num_envs, index, cfg.run.actors, seed)
     writer = ChunkWriter(env.num_envs, algo.n_step, algo.gamma, algo.chunk_size, algo.dedup_obs)
     pusher = caraml.Pusher(comp.address("replay").tcp, hwm=64)
     pace = Pacer(algo, cfg.run.actors)
     try:
-        _act(comp, env, policy, params, writer, pusher, pace, noises, rng, sigma)
+        _act(comp, env, policy, params, writer, pusher, pace, explorer, rng)
     finally:
         env.close()
         params.close()
@@ -99,9 +94,11 @@ def main(run_dir: str, index: int = 0) -> None:
         comp.close()
 
 
-def _act(comp, env, policy, params, writer, pusher, pace, noises, rng, sigma) -> None:
-    """The actor's loop until stopped: fetch parameters when due, step the envs with
-    exploration (uniform before the first parameters), push chunks, report every ~2 s."""
+def _act(comp, env, policy, params, writer, pusher, pace, explorer, rng) -> None:
+    """The actor's loop until stopped: fetch parameters when due, step the envs with the
+    policy's exploration (`surreal.api.offpolicy.Explorer`; uniformly random before the first
+    parameters), push chunks, report every ~2 s."""
+    budget = max(comp.config.run.steps, 1)
     obs, env_steps, last, steps_at_last, has_params = env.reset(), 0, time.monotonic(), 0, False
     while not comp.stopping.is_set():
         if env_steps % (16 * env.num_envs) == 0 or pace.ahead(env_steps, params.version):
@@ -110,15 +107,13 @@ def _act(comp, env, policy, params, writer, pusher, pace, noises, rng, sigma) ->
                 policy.load_params(fresh)
                 has_params = True
         if has_params:
-            unit = policy.explore(policy.unit_action, obs, noises)  # DDPGPolicy.explore
+            unit = explorer.act(policy.unit_action, obs, min(params.step / budget, 1.0))
         else:  # before the learner's first publication: uniform random exploration
-            shape = (env.num_envs, comp.env_info.action_dim)
-            unit = rng.uniform(-1, 1, shape).astype(np.float32)
+            unit = explorer.random(env.num_envs, rng)
         next_obs, rew, term, trunc, info = env.step(policy.scale(unit))
         for chunk in writer.step(obs, unit, rew, next_obs, term, trunc, info["final_obs"]):
             pusher.push(chunk)
-        for i in np.flatnonzero(term | trunc):
-            noises[i].reset()
+        explorer.reset(term | trunc)
         obs = next_obs
         env_steps += env.num_envs
         now = time.monotonic()
@@ -127,7 +122,7 @@ def _act(comp, env, policy, params, writer, pusher, pace, noises, rng, sigma) ->
                 params.step,
                 {
                     "actor/sps": (env_steps - steps_at_last) / max(now - last, 1e-6),
-                    "actor/sigma": sigma,
+                    **explorer.metrics(),
                 },
                 env_steps=env_steps,
                 episode_returns=info["episode_returns"],

@@ -12,6 +12,7 @@ from torch import nn
 from surreal.algos.ddpg.config import DDPGConfig
 from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ddpg.networks import Actor
+from surreal.algos.ddpg.noise import NoiseExplorer
 from surreal.api.core import Batch, Learner, Params, Policy
 from surreal.api.spaces import EnvInfo
 
@@ -35,10 +36,17 @@ class DDPGPolicy(Policy):
     remote_methods = ("act", "value", "unit_action")
 
     def __init__(self, config: DDPGConfig, env_info: EnvInfo) -> None:
+        self.config = config
         self.low, self.high = _bounds(env_info)
         self.actor = self.make_actor(int(np.prod(env_info.obs_shape)), env_info.action_dim, config)
         self.actor.requires_grad_(False)
         self.noise = None  # optional: a callable giving one noise vector for unit_action(obs)
+
+    def explorer(self, num_envs: int, index: int, actors: int, seed: int) -> NoiseExplorer:
+        """Actor `index` of `actors`' exploration (`surreal.api.offpolicy.Explorer`): one noise
+        process per env at its scale, through `explore`."""
+        dim = int(np.prod(self.low.shape))
+        return NoiseExplorer(self, dim, self.config, num_envs, index, actors, seed)
 
     @classmethod
     def make_actor(cls, obs_dim: int, act_dim: int, config: DDPGConfig) -> nn.Module:

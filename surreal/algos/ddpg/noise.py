@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 
@@ -64,3 +67,33 @@ def make_noise(kind: str, dim: int, sigma: float, theta: float = 0.15, seed: int
     if kind == "ou":
         return OUNoise(dim, sigma, theta=theta, seed=seed)
     raise ValueError(f"unknown noise {kind!r}; use 'gaussian' or 'ou'")
+
+
+class NoiseExplorer:
+    """DDPG's exploration for one actor (`surreal.api.offpolicy.Explorer`): the policy's `explore`
+    with one noise process per env at this actor's scale (`actor_sigma`), uniform random actions
+    in [-1, 1] before the first parameters."""
+
+    def __init__(
+        self, policy: Any, dim: int, config: Any, num_envs: int, index: int, actors: int, seed: int
+    ) -> None:
+        self.policy, self.dim = policy, dim
+        self.sigma = actor_sigma(config.sigma, config.sigma_spread, index, actors)
+        self.noises = [
+            make_noise(config.noise, self.dim, self.sigma, config.ou_theta, seed + i)
+            for i in range(num_envs)
+        ]
+
+    def act(self, unit_action: Callable[..., np.ndarray], obs: np.ndarray, progress: float):
+        """mu(o) plus each env's noise (`DDPGPolicy.explore`; SAC samples its policy instead)."""
+        return self.policy.explore(unit_action, obs, self.noises)
+
+    def random(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        return rng.uniform(-1, 1, (n, self.dim)).astype(np.float32)
+
+    def reset(self, done: np.ndarray) -> None:
+        for i in np.flatnonzero(done):
+            self.noises[i].reset()
+
+    def metrics(self) -> dict[str, float]:
+        return {"actor/sigma": self.sigma}

@@ -89,7 +89,7 @@ def pack_chunk(transitions: list[Transition], dedup: bool = False) -> dict[str, 
     observation once in `obs_table` and refer to it by row from `obs_idx` / `next_obs_idx`.
     """
     chunk = {
-        "act": np.stack([t.act for t in transitions]).astype(np.float32),
+        "act": _actions(np.stack([t.act for t in transitions])),
         "rew": np.array([t.ret for t in transitions], dtype=np.float32),
         "discount": np.array([t.discount for t in transitions], dtype=np.float32),
     }
@@ -112,3 +112,8 @@ def pack_chunk(transitions: list[Transition], dedup: bool = False) -> dict[str, 
     )
     chunk["obs_table"] = np.stack(table).astype(np.float32)
     return chunk
+
+
+def _actions(act: np.ndarray) -> np.ndarray:
+    """Actions as replay keeps them: float32 (continuous), int64 (discrete indices)."""
+    return act.astype(np.int64 if act.dtype.kind in "iu" else np.float32)

@@ -1,0 +1,91 @@
+"""What an off-policy algorithm declares (the `off-policy` recipe, `surreal.algos.offpolicy`):
+its settings (`OffPolicyConfig`: replay, n-step returns, pacing) and the exploration its policy
+gives the actors (`Explorer`). DDPG, TD3, SAC and DQN are written on these; so is yours
+(docs/new_algorithm.md). Torch-free.
+
+An off-policy policy has, besides `act`:
+- `unit_action(obs, deterministic=False)`: the actions as replay stores them (DDPG: in [-1, 1]^A,
+  DQN: action indices); a policy worker serves it with `actor.inference=remote`.
+- `scale(units)`: those as the environment takes them (DDPG: to the action bounds).
+- `explorer(num_envs, index, actors, seed)`: an `Explorer` for actor `index` of `actors`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from surreal.api.core import LearnerConfig
+
+
+class Explorer(Protocol):
+    """One actor's exploration (the off-policy actor process calls it every step)."""
+
+    def act(
+        self, unit_action: Callable[..., np.ndarray], obs: np.ndarray, progress: float
+    ) -> np.ndarray:
+        """The exploratory actions, as replay stores them, for a batch of observations;
+        `unit_action` is the policy's (local or a policy worker's), `progress` the fraction of
+        the run's budget the learner has used (e.g. an epsilon schedule)."""
+
+    def random(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """`n` uniformly random actions, as replay stores them (before the first parameters)."""
+
+    def reset(self, done: np.ndarray) -> None:
+        """The envs where `done` [num_envs] is true start a new episode."""
+
+    def metrics(self) -> dict[str, float]:
+        """What the actor reports about its exploration (e.g. `actor/epsilon`)."""
+
+
+@dataclass
+class OffPolicyConfig(LearnerConfig):
+    """The settings every off-policy algorithm has: replay, n-step returns and pacing."""
+
+    n_step: int = 3
+    """n of the n-step return R_t^n used in the critic's target."""
+    batch_size: int = 256
+    """Transitions per learner update."""
+    replay_capacity: int = 1_000_000
+    """Transitions kept by the replay (by each shard when sharded)."""
+    replay_start: int = 1_000
+    """Transitions stored before the learner samples (the sampling-start size)."""
+    replay_shards: int = 1
+    """Replay shards behind a load-balancing proxy (actors' chunks spread over them)."""
+    param_shards: int = 1
+    """Parameter-server shards behind a load-balancing proxy."""
+    dedup_obs: bool = False
+    """Store each observation once; n-step transitions refer to it (less memory and traffic)."""
+    updates_per_step: float = 1.0
+    """Learner updates per env step: the single-process loop does exactly this many; distributed
+    actors pause once all of them together are more than replay_start + updates / updates_per_step
+    env steps ahead of the learner (0: actors never wait, as in Ape-X)."""
+    chunk_size: int = 32
+    """Transitions per message an actor pushes to replay."""
+    fetch_batches: int = 4
+    """Batches per replay request: the learner takes this many updates per round trip."""
+    publish_every: int = 20
+    """Learner updates between two parameter publications (a new version for the actors)."""
+    checkpoint_every_s: float = 60.0
+    """Seconds between learner checkpoints (and one at exit)."""
+
+    def __post_init__(self) -> None:
+        for name in ("n_step", "replay_shards", "param_shards", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"algo.{name}={getattr(self, name)}; it must be >= 1")
+
+    def check(self, env_info: Any = None) -> None:
+        """`algo.batch_size` >= 1 (the shared ranges allow 0, PPO's one segment per actor)."""
+        if self.batch_size < 1:
+            raise ValueError(
+                f"algo.batch_size={self.batch_size} must be >= 1; "
+                "--set algo.batch_size=<a value >= 1>"
+            )
+
+    def replay_items(self) -> int:
+        """Transitions one replay buffer process stores (`LearnerConfig.replay_items`): the
+        replay capacity, which each shard holds when sharded."""
+        return self.replay_capacity
