@@ -1,4 +1,4 @@
-"""The `surreal` command line: launch, eval, status."""
+"""The `surreal` command line: launch, eval, status, export, plot."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import atexit
 import json
 import logging
 import os
+import shlex
 import shutil
 import signal
 import sys
@@ -23,6 +24,7 @@ from surreal.api import config as config_io
 from surreal.api.config import EnvConfig, RunConfig
 from surreal.launch import cluster_launch, config_check
 from surreal.launch import experiment as launching
+from surreal.launch.commands import export_command, plot_command
 from surreal.launch.evaluate import evaluate_run, run_status
 from surreal.launch.progress import format_status, monitor
 from surreal.launch.stopping import raise_interrupt, stop_and_keep_logs
@@ -203,6 +205,7 @@ def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
         plan.backend = args[
             "backend"
         ]  # e.g. Curve keys on multi-node backends (surreal.runtime.curve)
+        plan.command_line = shlex.join(["surreal", *sys.argv[1:]])  # run.json, model cards
         plan.config.run.image = args["image"] or plan.config.run.image
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts
         if not populated:
@@ -345,6 +348,7 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
             summary()
         click.echo(
             f"done: {plan.run_dir.where} (surreal eval {plan.run_dir.where}; "
+            f"surreal plot {plan.run_dir.where} -o curves.png; "
             f"tensorboard --logdir {plan.run_dir.shown('tb')})"
         )
     return code
@@ -435,6 +439,10 @@ def _follow(path: Path) -> int:
         return 130
     click.echo(f"the run ended: {'finished' if code == 0 else 'failed'}")
     return code
+
+
+main.add_command(export_command)
+main.add_command(plot_command)
 
 
 @main.command(hidden=True)

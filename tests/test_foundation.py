@@ -1,9 +1,13 @@
 """The four packages import on their own, light, and their CLIs say what they are for."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PACKAGES = ["cloudwise", "symphony", "caraml", "surreal"]
 
@@ -67,3 +71,14 @@ def test_the_launch_path_and_the_api_import_no_heavy_package():
     result = _run_python(f"import sys, {light}; print([m for m in {heavy!r} if m in sys.modules])")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_tensorboard_command_every_run_suggests_is_installed_with_the_rl_extra():
+    # Every `surreal launch` ends with `tensorboard --logdir RUN/tb`: the [rl] extra installs it.
+    rl = re.search(r"^rl = \[(.*?)^\]", (ROOT / "pyproject.toml").read_text(), re.M | re.S)
+    assert rl and '"tensorboard>=' in rl.group(1)
+    tensorboard = Path(sys.executable).parent / "tensorboard"
+    done = subprocess.run(
+        [str(tensorboard), "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip()[0].isdigit(), done.stderr

@@ -25,8 +25,10 @@ from surreal.api.optional import HEAVY
 ROOT = Path(__file__).resolve().parent.parent
 SURREAL = ROOT / "surreal"
 
-CEILING = 36
-"""The most in-function imports all of surreal may hold: only ever lower it (see above)."""
+CEILING = 38
+"""The most in-function imports all of surreal may hold: only ever lower it (see above). 38 since
+`surreal export` (issue 51): its command reaches the torch-bound `surreal.launch.export`, which
+runs an ONNX file with onnxruntime (HEAVY); 36 before."""
 
 
 def _is_type_checking(test: ast.expr) -> bool:

@@ -130,6 +130,11 @@ class Policy(abc.ABC):
         true: those environments start a new episode at the next `act`."""
         return None  # feed-forward policies hold no state
 
+    def export_module(self) -> Any:
+        """This policy's greedy action as a `surreal.api.exporting.Exportable` torch module, for
+        `surreal export` (docs/export.md); None (the default): it cannot be exported."""
+        return None
+
 
 class Learner(abc.ABC):
     """Learns from batches of experience; subclass it to write a new algorithm.

@@ -14,7 +14,8 @@ HEAVY = (
     "tensorboardX",  # [rl]: the TensorBoard event files
     "prometheus_client",  # [rl]: every process's /metrics
     "rich",  # [rl]: the live progress panel of `surreal launch`
-    "matplotlib",  # [bench]: plots of runs and populations
+    "matplotlib",  # [rl] / [bench]: plots of runs and populations (`surreal plot`)
+    "onnxruntime",  # [export]: `surreal export --format onnx` runs the file it wrote
     "wandb",  # [wandb]: --set run.wandb=online|offline
     "boto3",  # [s3]: run folders in an object store
     "botocore",  # [s3]: boto3's errors and client config

@@ -285,7 +285,8 @@ def _process_facts(p: LaunchPlan) -> dict[str, Any]:
 
 
 def create_run(p: LaunchPlan) -> None:
-    """Write the run folder (config, run record, experiment spec) before launching.
+    """Write the run folder (config, run record, experiment spec) before launching; the plan's
+    `command_line` is appended to the run record's `commands` (a model card shows them).
 
     Raises:
         FileExistsError: the run is running (another launch holds its lock, or its processes
@@ -300,6 +301,7 @@ def create_run(p: LaunchPlan) -> None:
         before = p.run_dir.info()
         kept = {k: v for k, v in before.items() if k != "cost"}  # a kube launch records it anew
         info = {**kept, "experiment": p.experiment_name, **_process_facts(p)}
+        info["commands"] = kept.get("commands", []) + [p.command_line] * bool(p.command_line)
         if info != before:
             write_json(p.run_dir.run_file, info)
     else:
@@ -310,6 +312,7 @@ def create_run(p: LaunchPlan) -> None:
             "env_info": p.env_info.to_dict(),
             "experiment": p.experiment_name,
             **_process_facts(p),
+            "commands": [p.command_line] * bool(p.command_line),
         }
         _copy_algo_files(p)
         p.run_dir.create(p.config, info)

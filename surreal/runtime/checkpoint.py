@@ -21,6 +21,8 @@ from surreal.runtime.storage_sync import track
 
 PREVIOUS = "previous.pt"
 """The checkpoint before `latest.pt`, beside it."""
+BEST = "best.pt"
+"""Beside `latest.pt`: the parameters of the run's best evaluation (`save_best`)."""
 
 
 class CheckpointError(ValueError):
@@ -39,14 +41,34 @@ def save(path: Path, learner: Learner, counters: dict[str, int]) -> None:
         CheckpointError: it could not be written (a full disk, an unwritable folder); the
             checkpoints already there are untouched.
     """
-    import torch
-
     state = {
         "learner": learner.state_dict(),
         "params": learner.params(),
         "counters": dict(counters),
         "time": time.time(),
     }
+    _write(path, state, keep=True)
+
+
+def save_best(path: Path, params: dict[str, Any], step: int, eval_return: float) -> None:
+    """Write `best.pt` (atomically): the published parameters of the run's best evaluation so
+    far, which `surreal export --checkpoint best` reads. It holds no learner state (`--resume`
+    and `surreal eval` use `latest.pt`). Raises CheckpointError as `save` does."""
+    state = {
+        "learner": {},
+        "params": params,
+        "counters": {"global_step": int(step)},
+        "eval_return": float(eval_return),
+        "time": time.time(),
+    }
+    _write(path, state, keep=False)
+
+
+def _write(path: Path, state: dict[str, Any], keep: bool) -> None:
+    """`state` to `path` through a temporary file, fsynced, renamed over it (the file before
+    kept as `previous.pt` when `keep`)."""
+    import torch
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -54,7 +76,7 @@ def save(path: Path, learner: Learner, counters: dict[str, int]) -> None:
             torch.save(state, out)
             out.flush()
             os.fsync(out.fileno())
-        if path.is_file():
+        if keep and path.is_file():
             _keep(path, previous(path))
         os.replace(tmp, path)
         _fsync_dir(path.parent)

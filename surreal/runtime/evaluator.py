@@ -9,8 +9,10 @@ import numpy as np
 
 from surreal.api.core import Policy
 from surreal.envs import VectorEnv
+from surreal.runtime import checkpoint
 from surreal.runtime.common import Component
 from surreal.runtime.parameter_client import ParameterClient
+from surreal.runtime.rundir import read_json
 
 
 def evaluate(
@@ -33,6 +35,24 @@ def evaluate(
     return [float(r) for r in returns if r is not None]
 
 
+def _keep_best(comp: Component, params: dict, result: tuple[float, int], best: float) -> float:
+    """Write `checkpoints/best.pt` when `result` (mean return, step) beats `best`; the best
+    return so far."""
+    if result[0] <= best or comp.index != 0:
+        return best
+    try:
+        checkpoint.save_best(comp.run.checkpoint.with_name(checkpoint.BEST), params, *result[::-1])
+    except checkpoint.CheckpointError as err:
+        comp.log.warning("%s", err)
+    return result[0]
+
+
+def _best_so_far(comp: Component) -> float:
+    """The run's best evaluation before this process (a restart, `--resume`): its status's."""
+    best = (read_json(comp.run.status_file, {}) or {}).get("best_eval_return")
+    return float("-inf") if best is None else float(best)
+
+
 def main(run_dir: str, index: int = 0) -> None:
     """Evaluate until stopped."""
     import torch
@@ -49,7 +69,7 @@ def main(run_dir: str, index: int = 0) -> None:
         cfg.eval.episodes,
         cfg.eval.every_s,
     )
-    evaluations, last = 0, None
+    evaluations, last, best = 0, None, _best_so_far(comp)
     comp.own_progress = True  # `tick` (its first report comes before its first line)
     try:
         while not comp.stopping.is_set():
@@ -61,6 +81,7 @@ def main(run_dir: str, index: int = 0) -> None:
                 if len(returns) < cfg.eval.episodes:
                     break
                 evaluations, last = evaluations + 1, (float(np.mean(returns)), params.step)
+                best = _keep_best(comp, fresh, last, best)
                 if evaluations == 1:
                     comp.log.info("first evaluation: return %.1f at step %s", *last)
                 comp.prom.set("surreal_eval_return", float(np.mean(returns)))

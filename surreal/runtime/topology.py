@@ -42,6 +42,8 @@ class LaunchPlan:
     resume: bool = False
     backend: str = "local"
     """The symphony backend it will run on (set by `surreal launch --backend`)."""
+    command_line: str = ""
+    """The `surreal launch ...` that planned it (set by the command; kept in run.json)."""
 
 
 def command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:

@@ -10,7 +10,15 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.mark.parametrize(
-    "command", [["--help"], ["launch", "--help"], ["eval", "--help"], ["status", "--help"]]
+    "command",
+    [
+        ["--help"],
+        ["launch", "--help"],
+        ["eval", "--help"],
+        ["status", "--help"],
+        ["export", "--help"],
+        ["plot", "--help"],
+    ],
 )
 def test_help(command, tmp_path):
     result = surreal_cli(command, tmp_path, tmp_path / "home")

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from surreal.algos.ddpg.config import DDPGConfig
+from surreal.algos.ddpg.export import ClippedActor, GreedyScaled
 from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ddpg.networks import Actor
 from surreal.algos.ddpg.noise import NoiseExplorer
@@ -40,6 +41,7 @@ class DDPGPolicy(Policy):
         self.low, self.high = _bounds(env_info)
         self.actor = self.make_actor(int(np.prod(env_info.obs_shape)), env_info.action_dim, config)
         self.actor.requires_grad_(False)
+        self.obs_shape = tuple(env_info.obs_shape)
         self.noise = None  # optional: a callable giving one noise vector for unit_action(obs)
 
     def explorer(self, num_envs: int, index: int, actors: int, seed: int) -> NoiseExplorer:
@@ -90,6 +92,14 @@ class DDPGPolicy(Policy):
     def scale(self, unit: np.ndarray) -> np.ndarray:
         """[-1, 1] -> [low, high]."""
         return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+
+    def unit_module(self) -> nn.Module:
+        """`unit_action(obs, deterministic=True)` as a torch module (for `export_module`)."""
+        return ClippedActor(self.actor)
+
+    def export_module(self) -> GreedyScaled:
+        """The greedy action scaled to the env's bounds (`surreal export`)."""
+        return GreedyScaled(self.unit_module(), self.low, self.high, self.obs_shape).to(self.device)
 
     def act(self, obs: np.ndarray, deterministic: bool = False) -> tuple[np.ndarray, Batch]:
         unit = self.unit_action(obs, deterministic)

@@ -6,8 +6,10 @@ import numpy as np
 import torch
 
 from surreal.algos.ppo.config import PPOConfig
+from surreal.algos.ppo.export import GreedyActorCritic
 from surreal.algos.ppo.networks import greedy, log_prob, make_model
 from surreal.api.core import Batch, Params, Policy
+from surreal.api.exporting import ObsNormalizer
 from surreal.api.modules import load_model_params, model_params
 from surreal.api.normalizer import RunningNormalizer
 from surreal.api.spaces import EnvInfo
@@ -30,6 +32,7 @@ class PPOPolicy(Policy):
         self.model.eval()
         self.normalizer = RunningNormalizer(env_info.obs_shape) if config.norm_obs else None
         self.discrete = env_info.discrete
+        self.obs_shape = tuple(env_info.obs_shape)
 
     def _obs(self, obs: np.ndarray) -> torch.Tensor:
         if self.normalizer is not None:
@@ -57,6 +60,11 @@ class PPOPolicy(Policy):
     @torch.no_grad()
     def value(self, obs: np.ndarray) -> np.ndarray:
         return self.model.value(self._obs(obs)).cpu().numpy()
+
+    def export_module(self) -> GreedyActorCritic:
+        """The greedy action with the normalization inside (`surreal export`)."""
+        norm = ObsNormalizer(self.normalizer, self.obs_shape)
+        return GreedyActorCritic(self.model, norm, self.discrete).to(self.device)
 
     def load_params(self, params: Params) -> None:
         super().load_params(params)

@@ -6,10 +6,12 @@ import numpy as np
 import torch
 
 from surreal.algos.ppo.config import PPOConfig
+from surreal.algos.ppo.export import GreedyRecurrent
 from surreal.algos.ppo.policy import load_model_params
 from surreal.algos.ppo.vision_layout import proprio_dim, split_obs
 from surreal.algos.ppo.vision_model import ConvLSTMActorCritic, State
 from surreal.api.core import Batch, Params, Policy
+from surreal.api.exporting import ObsNormalizer
 from surreal.api.normalizer import RunningNormalizer
 from surreal.api.spaces import EnvInfo
 
@@ -35,6 +37,7 @@ class VisionPolicy(Policy):
         self.model.eval()
         size = proprio_dim(env_info, config.image_size)
         self.normalizer = RunningNormalizer((size,)) if config.norm_obs else None
+        self.proprio_size, self.obs_dim = size, int(np.prod(env_info.obs_shape))
         self.discrete = env_info.discrete
         self.state: State | None = None
 
@@ -87,6 +90,11 @@ class VisionPolicy(Policy):
         keep = torch.as_tensor(~np.asarray(done, bool), dtype=torch.float32)
         keep = keep.to(self.state[0].device).unsqueeze(1)
         self.state = (self.state[0] * keep, self.state[1] * keep)
+
+    def export_module(self) -> GreedyRecurrent:
+        """The greedy action and the next LSTM state, normalization inside (`surreal export`)."""
+        norm = ObsNormalizer(self.normalizer, (self.proprio_size,))
+        return GreedyRecurrent(self.model, norm, self.obs_dim, self.image_size).to(self.device)
 
     def load_params(self, params: Params) -> None:
         load_model_params(self.model, params)

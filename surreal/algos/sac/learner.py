@@ -12,7 +12,7 @@ from torch import nn
 from surreal.algos.ddpg.learner import DDPGLearner, DDPGPolicy, OffPolicyAlgo
 from surreal.algos.sac.config import SACConfig
 from surreal.algos.sac.learning import SAC
-from surreal.algos.sac.networks import GaussianActor
+from surreal.algos.sac.networks import GaussianActor, TanhMean
 from surreal.api.spaces import EnvInfo
 
 
@@ -31,6 +31,10 @@ class SACPolicy(DDPGPolicy):
     def make_actor(cls, obs_dim: int, act_dim: int, config: SACConfig) -> nn.Module:
         """SAC's `GaussianActor` (the learner's `SAC.actor`, whose params it loads)."""
         return GaussianActor(obs_dim, act_dim, config.hidden)
+
+    def unit_module(self) -> nn.Module:
+        """tanh(mean) as a torch module (`DDPGPolicy.export_module` scales it)."""
+        return TanhMean(self.actor)
 
     def unit_action(self, obs: np.ndarray, deterministic: bool = False) -> np.ndarray:
         """Actions in [-1, 1] for a batch: tanh(mean), or tanh(mean + std * eps), eps ~ N(0, I)."""

@@ -31,6 +31,17 @@ class GaussianActor(nn.Module):
         return self.mean(h), LOG_STD_MIN + 0.5 * (LOG_STD_MAX - LOG_STD_MIN) * (log_std + 1.0)
 
 
+class TanhMean(nn.Module):
+    """tanh(mean): the greedy action in [-1, 1] of a `GaussianActor` (`surreal export`)."""
+
+    def __init__(self, actor: GaussianActor) -> None:
+        super().__init__()
+        self.actor = actor
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(self.actor(obs)[0])
+
+
 def tanh_log_det(u: torch.Tensor) -> torch.Tensor:
     """log |d tanh(u) / du| = log(1 - tanh(u)^2), per component, in a form that stays finite
     for large |u|: 2 (log 2 - u - softplus(-2u))."""
