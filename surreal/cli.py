@@ -22,6 +22,7 @@ from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
 from surreal.algos import families
 from surreal.api import config as config_io
 from surreal.api.config import EnvConfig, RunConfig
+from surreal.api.registry import config_class
 from surreal.launch import cluster_launch, config_check
 from surreal.launch import experiment as launching
 from surreal.launch.commands import export_command, plot_command
@@ -83,9 +84,9 @@ def main() -> None:
 @click.option(
     "--env",
     "env_id",
-    show_default=f"{EnvConfig.id}; with --resume, the run's",
-    help="Environment, e.g. gym:CartPole-v1, gym:HalfCheetah-v5, robosuite:Lift; multi-agent "
-    "(with mappo): pettingzoo:mpe.simple_spread_v3, ma:nim.",
+    show_default="none, required; with --resume, the run's",
+    help="Environment (required for a new run), e.g. gym:CartPole-v1, gym:HalfCheetah-v5, "
+    "robosuite:Lift; multi-agent (with mappo): pettingzoo:mpe.simple_spread_v3, ma:nim.",
 )
 @click.option(
     "--actors",
@@ -186,6 +187,24 @@ def launch(**args: Any) -> None:
         _start(plan, args)
 
 
+NO_ENV = (
+    "name the environment: --env, e.g. `surreal launch {algo} --env gym:CartPole-v1`, "
+    "`--env gym:HalfCheetah-v5`, `--env robosuite:Lift`, `--env pettingzoo:mpe.simple_spread_v3` "
+    "(with mappo); or --resume RUN_DIR"
+)
+"""`surreal launch ALGO` without --env (a usage error: no environment is assumed)."""
+
+
+def _require_env(args: dict[str, Any], overrides: list[str]) -> None:
+    """A new run names its environment (--env, or --set env.id=...); an unknown ALGO is said
+    first (`config_class` raises LookupError)."""
+    if not args["algo"] or args["resume"] or args["env_id"]:
+        return
+    if not any(o.split("=", 1)[0].strip() == "env.id" for o in overrides):
+        config_class(args["algo"])
+        raise _UserError(NO_ENV.format(algo=args["algo"]))
+
+
 _PLAN_ARGS = ("actors", "steps", "folder", "name", "trial", "resume", "backend", "dry_run")
 """The arguments of `surreal launch` that `surreal.launch.experiment.plan` takes by the same name."""
 
@@ -200,6 +219,7 @@ def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
     if pbt_overrides and not populated:
         raise _UserError(f"{pbt_overrides[0]}: pbt.* settings need --population N")
     try:
+        _require_env(args, overrides)
         given = {key: args[key] for key in _PLAN_ARGS}
         plan = launching.plan(args["algo"], env=args["env_id"], overrides=overrides, **given)
         plan.backend = args[

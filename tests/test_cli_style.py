@@ -18,7 +18,16 @@ def run(tool: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     "tool, command, defaults",
     [
-        ("surreal", "launch", ["[default: local]", "[default: runs]", "gym:CartPole-v1", "100000"]),
+        (
+            "surreal",
+            "launch",
+            [
+                "[default: local]",
+                "[default: runs]",
+                "(none, required; with --resume, the run's)",
+                "100000",
+            ],
+        ),
         ("surreal", "eval", ["[default: 10]"]),
         ("symphony", "launch", ["Default: the config file's `backend`, else local"]),
         ("symphony", "build", ["default: $SYMPHONY_BUILD_CONFIG or ./"]),
@@ -56,6 +65,7 @@ USAGE_ERRORS = [
     ("surreal", ["launch", "ppo", "--steps", "lots"], "Invalid value for '--steps'"),
     ("surreal", ["status"], "Missing argument 'RUN_DIR'"),
     ("surreal", ["launch", "nosuch-algo", "--dry-run"], "unknown algorithm 'nosuch-algo'"),
+    ("surreal", ["launch", "ppo"], "name the environment: --env, e.g. `surreal launch ppo --env"),
     ("surreal", ["frobnicate"], "No such command 'frobnicate'"),
     ("symphony", ["launch"], "Missing argument 'FILE'"),
     ("symphony", ["launch", "nowhere.py"], "experiment file 'nowhere.py' does not exist"),

@@ -1,4 +1,4 @@
-"""A2C as a custom surreal Learner (run: surreal launch examples/02_custom_learner/a2c.py:A2C)."""
+"""A2C as a custom surreal Learner (run: surreal launch examples/02_custom_learner/a2c.py:A2C --env gym:CartPole-v1)."""
 
 from dataclasses import dataclass
 

@@ -1,4 +1,4 @@
-"""REINFORCE on whole episodes (run: surreal launch examples/04_reinforce/reinforce.py:Reinforce)."""
+"""REINFORCE on whole episodes (run: surreal launch examples/04_reinforce/reinforce.py:Reinforce --env gym:CartPole-v1)."""
 
 from dataclasses import dataclass
 

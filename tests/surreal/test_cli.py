@@ -86,3 +86,14 @@ def test_status_and_eval_of_a_missing_run(tmp_path):
     for command in (["status", "nowhere"], ["eval", "nowhere"]):
         result = surreal_cli(command, tmp_path, tmp_path / "home")
         assert result.returncode == 2 and "not a surreal run folder" in result.stderr
+
+
+def test_launch_without_env_is_a_usage_error_that_shows_examples(tmp_path):
+    # no environment is assumed (it was CartPole, silently, for 200k steps)
+    result = surreal_cli(["launch", "ppo", "--steps", "2000"], tmp_path, tmp_path / "home", 60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = result.stderr.strip()
+    assert len(line.splitlines()) == 1 and line.startswith("Error: name the environment")
+    for example in ("surreal launch ppo --env gym:CartPole-v1", "robosuite:Lift", "--resume"):
+        assert example in line
+    assert list(tmp_path.iterdir()) == []  # no run folder, nothing started

@@ -226,7 +226,18 @@ def test_a_kube_launch_records_the_cost_that_surreal_status_shows(tmp_path, monk
         monkeypatch.setenv("SYMPHONY_KUBE_HOST", endpoint.url)
         launched = CliRunner().invoke(
             surreal_main,
-            ["launch", "ppo", "--actors", "2", "--backend", "kube", "--image", IMAGE]
+            [
+                "launch",
+                "ppo",
+                "--env",
+                "gym:CartPole-v1",
+                "--actors",
+                "2",
+                "--backend",
+                "kube",
+                "--image",
+                IMAGE,
+            ]
             + ["--folder", str(runs), "--name", "cart", "-o", f"cluster_spec={CLUSTER}"],
             catch_exceptions=False,
         )

@@ -62,7 +62,15 @@ def test_auto_is_the_cpu_on_this_machine():
 def test_launch_asking_for_a_gpu_that_is_not_there_is_a_usage_error(tmp_path):
     missing = f"cuda:{torch.cuda.device_count() if torch.cuda.is_available() else 0}"
     result = surreal_cli(
-        ["launch", "ppo", "--set", f"run.device={missing}", "--dry-run"],
+        [
+            "launch",
+            "ppo",
+            "--env",
+            "gym:CartPole-v1",
+            "--set",
+            f"run.device={missing}",
+            "--dry-run",
+        ],
         tmp_path,
         tmp_path / "home",
     )

@@ -124,7 +124,8 @@ def test_launch_with_two_learner_replicas_then_resume(tmp_path):
 def test_replicas_must_split_the_batch_and_need_the_runtime_learner(tmp_path):
     from surreal.testing import surreal_cli
 
-    odd = ["launch", "ppo", "--set", "algo.batch_size=768", "--set", "run.learner_replicas=2"]
+    odd = ["launch", "ppo", "--env", "gym:CartPole-v1", "--set", "algo.batch_size=768"]
+    odd += ["--set", "run.learner_replicas=2"]
     odd.append("--dry-run")  # 768 env steps: 3 segments of 32 steps x 8 envs
     result = surreal_cli(odd, tmp_path, tmp_path / "home")
     assert result.returncode == 2 and "must divide the 3 segments" in result.stderr

@@ -152,7 +152,18 @@ def test_a_cuda_learner_asks_for_a_gpu_and_a_group_too_big_for_the_nodes_is_refu
     def dry_run(*extra: str):
         return CliRunner().invoke(
             surreal_main,
-            ["launch", "ppo", "--actors", "12", "--backend", "kube", "--image", IMAGE]
+            [
+                "launch",
+                "ppo",
+                "--env",
+                "gym:CartPole-v1",
+                "--actors",
+                "12",
+                "--backend",
+                "kube",
+                "--image",
+                IMAGE,
+            ]
             + ["--folder", str(tmp_path / "runs"), "--dry-run"]
             + ["-o", f"cluster_spec={CLUSTER}", "-o", f"output={tmp_path / 'm'}", *extra],
         )
@@ -246,6 +257,7 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
         launched = invoke(
             surreal_main,
             *("launch", "ppo", "--actors", "4", "--backend", "kube", "--image", IMAGE),
+            *("--env", "gym:CartPole-v1"),
             *("--folder", str(runs), "--name", "cart"),
         )
         assert launched.exit_code == 0, launched.output

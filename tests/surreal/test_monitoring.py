@@ -198,7 +198,8 @@ def test_run_wandb_usage_errors(monkeypatch):
 @pytest.mark.integration
 def test_launch_with_an_unknown_wandb_mode_is_a_one_line_usage_error(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "surreal", "launch", "ppo", "--set", "run.wandb=sometimes"],
+        [sys.executable, "-m", "surreal", "launch", "ppo", "--env", "gym:CartPole-v1"]
+        + ["--set", "run.wandb=sometimes"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

@@ -151,7 +151,17 @@ def test_resume_from_the_bucket_continues_the_run(s3_run):
 def test_a_missing_bucket_is_a_usage_error_and_nothing_is_written(store):
     root, client = store
     result = surreal_cli(
-        ["launch", "ppo", "--steps", "1000", "--folder", "s3://no-such-bucket/runs", *QUICK],
+        [
+            "launch",
+            "ppo",
+            "--env",
+            "gym:CartPole-v1",
+            "--steps",
+            "1000",
+            "--folder",
+            "s3://no-such-bucket/runs",
+            *QUICK,
+        ],
         root,
         root / "home",
     )
@@ -173,7 +183,7 @@ def test_an_unreachable_store_is_a_usage_error_before_anything_starts(tmp_path, 
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("SURREAL_MIRROR_DIR", str(tmp_path / "mirrors"))
     for args in (
-        ["launch", "ppo", "--folder", "s3://bucket/runs"],
+        ["launch", "ppo", "--env", "gym:CartPole-v1", "--folder", "s3://bucket/runs"],
         ["launch", "--resume", "s3://bucket/runs/ppo-cartpole-v1/t1"],
         ["status", "s3://bucket/runs/ppo-cartpole-v1/t1"],  # `eval` reads the same way
     ):
