@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from cloudwise.cli_pool import pool
 from cloudwise.clistyle import CONTEXT_SETTINGS, InputError, StyledGroup
@@ -115,11 +116,26 @@ def main(ctx: click.Context, directory: Path, plugin_dir: Path | None) -> None:
     show_default="off",
     help="Ask, check and show the cluster; write nothing.",
 )
-@click.pass_obj
+@click.option(
+    "--dir",
+    "folder",
+    type=click.Path(file_okay=False, path_type=Path),
+    show_default="./cloudwise-NAME, or the DIR of `cloudwise -C DIR init`",
+    help="Folder to write cloudwise.yaml and its terraform into (created); the other commands "
+    "then take it as `cloudwise -C DIR ...`.",
+)
+@click.pass_context
 def init(
-    directory: Path, no_input: bool, force: bool, dry_run: bool, pools: tuple[str, ...], **answers
+    ctx: click.Context,
+    no_input: bool,
+    force: bool,
+    dry_run: bool,
+    pools: tuple[str, ...],
+    folder: Path | None,
+    **answers,
 ) -> None:
-    """Create cloudwise.yaml and its terraform with a short wizard.
+    """Create cloudwise.yaml and its terraform with a short wizard, in a folder of their own
+    (--dir; ./cloudwise-NAME by default), and say where.
 
     Every prompt is also a flag, so `cloudwise init --provider aws --region us-west-2 --preset
     surreal --no-input` runs without questions. Nothing is created in the cloud until `apply`.
@@ -127,6 +143,7 @@ def init(
     from cloudwise.wizard import Answers, collect, summary, write_cluster
 
     spec = collect(Answers(pools=list(pools), **answers), interactive=not no_input)
+    directory = folder or _init_folder(ctx, spec.name)
     if dry_run:
         from cloudwise.resolve import resolve
 
@@ -134,6 +151,12 @@ def init(
         return
     resolved = write_cluster(spec, directory, force)
     click.echo(summary(resolved, directory))
+
+
+def _init_folder(ctx: click.Context, name: str) -> Path:
+    """`cloudwise -C DIR init`: DIR; without -C, a new folder `cloudwise-NAME` here."""
+    given = ctx.parent.get_parameter_source("directory") is not ParameterSource.DEFAULT
+    return ctx.obj if given else Path(f"cloudwise-{name}")
 
 
 @main.command("machine-type")

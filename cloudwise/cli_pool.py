@@ -82,7 +82,10 @@ def _save(
     spec.save(directory)
     write(spec, directory)
     click.echo(message)
-    click.echo("Run `cloudwise plan` to see the change, `cloudwise apply` to make it.")
+    where = "" if str(directory) == "." else f" -C {directory}"
+    click.echo(
+        f"Run `cloudwise{where} plan` to see the change, `cloudwise{where} apply` to make it."
+    )
 
 
 @click.group()

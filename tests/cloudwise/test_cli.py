@@ -269,3 +269,24 @@ def test_machine_type_says_when_the_machine_is_larger_than_asked_and_prices_the_
     out = cw("machine-type", "--provider", "aws", "--region", "eu-central-1", "--cpu", "2").output
     assert "c5.large (2 vCPU, 4 GB, $0.10/h)" in out  # 0.085 x 1.198
     assert "eu-central-1 list prices estimated as 1.198 x the base region's" in out
+
+
+def test_init_without_a_folder_writes_into_a_new_folder_named_after_the_cluster(
+    tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    flags = ["--provider", "aws", "--region", "us-west-2", "--preset", "minimal", "--no-input"]
+    out = cw("init", "--name", "c2", *flags).output
+    assert [p.name for p in tmp_path.iterdir()] == ["cloudwise-c2"]  # nothing in the cwd itself
+    folder = tmp_path / "cloudwise-c2"
+    assert ClusterSpec.load(folder).name == "c2" and (folder / "main.tf").is_file()
+    assert (
+        out.startswith("Wrote cloudwise-c2/cloudwise.yaml")
+        and "cloudwise -C cloudwise-c2 plan" in out
+    )
+    out = cw("init", "--name", "c3", "--dir", str(tmp_path / "mine"), *flags).output
+    assert ClusterSpec.load(tmp_path / "mine").name == "c3"
+    assert f"Wrote {tmp_path / 'mine' / 'cloudwise.yaml'}" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cloudwise-c2", "mine"]
+    added = cw("-C", "cloudwise-c2", "pool", "add", "eval", "--cpu", "4").output
+    assert "`cloudwise -C cloudwise-c2 plan`" in added
