@@ -66,9 +66,11 @@ def _evaluate(path: Path, episodes: int, video: str | None) -> dict[str, Any]:
     torch.set_num_threads(1)
     run = resolve_run(path)
     config = run.load_config()
-    state = checkpoint.load(run.checkpoint, note=_say)
     policy = run.algo_class().make_policy(config.algo, run.env_info())
-    policy.load_params(state["params"])
+    # verified first (whole, finite, its checksum, taken by the policy), else previous.pt
+    state = checkpoint.load(
+        run.checkpoint, note=_say, use=lambda s: policy.load_params(s["params"])
+    )
     env = VectorEnv(config.env.id, config.env, seed=config.run.seed + 2 * 10**6, num_envs=episodes)
     try:
         returns = evaluate(policy, env, episodes)
@@ -139,10 +141,7 @@ def _status(run: RunDir, where: str) -> str:
     if run.checkpoint.is_file():
         age = time.time() - run.checkpoint.stat().st_mtime
         shown = run.checkpoint.relative_to(run.path)
-        whole = checkpoint.intact(run.checkpoint)
-        kept = checkpoint.intact(checkpoint.previous(run.checkpoint))
-        instead = f"--resume and eval use {checkpoint.PREVIOUS}" if kept else "none before it"
-        damage = "" if whole else f"; truncated or corrupt: {instead}"
+        damage = _damage(run.checkpoint)
         lines.append(f"  checkpoint {where.rstrip('/')}/{shown} ({age:.0f} s old{damage})")
     shown, alive = _processes(info.get("experiment"))
     lines.append("  processes  " + shown)
@@ -150,6 +149,17 @@ def _status(run: RunDir, where: str) -> str:
         lines.append("  cost       " + _cost(run, info, status, alive))
     lines += status_lines(run.path)  # crashes per role, the latest one's traceback end
     return "\n".join(lines)
+
+
+def _damage(latest: Path) -> str:
+    """ "" for a usable checkpoint, else `; WHY: what --resume and eval use instead`."""
+    wrong = checkpoint.problem(latest)
+    if wrong is None:
+        return ""
+    before = checkpoint.previous(latest)
+    kept = before.is_file() and checkpoint.problem(before) is None
+    instead = f"--resume and eval use {checkpoint.PREVIOUS}" if kept else "none usable before it"
+    return f"; {wrong.why}: {instead}"
 
 
 def _cost(run: RunDir, info: dict[str, Any], status: dict[str, Any], alive: bool) -> str:

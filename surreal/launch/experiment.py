@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -164,14 +165,11 @@ def _new_run_dir(folder: str, experiment: str, trial: str | None, offline: bool)
 
 
 def _check_checkpoint(path: Path) -> None:
-    """--resume: a truncated checkpoint with no whole one before it is an error now (the
-    learner falls back to `previous.pt` by itself when that one is whole)."""
-    if path.is_file() and not checkpoint.intact(path):
-        if not checkpoint.intact(checkpoint.previous(path)):
-            raise checkpoint.CheckpointError(
-                f"--resume: the checkpoint {path} is truncated or corrupt and there is no whole "
-                f"{checkpoint.PREVIOUS} beside it; start a new run (or restore the file)"
-            )
+    """--resume: the checkpoint verified now (`checkpoint.load`: whole, finite, its checksum);
+    a bad one falls back to `previous.pt` with one line on stderr (the learner does the same
+    when it loads), and with neither usable the launch is refused in one line naming both."""
+    if path.is_file():
+        checkpoint.load(path, note=lambda line: print(f"warning: {line}", file=sys.stderr))
 
 
 def _absolute_ref(ref: str) -> str:

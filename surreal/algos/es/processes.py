@@ -91,9 +91,13 @@ def master_main(run_dir: str, index: int = 0) -> None:
     learner = comp.algo.create(cfg, comp.env_info, seed=cfg.run.seed)
     counters = {"global_step": 0, "version": 0, "iterations": 0}
     if comp.run.checkpoint.is_file():
-        state = checkpoint.load(comp.run.checkpoint, note=comp.log.warning)
-        learner.load_state_dict(state["learner"])
-        counters.update(state["counters"])
+        state = checkpoint.load(
+            comp.run.checkpoint,
+            note=comp.log.warning,
+            use=lambda state: learner.load_state_dict(state["learner"]),
+            repair=True,
+        )
+        counters.update({k: int(v) for k, v in state["counters"].items() if k in counters})
     master = ESMaster(
         learner.policy,
         learner.state,
