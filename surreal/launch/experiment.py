@@ -20,7 +20,15 @@ from surreal.api.registry import config_class, resolve
 from surreal.envs import check_env, env_info
 from surreal.launch import config_check
 from surreal.launch.preflight import check_algorithm
-from surreal.runtime import checkpoint, compose_env, curve, portable, preload, storage_sync
+from surreal.runtime import (
+    checkpoint,
+    compose_env,
+    curve,
+    portable,
+    preload,
+    report_token,
+    storage_sync,
+)
 from surreal.runtime.policy_topology import check_inference, check_remote_actors
 from surreal.runtime.portable import IMAGE_BACKENDS
 from surreal.runtime.rundir import (
@@ -269,6 +277,7 @@ def build_experiment(p: LaunchPlan) -> Any:
     compose and kube commands that run in the image (`surreal.runtime.portable`). The learner's end
     is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there."""
     exp = preload.apply(portable.apply(curve.apply(algorithm_experiment(p), p), p), p)
+    report_token.apply(exp, p)  # local runs: only the run's processes report (their token)
     if "learner" in exp.process_names():
         exp.ends_with = ["learner"]
     return exp
@@ -319,6 +328,7 @@ def create_run(p: LaunchPlan) -> None:
             write_json(p.run_dir.run_file, {**p.run_dir.info(), "algo_copy": copy})
 
     curve.prepare(p)  # RUN/keys/ (mode 600) when the run's traffic uses Curve
+    report_token.prepare(p)  # else, on this machine: RUN/keys/metrics.token (mode 600)
 
     compose_env.prepare(p)  # compose: RUN/keys/compose.env for the containers (mode 600)
 

@@ -50,7 +50,7 @@ def report_to(pusher: Any, comp: Component, source: str, step: int, **fields: An
     """Push a report like `Component.report` to another metrics sink (or as another source)."""
     message = {"source": source, "index": comp.index, "step": int(step), "time": time.time()}
     message["scalars"] = {k: float(v) for k, v in fields.pop("scalars", {}).items()}
-    pusher.push({**message, **fields})
+    pusher.push(comp.signed({**message, **fields}))
 
 
 def main(run_dir: str, index: int = 0) -> None:

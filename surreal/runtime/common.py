@@ -15,6 +15,7 @@ from typing import Any
 import caraml
 import symphony
 from surreal.monitoring import crash, logs, prometheus
+from surreal.runtime import report_token
 from surreal.runtime.rundir import RunDir
 
 
@@ -59,6 +60,13 @@ class Component:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
         self._metrics = caraml.Pusher(self.address("metrics").tcp, hwm=10_000)
+        self.token = report_token.read()
+        """The run's metrics token (`surreal.runtime.report_token`), sent with each report."""
+        self.boot = os.urandom(4).hex()
+        """This process's start, told apart from the role's earlier ones by the sink."""
+        self.started_at: int | None = None
+        """The learner's step when it started (its checkpoint's): the sink's step goes back to it
+        and `metrics.jsonl` loses the rows past it (`surreal.runtime.metrics`)."""
         restarts = crash.note_start(self.run.path, role, index)
         if restarts:
             self.log.warning(
@@ -112,12 +120,22 @@ class Component:
             "scalars": {k: float(v) for k, v in (scalars or {}).items()},
         }
         message.update(extra)
-        self._metrics.push(message)
+        self._metrics.push(self.signed(message))
         self.prom.port_traffic("metrics", "out")
         self.reports += 1
         if not self.own_progress:  # ES, DDPG's learner, multi-agent roles: from their reports
             shown = {k: logs.rate(v) for k, v in list(message["scalars"].items())[:6]}
             self.progress.tick({"reports": self.reports}, {"step": step, **shown})
+
+    def signed(self, message: dict[str, Any]) -> dict[str, Any]:
+        """`message` with what the sink checks: the run's token, this process's start, and a
+        learner's first step."""
+        message["boot"] = self.boot
+        if self.token is not None:
+            message["token"] = self.token
+        if self.started_at is not None:
+            message["start"] = self.started_at
+        return message
 
     def tick(self, totals: dict[str, float], state: dict[str, Any] | None = None) -> bool:
         """A `progress:` line when one is due (`logs.Progress.tick`); from the first call on, the

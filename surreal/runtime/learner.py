@@ -51,6 +51,7 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
             counters["version"],
             counters["iterations"],
         )
+    comp.started_at = counters["global_step"]  # every report says where this learner began
     return learner, counters
 
 
@@ -89,6 +90,8 @@ class LearnerLoop:
         """The last batch's policy lag and buffer fill (for the progress line)."""
         start = {"step": self.start_step, "updates": self.counters["iterations"]}
         comp.progress = logs.Progress(comp.log, start=start)  # a resumed run's rates are right
+        # the sink's step is the learner's from now on (after a crash: back to the checkpoint's)
+        self.report(self.start_step, {}, version=self.counters["version"])
         comp.own_progress = True  # `tick` (its first report comes before its first line)
         comp.log.info(
             "learning %s steps from step %s on %s (rank %d of %d)",
@@ -236,7 +239,8 @@ def main(run_dir: str, index: int = 0) -> None:
     try:
         nbytes = _first_batch_bytes(loop, address)
         if nbytes:
-            loop.report(loop.counters["global_step"], loop.step(loop.pending))
+            metrics = loop.step(loop.pending)  # reported at the step it reached, as every batch
+            loop.report(loop.counters["global_step"], metrics)
             fetcher = caraml.DataFetcher(
                 address,
                 BatchRequests(loop.per_batch, requester=f"{loop.requester}-fetcher"),

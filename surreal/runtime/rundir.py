@@ -29,9 +29,18 @@ def slug(text: str) -> str:
 def write_json(path: Path, data: Any) -> None:
     """Write JSON atomically (readers never see half a file); a run in an object store
     uploads it (`surreal.runtime.storage_sync.track`)."""
+    write_text(path, json.dumps(data, indent=2, sort_keys=True, default=float) + "\n")
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `text` atomically: into a temporary file beside `path`, then renamed over it; one
+    that fails (a full disk) leaves `path` as it was and no temporary file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True, default=float) + "\n")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     track(path)
 
 
@@ -41,6 +50,29 @@ def read_json(path: Path, default: Any = None) -> Any:
         return json.loads(path.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return default
+
+
+class RunFileError(ValueError):
+    """A file of the run folder cannot be read; the message names it and what to do."""
+
+
+def load_json(path: Path, default: Any = None) -> Any:
+    """A run file's JSON object: `default` when it is missing; one that is not JSON (truncated,
+    edited) raises RunFileError naming it (`write_json` never leaves half a file)."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return default
+    except json.JSONDecodeError as err:
+        raise RunFileError(
+            f"{path} is not valid JSON ({err.msg}: line {err.lineno} column {err.colno}); "
+            "the run folder is damaged: restore the file from a copy"
+        ) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunFileError(f"cannot read {path}: {getattr(err, 'strerror', None) or err}") from None
+    if not isinstance(data, dict):
+        raise RunFileError(f"{path} holds a JSON {type(data).__name__}, not an object")
+    return data
 
 
 @dataclass
@@ -98,7 +130,7 @@ class RunDir:
 
     def info(self) -> dict[str, Any]:
         """The run record (algorithm, env info, symphony experiment name, ...)."""
-        return read_json(self.run_file, {})
+        return load_json(self.run_file, {})
 
     def algo_ref(self) -> str:
         """What `resolve` loads for this run: a registered name, or the run's own copy of a

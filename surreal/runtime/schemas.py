@@ -5,7 +5,7 @@ A validator takes a decoded caraml message and returns it (possibly a cleaned co
 
     experience   (buffer, Puller)        SegmentSchema: an actor's segment, shapes from the env spec
     batches      (buffer, Server)        batch_request: {"segments": n, "timeout": s, "id": ...}
-    metrics      (metrics sink, Puller)  report: a component's report
+    metrics      (metrics sink, Puller)  report: a component's report (with the run's token)
     params       (param server, Server)  params_request: {"version": v, optional "wait_for",
                                          "wait_s" (a long poll), "actor" (who asks, for pacing)}
     params-pub   (param server, SUB)     ParamsSchema: {"version", "step", "params": {name: array}}
@@ -20,6 +20,7 @@ match it exactly (keys, dtypes, shapes), so a stray message can never break stac
 
 from __future__ import annotations
 
+import hmac
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -308,13 +309,18 @@ class ChunkSchema:
 _REPORT_LISTS = ("episode_returns", "episode_lengths")
 
 
-def report(message: Any) -> dict:
+def report(message: Any, token: str | None = None) -> dict:
     """A component's report on the `metrics` port, cleaned: the known fields, checked.
 
-    Scalars that are not finite numbers are left out (a NaN loss is not recorded); at most
-    MAX_KEYS scalars and 10,000 episodes per report.
+    `token`: the run's metrics token (`surreal.runtime.report_token`); a report without it is
+    refused (kind `no-token`). Scalars that are not finite numbers are left out (a NaN loss is
+    not recorded); at most MAX_KEYS scalars and 10,000 episodes per report.
     """
     msg = as_dict(message, "a report")
+    if token is not None:
+        sent = msg.get("token")
+        if not isinstance(sent, str) or not hmac.compare_digest(sent.encode(), token.encode()):
+            raise Invalid("a report without the run's token (RUN/keys/metrics.token)", "no-token")
     source = msg.get("source")
     if not isinstance(source, str) or len(source) > MAX_KEY_LEN:
         raise Invalid("a report needs 'source', the component's role", "bad-field")
@@ -330,7 +336,11 @@ def report(message: Any) -> dict:
             out["scalars"][name] = as_float(value, name)
         except Invalid:
             continue
-    for key in ("env_steps", "version"):
+    boot = msg.get("boot", "")
+    if not isinstance(boot, str) or len(boot) > MAX_KEY_LEN:
+        raise Invalid("a report's 'boot' is a short string", "bad-field")
+    out["boot"] = boot
+    for key in ("env_steps", "version", "start"):
         if key in msg:
             out[key] = as_int(msg[key], key, 0, 2**62)
     for key in ("finished", "exiting"):

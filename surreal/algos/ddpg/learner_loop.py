@@ -96,6 +96,7 @@ class _Loop:
             self.counters["iterations"],
         )
         self.busy_s = 0.0  # seconds spent updating and publishing since the last report
+        comp.report(self.start_step, {}, version=self.counters["version"])  # the sink's step
         self.publish()
 
     def publish(self) -> None:

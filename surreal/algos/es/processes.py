@@ -98,6 +98,8 @@ def master_main(run_dir: str, index: int = 0) -> None:
             repair=True,
         )
         counters.update({k: int(v) for k, v in state["counters"].items() if k in counters})
+    comp.started_at = counters["global_step"]  # the sink's step is the master's from here
+    comp.report(counters["global_step"], {}, version=counters["version"])
     master = ESMaster(
         learner.policy,
         learner.state,
