@@ -178,13 +178,17 @@ def launch(**args: Any) -> None:
     is written first).
     """
     _quiet_third_party()
-    plan, population_plan = _plan_and_check(args)
-    if args["dry_run"]:
-        _print_dry_run(plan, population_plan, args)
-    elif population_plan is not None:
-        sys.exit(_run_population(population_plan, args["backend"]))
-    else:
-        _start(plan, args)
+    try:
+        plan, population_plan = _plan_and_check(args)
+        if args["dry_run"]:
+            _print_dry_run(plan, population_plan, args)
+        elif population_plan is not None:
+            sys.exit(_run_population(population_plan, args["backend"]))
+        else:
+            _start(plan, args)
+    except KeyboardInterrupt:  # Ctrl-C before the run started (after: `_run` stops it)
+        click.echo("interrupted: the run was not started (nothing runs)", err=True)
+        sys.exit(130)
 
 
 NO_ENV = (
@@ -335,7 +339,8 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
         click.echo(_family_line(plan, user, width=100))
     click.echo(launching.device_line(plan))
     started = time.monotonic()
-    try:
+    signal.signal(signal.SIGTERM, raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
+    try:  # interrupted while it starts: symphony stops what it started (`launch` says so)
         handle = symphony.launch(launching.build_experiment(plan), backend, **opts)
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
@@ -345,7 +350,6 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
         status = read_json(plan.run_dir.status_file, {}) or {}
         click.echo(format_status(status, time.monotonic() - started, plan.config.run.steps))
 
-    signal.signal(signal.SIGTERM, raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
     try:
         code = monitor(
             handle,
@@ -362,6 +366,7 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
     except KeyboardInterrupt:
         click.echo("interrupted: stopping every process (the learner writes a checkpoint)")
     finally:
+        _ignore_interrupts()  # stopping is bounded (the backend's grace period): let it end
         stop_and_keep_logs(handle, plan.run_dir.path / "logs", code)
         sync.close()  # the logs and the last status
         if not summarized:  # interrupted: the learner's last checkpoint is in the status now
@@ -372,6 +377,12 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
             f"tensorboard --logdir {plan.run_dir.shown('tb')})"
         )
     return code
+
+
+def _ignore_interrupts() -> None:
+    """Ctrl-C (and SIGTERM) again while the run stops: ignored, not a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 @main.command("eval")

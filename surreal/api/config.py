@@ -210,7 +210,15 @@ RETIRED = {
 def load(path: Path, algo_class: type) -> Config:
     """Read a config written by `save` (a run saved before a key was retired is read as the
     same run: `algo.segments_per_batch=N` becomes the `algo.batch_size` of N segments)."""
-    data = json.loads(path.read_text())
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as err:
+        raise ConfigError(
+            f"{path} is not valid JSON ({err.msg}: line {err.lineno} column {err.colno}); "
+            "the run folder is damaged: restore the file from a copy"
+        ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} holds a JSON {type(data).__name__}, not a config")
     algo = data.get("algo") or {}
     if "segments_per_batch" in algo:
         segments = algo.pop("segments_per_batch")

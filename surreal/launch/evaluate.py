@@ -16,7 +16,7 @@ from surreal.launch.progress_view import restarts_by_role
 from surreal.monitoring.crash import status_lines
 from surreal.runtime import checkpoint
 from surreal.runtime.evaluator import evaluate
-from surreal.runtime.rundir import RunDir, read_json, resolve_run
+from surreal.runtime.rundir import RunDir, load_json, resolve_run
 from surreal.runtime.storage_sync import reading
 from symphony.backends import get_backend
 from symphony.records import Records
@@ -124,7 +124,7 @@ def run_status(path: str | Path) -> str:
 
 
 def _status(run: RunDir, where: str) -> str:
-    info, status = run.info(), read_json(run.status_file, {}) or {}
+    info, status = run.info(), load_json(run.status_file, {})
     lines = [f"run {where}: {info.get('algo')} on {run.load_config().env.id}"]
     lines.append(
         f"  steps      {status.get('global_step', 0):,} / {status.get('total_steps', 0):,}"
