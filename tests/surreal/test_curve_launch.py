@@ -36,7 +36,8 @@ def test_keys_and_env_follow_the_backend(tmp_path, backend, overrides, on):
     keys = plan.run_dir.path / "keys"
     exp = launching.build_experiment(plan)
     envs = [p.env.get("CARAML_CURVE_KEYS") for p in exp.processes()]
-    assert keys.exists() is on
+    assert (keys / "server.key_secret").exists() is on  # (a local run's keys/ holds its
+    # metrics token without Curve: surreal.runtime.report_token)
     # compose: each process writes the keys into its own container (surreal.runtime.compose_env)
     inside = compose_env.CONTAINER_KEYS if backend == "compose" else None
     assert envs == [(inside or str(keys.resolve())) if on else None] * len(envs)

@@ -80,6 +80,8 @@ def main(run_dir: str, index: int = 0) -> None:
         loop.save()
         fetcher.close()
         loop.close()
+    if loop.save_failed:
+        raise SystemExit(1)
 
 
 class _Loop:
@@ -96,6 +98,8 @@ class _Loop:
             self.counters["iterations"],
         )
         self.busy_s = 0.0  # seconds spent updating and publishing since the last report
+        self.save_failed = ""
+        """Why the last checkpoint could not be written ("" while every one was)."""
         comp.report(self.start_step, {}, version=self.counters["version"])  # the sink's step
         self.publish()
 
@@ -150,7 +154,16 @@ class _Loop:
             self.last_ckpt = now
 
     def save(self) -> None:
-        checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
+        """Write the checkpoint. One that cannot be written (a full disk, a state that is not
+        finite) stops the learner with one error line; the checkpoints before it stay."""
+        if self.save_failed:
+            return
+        try:
+            checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
+        except checkpoint.CheckpointError as err:
+            self.save_failed = str(err)
+            self.comp.log.error("%s", err)
+            self.comp.stopping.set()
 
     def close(self) -> None:
         c = self.counters
