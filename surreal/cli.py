@@ -165,7 +165,7 @@ def main() -> None:
     "perturbed algo.* settings every pbt.interval steps (--set pbt.*; docs/pbt.md).",
 )
 def launch(**args: Any) -> None:
-    """Train ALGO (ppo, ppo-vision, ddpg, td3, sac, es, mappo, or path/to/file.py:MyLearner) with
+    """Train ALGO (ppo, ppo-vision, ddpg, td3, sac, dqn, es, mappo, or path/to/file.py:MyLearner) with
     actors, a buffer, a learner, a parameter server, an evaluator and a metrics sink, each its
     own process.
 

@@ -123,6 +123,7 @@ CASES = [
     ("ppo", "gym:Pendulum-v1", ("algo.norm_obs=true",)),
     ("td3", "gym:Pendulum-v1", ()),
     ("sac", "gym:Pendulum-v1", ()),
+    ("dqn", "gym:CartPole-v1", ("algo.hidden=64,64",)),
 ]
 
 

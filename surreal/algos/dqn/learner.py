@@ -78,4 +78,3 @@ class DQNLearner(Learner):
         self.target.load_state_dict(state["target"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.updates = int(state["updates"])
-

@@ -11,6 +11,7 @@ from torch import nn
 
 from surreal.algos.dqn.config import DQNConfig
 from surreal.api import EnvInfo, Policy
+from surreal.api.exporting import Exportable
 
 
 def q_network(env_info: EnvInfo, config: DQNConfig) -> nn.Module:
@@ -29,6 +30,7 @@ class DQNPolicy(Policy):
 
     def __init__(self, config: DQNConfig, env_info: EnvInfo) -> None:
         self.config, self.num_actions = config, env_info.num_actions
+        self.obs_shape = tuple(env_info.obs_shape)
         self.model = q_network(env_info, config).requires_grad_(False)
 
     def unit_action(self, obs: np.ndarray, deterministic: bool = True) -> np.ndarray:
@@ -47,6 +49,22 @@ class DQNPolicy(Policy):
 
     def explorer(self, num_envs: int, index: int, actors: int, seed: int) -> EpsilonGreedy:
         return EpsilonGreedy(self.config, self.num_actions, seed)
+
+    def export_module(self) -> GreedyQ:
+        """argmax_a Q(o, a) as one module (`surreal export`)."""
+        return GreedyQ(self.model, self.obs_shape)
+
+
+class GreedyQ(Exportable):
+    """obs [B, *obs_shape] -> the greedy action index [B] int64, as `DQNPolicy.act(obs,
+    deterministic=True)`."""
+
+    def __init__(self, model: nn.Module, obs_shape: tuple[int, ...]) -> None:
+        super().__init__(obs_shape)
+        self.model = model
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.model(obs.to(torch.float32)).argmax(-1)
 
 
 class EpsilonGreedy:
