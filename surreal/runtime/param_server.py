@@ -129,6 +129,7 @@ class ParameterStore:
             "step": int(latest["step"]),
             "live": live,
             "stalls": self.stalls,
+            "starved": int(latest.get("starved", 0)),
         }
         if ask is None:
             reply["error"] = "not a parameter request; send {'version': N}"

@@ -48,6 +48,8 @@ class ParameterClient:
         self.version = 0
         self.step = 0
         self.latest_version = 0
+        self.starved = False
+        """The learner's last sample found no batch ready (a replay shard warming up)."""
         self.actor = actor
         self.live: int | None = None
         """How many actors the server saw asking lately (None: it has not said)."""
@@ -90,6 +92,7 @@ class ParameterClient:
         self.latest_version = reply["version"]
         self.live = reply.get("live", self.live)
         self.stalls = reply.get("stalls", self.stalls)
+        self.starved = bool(reply.get("starved", 0))
         if reply.get("params") is None:
             return None
         self.version = reply["version"]

@@ -241,18 +241,20 @@ class ParamsSchema:
         _match_pinned(self.pinned, params, "these parameters")
         if self.pinned is None:
             self.pinned = signature(params)
-        return {"version": version, "step": step, "params": params}
+        starved = as_int(msg.get("starved", 0), "starved", 0, 1)
+        return {"version": version, "step": step, "params": params, "starved": starved}
 
 
 def params_reply(message: Any) -> dict:
     """A parameter server's reply: {"version", "step", optional "params": {name: array} and
-    "live" (how many actors asked lately) and "stalls" (`param_server.ParameterStore.stalls`)}."""
+    "live" (how many actors asked lately), "stalls" (`param_server.ParameterStore.stalls`) and
+    "starved" (1: the learner's last sample found no batch ready)}."""
     msg = as_dict(message, "a parameter reply")
     out = {
         "version": as_int(msg.get("version"), "version", 0, 2**62),
         "step": as_int(msg.get("step", 0), "step", 0, 2**62),
     }
-    for key in ("live", "stalls"):
+    for key in ("live", "stalls", "starved"):
         if msg.get(key) is not None:
             out[key] = as_int(msg[key], key, 0, 2**62)
     if msg.get("params") is not None:

@@ -53,9 +53,10 @@ class Pacer:
         slack = self.algo.chunk_size + self.algo.n_step  # what sits in this actor's writer
         return (self.algo.replay_start + updates / self.algo.updates_per_step) / self.actors + slack
 
-    def ahead(self, env_steps: int, version: int) -> bool:
-        """Whether this actor is ahead of the learner."""
-        return env_steps >= self.limit(version)
+    def ahead(self, env_steps: int, version: int, starved: bool = False) -> bool:
+        """Whether this actor is ahead of the learner; never while the learner is `starved`
+        (a replay shard refilling after a restart waits for the actors' transitions)."""
+        return not starved and env_steps >= self.limit(version)
 
     def fetch(self, params, env_steps: int, stopping) -> dict | None:
         """Newer parameters if any; waits (polling) while this actor is ahead of the learner."""
@@ -66,7 +67,9 @@ class Pacer:
                 return None
             if fresh is not None and self.v0 is None:  # pace relative to the learner at our start
                 self.v0 = params.version
-            if fresh is not None or not self.ahead(env_steps, params.latest_version):
+            if fresh is not None or not self.ahead(
+                env_steps, params.latest_version, params.starved
+            ):
                 return fresh
             stopping.wait(0.01)
         return None
@@ -101,7 +104,9 @@ def _act(comp, env, policy, params, writer, pusher, pace, explorer, rng) -> None
     budget = max(comp.config.run.steps, 1)
     obs, env_steps, last, steps_at_last, has_params = env.reset(), 0, time.monotonic(), 0, False
     while not comp.stopping.is_set():
-        if env_steps % (16 * env.num_envs) == 0 or pace.ahead(env_steps, params.version):
+        if env_steps % (16 * env.num_envs) == 0 or pace.ahead(
+            env_steps, params.version, params.starved
+        ):
             fresh = pace.fetch(params, env_steps, comp.stopping)
             if fresh is not None:
                 policy.load_params(fresh)

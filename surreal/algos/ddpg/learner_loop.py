@@ -21,6 +21,7 @@ def sample_reply_to_arrays(reply: dict) -> dict[str, np.ndarray]:
         "added": np.array([reply.get("added", 0)], np.int64),
         "shard": np.array([reply.get("shard", 0)], np.int64),
         "boot": np.array([reply.get("boot", 0)], np.int64),
+        "size": np.array([reply.get("size", 0)], np.int64),
     }
     if not reply.get("ready"):
         return {"empty": np.zeros(1, np.int8), **meta}
@@ -103,12 +104,17 @@ class _Loop:
         comp.report(self.start_step, {}, version=self.counters["version"])  # the sink's step
         self.publish()
 
-    def publish(self) -> None:
+    def publish(self, starved: bool = False) -> None:
+        """The current parameters to the parameter servers; `starved`: the replay had no batch
+        for the learner (a shard refilling after a restart): actors then act without waiting
+        for a new version (`surreal.algos.ddpg.actor.Pacer`)."""
         c = self.counters
-        self.publisher.publish(
-            "params",
-            {"version": c["version"], "step": c["global_step"], "params": self.learner.params()},
-        )
+        message = {
+            "version": c["version"],
+            "step": c["global_step"],
+            "params": self.learner.params(),
+        }
+        self.publisher.publish("params", {**message, "starved": int(starved)})
 
     def done(self) -> bool:
         return self.counters["global_step"] >= self.comp.config.run.steps
@@ -119,8 +125,9 @@ class _Loop:
         c["global_step"] = self.steps.update(
             int(data["shard"][0]), int(data["added"][0]), int(data["boot"][0])
         )
-        if "empty" in data:
-            self.publish()  # parameter servers that joined late get the current version
+        if "empty" in data:  # a shard below its warm-up (new, or refilling after a restart)
+            self.publish(starved=True)  # late parameter servers get it; actors stop waiting
+            self._refilling(int(data["shard"][0]), int(data["size"][0]))
             return
         metrics: dict[str, Any] = {}
         t0 = time.perf_counter()
@@ -135,6 +142,14 @@ class _Loop:
                 self.publish()
         self.busy_s += time.perf_counter() - t0
         self.report(metrics)
+
+    def _refilling(self, shard: int, size: int) -> None:
+        """Log, at most every 10 s, which shard the learner waits for and how full it is."""
+        now = time.monotonic()
+        if now - getattr(self, "_refill_logged", 0.0) > 10.0:
+            warmup = self.comp.config.algo.replay_start
+            self.comp.log.info("replay-%d refilling (%d/%d)", shard, size, warmup)
+            self._refill_logged = now
 
     def report(self, metrics: dict[str, Any]) -> None:
         now, c = time.monotonic(), self.counters
