@@ -164,6 +164,7 @@ class _Watch:
         self.handle, self.run_dir, self.view = handle, run_dir, view
         self.stop_at_return, self.total = stop_at_return, total
         self.rates, self.unknown_since = RateWindow(), None
+        self.started = time.monotonic()
         self.crashes = CrashWatch(run_dir.path, _max_restarts(run_dir), since)
         self.reader = StatusReader(run_dir, total)
         self.resume_hint = f"Continue the run with: surreal launch --resume {run_dir.path}"
@@ -218,7 +219,7 @@ class _Watch:
             self.say("starting", startup_message(processes), urgent=True)
             return
         rate = None if stale else self.rates.add(now, step)
-        values = fields(status, rate, self.total, processes)
+        values = fields(status, rate, self.total, processes, elapsed=now - self.started)
         values["crashes"] = self.crashes.summary()
         budget = status.get("total_steps") or self.total
         done = bool(budget) and step >= budget

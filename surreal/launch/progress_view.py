@@ -85,8 +85,39 @@ def policy_lag(status: dict[str, Any]) -> float | None:
     return max(0.0, float(status["version"]) - sum(actors) / len(actors))
 
 
-def fields(status: dict[str, Any], rate: float | None, total: int, processes: list[Any]) -> dict:
-    """The values the display shows, formatted; a value not reported yet is `-`."""
+CLOCK = ("elapsed", "ETA")
+"""The values that change every second: `PlainView` prints a line for the others' changes only."""
+
+
+def clock(seconds: float | None) -> str:
+    """`2:05` (m:ss), `1:02:05` (h:mm:ss) from 1 hour on; `-` for None."""
+    if seconds is None:
+        return "-"
+    minutes, secs = divmod(int(round(max(0.0, seconds))), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def eta(step: float, budget: float, rate: float | None) -> float | None:
+    """Seconds until the step budget at the recent `rate` (steps/s); None while the rate is
+    unknown or 0 (or there is no budget); 0 once the budget is used."""
+    if budget and step >= budget:
+        return 0.0
+    if not budget or not rate or rate <= 0:
+        return None
+    return (budget - step) / rate
+
+
+def fields(
+    status: dict[str, Any],
+    rate: float | None,
+    total: int,
+    processes: list[Any],
+    elapsed: float | None = None,
+) -> dict:
+    """The values the display shows, formatted; a value not reported yet is `-`. With
+    `elapsed` (seconds this launch has watched), also `elapsed` and the `ETA` to the budget at
+    the recent `rate` (`-` until it can tell)."""
 
     def show(value: float | None, fmt: str) -> str:
         return "-" if value is None else fmt.format(value)
@@ -95,7 +126,7 @@ def fields(status: dict[str, Any], rate: float | None, total: int, processes: li
     step = status.get("global_step", 0)
     its, learn_time = status.get("charts/learner_its"), status.get("charts/learn_time")
     busy = None if its is None or learn_time is None else min(1.0, its * learn_time)
-    return {
+    values = {
         "step": f"{step:,}/{budget:,}" + (f" ({100 * step / budget:.0f}%)" if budget else ""),
         "steps/s": show(rate, "{:,.0f}"),
         "return": show(status.get("episodic_return"), "{:.1f}"),
@@ -109,10 +140,13 @@ def fields(status: dict[str, Any], rate: float | None, total: int, processes: li
         "lag": show(policy_lag(status), "{:.2f}"),
         "restarts": restarts_by_role(processes),
     }
+    if elapsed is not None:
+        values |= {"elapsed": clock(elapsed), "ETA": clock(eta(step, budget, rate))}
+    return values
 
 
 def progress_line(values: dict[str, str]) -> str:
-    """The fields as one plain line."""
+    """The fields as one plain line, without the clock (`clock_text`)."""
     return " | ".join(
         f"step {values['step']}"
         if k == "step"
@@ -120,7 +154,13 @@ def progress_line(values: dict[str, str]) -> str:
         if k == "steps/s"
         else f"{k} {v}"
         for k, v in values.items()
+        if k not in CLOCK
     )
+
+
+def clock_text(values: dict[str, str] | None) -> str:
+    """`elapsed 2:00 ETA 3:01`, or "" when the values have no clock."""
+    return " ".join(f"{k} {values[k]}" for k in CLOCK if k in (values or {}))
 
 
 class PlainView:
@@ -133,11 +173,14 @@ class PlainView:
         self.last_print = float("-inf")
 
     def show(self, phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
-        """Print `[elapsed] text` unless it says what the last line said (or it is too soon)."""
+        """Print `[elapsed] text` unless it says what the last line said (or it is too soon);
+        a training line ends with the clock (`elapsed 2:00 ETA 3:01`), which alone never makes
+        a new line."""
         now = time.monotonic()
         if text == self.last_text or (not urgent and now - self.last_print < self.every_s):
             return
-        self.out.write(f"[{now - self.started:6.1f}s] {text}\n")
+        shown = " | ".join(filter(None, (text, clock_text(values) if values else "")))
+        self.out.write(f"[{now - self.started:6.1f}s] {shown}\n")
         self.out.flush()
         self.last_text, self.last_print = text, now
 

@@ -6,6 +6,7 @@ start one by one, an actor restarts twice, the learner trains to its budget and 
 
 from __future__ import annotations
 
+import io
 import re
 import shutil
 import subprocess
@@ -14,7 +15,7 @@ import uuid
 
 import pytest
 
-from surreal.launch.progress_view import RateWindow, restarts_by_role
+from surreal.launch.progress_view import PlainView, RateWindow, fields, restarts_by_role
 from symphony.testing import wait_for
 
 pytestmark = pytest.mark.timeout(120)
@@ -28,6 +29,28 @@ def test_steps_per_second_is_the_rate_of_the_last_window_not_since_start():
         rate = rates.add(float(t), 1000 + (t - 100) * 500)  # then a steady 500 steps/s
     assert rate == pytest.approx(500.0)
     assert rates.add(131.0, 10) is None  # a restarted learner counts again: the window restarts
+
+
+def test_the_eta_is_the_rest_of_the_budget_at_the_recent_rate_and_a_dash_until_known():
+    status = {"global_step": 40_000, "total_steps": 100_000}
+    values = fields(status, 200.0, 0, [], elapsed=120.3)
+    assert values["elapsed"] == "2:00" and values["ETA"] == "5:00"  # 60,000 steps at 200/s
+    assert fields(status, None, 0, [], elapsed=5.0)["ETA"] == "-"  # one sample: no rate yet
+    assert fields(status, 0.0, 0, [], elapsed=5.0)["ETA"] == "-"  # stalled: no honest ETA
+    assert fields(status, 10.0, 0, [], elapsed=3725.0)["elapsed"] == "1:02:05"
+    assert fields(status, 10.0, 0, [], elapsed=1.0)["ETA"] == "1:40:00"
+    assert "elapsed" not in fields(status, 200.0, 0, [])  # `surreal status`: no clock
+
+
+def test_a_plain_line_whose_clock_alone_changed_is_not_printed_again(tmp_path):
+    out = io.StringIO()
+    view = PlainView(out, every_s=0.0)
+    status = {"global_step": 40_000, "total_steps": 100_000}
+    for elapsed in (10.0, 11.0, 12.0):  # a waiting run: the same step, the clock moving
+        values = fields(status, 0.0, 0, [], elapsed=elapsed)
+        view.show("training", "step 40,000/100,000 (40%)", values=values)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].endswith("step 40,000/100,000 (40%) | elapsed 0:10 ETA -")
 
 
 def test_restarts_are_summed_per_role():
@@ -68,7 +91,11 @@ def test_plain_mode_says_what_it_waits_for_and_never_repeats_a_line(tmp_path):
     assert len(training) >= 5
     assert "restarts actor 2" in training[-1] and "eval 42.0 (best 42.0)" in training[-1]
     assert "learner 80% busy, 20.00 it/s" in training[-1] and "lag 0.50" in training[-1]
-    assert lines[-1] == "budget used: the learner writes its checkpoint (step 1,000/1,000 (100%))"
+    assert lines[-1].startswith(
+        "budget used: the learner writes its checkpoint (step 1,000/1,000 (100%)) | elapsed "
+    ) and lines[-1].endswith(" ETA 0:00")
+    assert all(re.search(r" \| elapsed \d+:\d\d ETA (-|\d+:\d\d)$", line) for line in training)
+    assert re.search(r"ETA \d+:\d\d$", training[-1])  # the demo's steady rate gives one
 
 
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
