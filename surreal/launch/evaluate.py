@@ -138,17 +138,40 @@ def _status(run: RunDir, where: str) -> str:
     ):
         if status.get(key) is not None:
             lines.append(f"  {label:<10} {status[key]:.1f}")
-    if run.checkpoint.is_file():
-        age = time.time() - run.checkpoint.stat().st_mtime
-        shown = run.checkpoint.relative_to(run.path)
-        damage = _damage(run.checkpoint)
-        lines.append(f"  checkpoint {where.rstrip('/')}/{shown} ({age:.0f} s old{damage})")
     shown, alive = _processes(info.get("experiment"))
+    lines.append("  state      " + _state(run, status, alive))
+    if run.checkpoint.is_file():
+        lines.append(f"  checkpoint {where.rstrip('/')}/" + _checkpoint(run, alive))
     lines.append("  processes  " + shown)
     if info.get("cost"):  # launched on kube with a cluster spec (`cluster_launch.record_cost`)
         lines.append("  cost       " + _cost(run, info, status, alive))
     lines += status_lines(run.path)  # crashes per role, the latest one's traceback end
     return "\n".join(lines)
+
+
+def _state(run: RunDir, status: dict[str, Any], alive: bool) -> str:
+    """`running`, else how the run ended: what its launcher wrote (`RUN/ending.json`:
+    finished / stopped / failed, and why), else what its learner reported."""
+    if alive:
+        return "running"
+    ended = load_json(run.ending_file, {}) or {}
+    if ended.get("outcome"):
+        return ended["outcome"] + (f" ({ended['why']})" if ended.get("why") else "")
+    if status.get("finished"):
+        return "finished (budget used)"
+    return "not running (its launcher did not say how it ended: killed, or still starting)"
+
+
+def _checkpoint(run: RunDir, alive: bool) -> str:
+    """`checkpoints/latest.pt (12 s old)` while the run trains; once it ended, when it was
+    written (its age is no warning then)."""
+    written = run.checkpoint.stat().st_mtime
+    if alive:
+        when = f"{time.time() - written:.0f} s old"
+    else:
+        when = "written " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(written))
+    shown = run.checkpoint.relative_to(run.path)
+    return f"{shown} ({when}{_damage(run.checkpoint)})"
 
 
 def _damage(latest: Path) -> str:

@@ -305,6 +305,7 @@ def create_run(p: LaunchPlan) -> None:
         _hold_lock(p.run_dir.path, create=not p.resume)
     if p.resume:
         config_io.save(p.config, p.run_dir.config_file)
+        p.run_dir.ending_file.unlink(missing_ok=True)  # how the earlier launch ended
         before = p.run_dir.info()
         kept = {k: v for k, v in before.items() if k != "cost"}  # a kube launch records it anew
         info = {**kept, "experiment": p.experiment_name, **_process_facts(p)}

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from surreal.launch.cluster_launch import save_container_logs
+from surreal.runtime.rundir import RunDir, read_json, write_ending
 
 OUTCOMES = {0: "finished", 130: "stopped"}
 """`surreal launch`'s exit code -> how symphony's record says the run ended (else "failed")."""
@@ -21,6 +22,9 @@ def stop_and_keep_logs(handle: Any, logs: Path, code: int | None = None) -> None
     (with the logs) and how the run ended, from the exit `code` (None: as the processes
     ended): `symphony list --all`, `symphony describe/logs EXPERIMENT` show the past run."""
     outcome = None if code is None else OUTCOMES.get(code, "failed")
+    if outcome is not None:  # first: the processes' stop lines say it (`rundir.stop_reason`)
+        run = RunDir(logs.parent)
+        write_ending(run, outcome, ending_why(run, code))
     handle.stop(outcome=outcome)
     save_container_logs(handle, logs)  # compose: what the record kept of each container's output
     try:
@@ -39,6 +43,25 @@ def stop_and_keep_logs(handle: Any, logs: Path, code: int | None = None) -> None
             file=sys.stdout,
             flush=True,
         )
+
+
+def ending_why(run: RunDir, code: int) -> str:
+    """Why `surreal launch` ends the run with exit `code`: its learner used the budget or the
+    run reached `run.stop_at_return` (0), it was interrupted (130), or it failed."""
+    if code == 130:
+        return "surreal launch was interrupted"
+    if code != 0:
+        return "surreal launch stopped it: see its output"
+    status = read_json(run.status_file, {}) or {}
+    try:
+        goal = run.load_config().run.stop_at_return
+    except Exception:  # a config being rewritten: then it was the budget (the other way to 0)
+        goal = None
+    best = status.get("best_eval_return")
+    reached = goal is not None and isinstance(best, int | float) and best >= goal
+    if status.get("finished") or not reached:  # the learner exited 0: it used its budget
+        return "budget used"
+    return f"eval {best:.1f} >= run.stop_at_return {goal}"
 
 
 def raise_interrupt(*_: object) -> None:

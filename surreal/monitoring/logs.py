@@ -125,17 +125,20 @@ def start_line(role: str, index: int, run_dir: str) -> str:
     )
 
 
-def ending(error: BaseException | None, stopping: bool) -> tuple[int, str]:
-    """(level, text) of the `stop:` line for a process that ended with `error` (None: returned)."""
+def ending(error: BaseException | None, stopping: bool, why: str | None = None) -> tuple[int, str]:
+    """(level, text) of the `stop:` line for a process that ended with `error` (None: returned);
+    `why`: what its stop signal meant, when the run said (e.g. "the run finished (budget
+    used)"), else it was "stopped by a signal"."""
+    signal = why or "stopped by a signal"
     if error is None:
         return logging.INFO, "finished"
     if isinstance(error, SystemExit) and error.code in (0, None):
-        return logging.INFO, "stopped by a signal" if stopping else "finished"
+        return logging.INFO, signal if stopping else "finished"
     if isinstance(error, KeyboardInterrupt):
         return logging.INFO, "interrupted"
     what = f"{type(error).__name__}: {error}".strip()
     if stopping:  # an exception while unwinding from the stop signal: part of stopping
-        return logging.INFO, f"stopped by a signal ({what})"
+        return logging.INFO, f"{signal} ({what})"
     if isinstance(error, SystemExit):
         return logging.ERROR, f"SystemExit({error.code!r})"
     return logging.ERROR, f"crashed: {what} (traceback below)"

@@ -11,7 +11,7 @@ from surreal.monitoring.crash import process_name, record
 from surreal.runtime.common import STOP_REQUESTED
 from surreal.runtime.compose_env import materialize_keys
 from surreal.runtime.portable import materialize
-from surreal.runtime.rundir import RunDir
+from surreal.runtime.rundir import RunDir, stop_reason
 from surreal.runtime.storage_sync import attached
 
 
@@ -22,19 +22,21 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
     `surreal.runtime`'s docstring, plus those of an algorithm with its own topology), so this is
     the one entry point of every process.
     It sets up the process's log (`surreal.monitoring.logs`): a `start:` line first, a `stop:`
-    line last (finished, stopped by a signal, crashed). An exception that ends it (not a stop
+    line last (finished; stopped, saying why when the launcher said (`rundir.stop_reason`: "the
+    run finished (budget used)"), else "stopped by a signal"; crashed). An exception that ends it (not a stop
     signal) is recorded in `RUN/crashes.jsonl` (`surreal.monitoring.crash`) and raised again
     (exit code 1, traceback in the log). RUN_DIR may be an `s3://` URL
     (`surreal.runtime.storage_sync.attached`).
     """
     log = logs.setup(process_name(role, index))
     log.info("%s", logs.start_line(role, index, run_dir))
-    started, ended = time.monotonic(), None
+    started, ended, began, folder = time.monotonic(), None, time.time(), None
     try:
         materialize(run_dir)  # compose, kube: the run's config files travel in the environment
         materialize_keys()  # compose: the run's Curve keys travel in the environment
         with attached(run_dir) as local:  # an s3:// run: a local mirror, uploaded as written
-            roles = RunDir(Path(local)).components()
+            folder = RunDir(Path(local))
+            roles = folder.components()
             if role not in roles:
                 raise ValueError(
                     f"unknown component {role!r}; this run's roles: {', '.join(sorted(roles))}"
@@ -50,5 +52,7 @@ def run_component(role: str, run_dir: str, index: int = 0) -> None:
         ended = error
         raise
     finally:
-        level, how = logs.ending(ended, STOP_REQUESTED.is_set())
+        stopped = STOP_REQUESTED.is_set()
+        why = stop_reason(folder, began) if stopped and folder is not None else None
+        level, how = logs.ending(ended, stopped, why)
         log.log(level, "stop: %s after %.1f s", how, time.monotonic() - started)

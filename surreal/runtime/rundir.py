@@ -52,6 +52,31 @@ def read_json(path: Path, default: Any = None) -> Any:
         return default
 
 
+def write_ending(run: RunDir, outcome: str, why: str) -> None:
+    """Say how the run ended before its processes are stopped (`RUN/ending.json`): `outcome`
+    ("finished", "stopped", "failed") and `why` (e.g. "budget used"); each process's `stop:`
+    line says it instead of "stopped by a signal" (`stop_reason`), `surreal status` shows it."""
+    try:
+        write_json(run.ending_file, {"outcome": outcome, "why": why, "time": time.time()})
+    except OSError:  # a full disk: the stop lines say "stopped by a signal"
+        pass
+
+
+def stop_reason(run: RunDir, since: float) -> str | None:
+    """Why this process was told to stop, when the run said so after `since` (epoch seconds:
+    the process's start; an earlier launch's word is not about it): the launcher's
+    `write_ending` ("the run finished (budget used)"), else a status whose learner reported the
+    end of its budget ("the run finished (budget used)"); None: a signal from elsewhere."""
+    ended = read_json(run.ending_file, None)
+    if isinstance(ended, dict) and float(ended.get("time") or 0) >= since:
+        what = {"finished": "the run finished", "failed": "the run failed"}
+        said = what.get(ended.get("outcome"), "stopped")
+        return f"{said} ({ended.get('why')})" if ended.get("why") else said
+    status = read_json(run.status_file, None)
+    fresh = isinstance(status, dict) and float(status.get("updated") or 0) >= since
+    return "the run finished (budget used)" if fresh and status.get("finished") else None
+
+
 class RunFileError(ValueError):
     """A file of the run folder cannot be read; the message names it and what to do."""
 
@@ -115,6 +140,11 @@ class RunDir:
     @property
     def status_file(self) -> Path:
         return self.path / "status.json"
+
+    @property
+    def ending_file(self) -> Path:
+        """How the launcher ended the run (`write_ending`), written before it stops the processes."""
+        return self.path / "ending.json"
 
     @property
     def checkpoint(self) -> Path:

@@ -12,13 +12,16 @@ import logging
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
 from surreal.launch.experiment import _free_experiment_name, plan
+from surreal.launch.stopping import ending_why
 from surreal.monitoring import logs
 from surreal.monitoring.logs import PROGRESS_ENV, DropReport, Progress, Warnings, ending, setup
 from surreal.runtime.guard import PortGuard
+from surreal.runtime.rundir import RunDir, stop_reason, write_ending, write_json
 from surreal.testing import surreal_cli
 from symphony.records import Records
 from tests.surreal.helpers import QUICK, env_for
@@ -77,7 +80,11 @@ def test_every_process_logs_its_start_progress_and_stop(finished_run):
     actor = (run / "logs" / "actor-0.log").read_text()
     assert "connects experience tcp://127.0.0.1:" in actor and "first parameters: version" in actor
     assert re.search(r"progress: env steps [\d,]+ \([\d.,]+/s\), segments", actor)
-    assert "stop: stopped by a signal after" in actor
+    # the launcher stopped it because the learner used its budget: said so, not "a signal"
+    assert re.search(r"stop: the run finished \(budget used\) after [\d.]+ s$", actor, re.M)
+    assert "stopped by a signal" not in "".join(
+        (run / "logs" / f"{p}.log").read_text() for p in PROCESSES
+    )
     buffer = (run / "logs" / "buffer.log").read_text()
     assert re.search(r"binds experience tcp://127\.0\.0\.1:\d+ \(segments in\)", buffer)
     assert re.search(r"took [1-9][\d,]* segments, answered [1-9][\d,]* batches", buffer)
@@ -101,9 +108,14 @@ def test_symphony_keeps_the_ended_run_with_its_logs(finished_run):
     tail = symphony(root, "logs", NAME, "act", "--tail", "1")  # ambiguous process prefix
     assert tail.returncode == 2 and "ambiguous" in tail.stderr
     followed = symphony(root, "logs", NAME, "actor-1", "-f", "--tail", "1")  # ended: returns
-    assert followed.returncode == 0 and "actor-1: stop: stopped by a signal" in followed.stdout
+    assert followed.returncode == 0
+    assert "actor-1: stop: the run finished (budget used)" in followed.stdout
     status = surreal_cli(["status", str(run)], root, root / "home")
     assert f"not running (finished; `symphony describe {NAME}`)" in status.stdout, status.stdout
+    assert "  state      finished (budget used)\n" in status.stdout, status.stdout
+    # an ended run's checkpoint: when it was written, not an age that reads as a warning
+    assert re.search(r"latest\.pt \(written \d{4}-\d\d-\d\d \d\d:", status.stdout)
+    assert " s old" not in status.stdout
 
 
 def test_a_relaunch_of_the_run_takes_over_its_record_another_run_gets_its_own(finished_run):
@@ -281,3 +293,33 @@ def test_other_libraries_reach_the_log_from_warning_up_and_only_once(captured):
 )
 def test_the_stop_line_says_how_the_process_ended(error, stopping, expected):
     assert ending(error, stopping) == expected
+
+
+def test_a_stop_signal_the_run_explained_is_logged_as_what_it_meant(tmp_path):
+    run = RunDir(tmp_path)
+    began = time.time()
+    assert stop_reason(run, began) is None  # nobody said why: "stopped by a signal"
+    assert ending(SystemExit(0), True, stop_reason(run, began))[1] == "stopped by a signal"
+    write_json(run.status_file, {"finished": True, "updated": began - 60})
+    assert stop_reason(run, began) is None  # an earlier launch's status is not about it
+    write_json(run.status_file, {"finished": True, "updated": began + 1})
+    assert stop_reason(run, began) == "the run finished (budget used)"
+    for outcome, why, said in (
+        ("finished", "eval 480.0 >= run.stop_at_return 475.0", "the run finished (eval 480.0"),
+        ("stopped", "surreal launch was interrupted", "stopped (surreal launch was interrupted)"),
+        ("failed", "surreal launch stopped it: see its output", "the run failed (surreal"),
+    ):
+        write_ending(run, outcome, why)
+        assert stop_reason(run, began).startswith(said)
+        level, text = ending(OSError("socket closed"), True, stop_reason(run, began))
+        assert level == logging.INFO and text.endswith(") (OSError: socket closed)")
+    assert stop_reason(run, time.time() + 60) is None  # said before this process started
+    assert ending(ValueError("bad"), False, "the run finished")[1].startswith("crashed: ")
+
+
+def test_the_launcher_says_why_it_ends_the_run(tmp_path):
+    run = RunDir(tmp_path)
+    write_json(run.status_file, {"global_step": 900, "total_steps": 1000})
+    assert ending_why(run, 0) == "budget used"  # the learner exited 0 before its last report
+    assert ending_why(run, 130) == "surreal launch was interrupted"
+    assert ending_why(run, 1).startswith("surreal launch stopped it")
