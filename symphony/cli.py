@@ -186,7 +186,12 @@ def launch(
 
 @main.command(name="list")
 @click.option("--mine", is_flag=True, help="Only experiments you launched.")
-@click.option("--all", "show_all", is_flag=True, help="Also finished, failed and stopped ones.")
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also finished, failed and stopped ones, with each one's duration and summary.",
+)
 @click.option(
     "--backend",
     "-b",
@@ -199,7 +204,9 @@ def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
     """List experiments: name, owner, backend, status, age, running/total processes.
 
     Ended ones (--all) stay until `symphony delete`; a run its launcher ended on purpose shows
-    how it ended (finished, failed, stopped)."""
+    how it ended (finished, failed, stopped). --all adds how long each ran (DURATION: launch
+    to end, `-` where no end was recorded) and what its launcher reported of its result
+    (SUMMARY, e.g. `eval 475.0` for a surreal run)."""
     records = Records()
     kept = {r.name: r for r in records.all()}
     always = load_config().get("list_backends") or []  # e.g. [kube] for a team's shared cluster
@@ -227,7 +234,22 @@ def list_(mine: bool, show_all: bool, extra: tuple[str, ...]) -> None:
         (r.name, r.owner, r.backend, r.status, _duration(r.age()), f"{r.running}/{r.processes}")
         for r in sorted(rows, key=lambda r: r.created)
     ]
+    if show_all:
+        _add_results(table, sorted(rows, key=lambda r: r.created), kept)
     _print_table(table)
+
+
+def _add_results(table: list[tuple[str, ...]], rows: list[Any], kept: dict) -> None:
+    """`symphony list --all`'s DURATION and SUMMARY columns, from each row's record, before
+    PROCESSES (which stays last: scripts read it as the last word)."""
+    table[0] = (*table[0][:-1], "DURATION", "SUMMARY", table[0][-1])
+    for i, row in enumerate(rows, start=1):
+        record = kept.get(row.name)
+        own = record is not None and record.backend == row.backend
+        seconds = record.duration(row.status) if own else None
+        shown = "-" if seconds is None else _clock(seconds)
+        summary = record.summary_text() if own else "-"
+        table[i] = (*table[i][:-1], shown, summary, table[i][-1])
 
 
 def _find(prefix: str, backend: str | None) -> tuple[Backend, ExperimentRecord]:
@@ -376,6 +398,13 @@ def _duration(seconds: float) -> str:
         if seconds >= size:
             return f"{int(seconds // size)}{unit}"
     return f"{int(seconds)}s"
+
+
+def _clock(seconds: float) -> str:
+    """`4:05` (m:ss), `1:02:05` (h:mm:ss) from an hour on."""
+    minutes, secs = divmod(int(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def _print_table(rows: list[tuple[str, ...]]) -> None:

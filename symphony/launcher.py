@@ -71,8 +71,11 @@ class ExperimentHandle:
         """
         self.backend.delete(self.record, force=force)
         kept = self.record.path is not None and self.record.path.exists()
-        if kept and outcome:
-            self.record.update(outcome=outcome)
+        if kept:
+            ended = self._stored().ended  # its supervisor's word, when every process had ended
+            self.record.update(
+                ended=ended or time.time(), **({"outcome": outcome} if outcome else {})
+            )
         try:
             status = self.status()
         except Exception:  # noqa: BLE001 - stopped; some backends cannot describe what is gone
@@ -80,6 +83,19 @@ class ExperimentHandle:
         if kept:
             self.record.update(status=status.status)
         return status
+
+    def set_summary(self, summary: dict[str, Any]) -> None:
+        """Keep what the experiment achieved in its record (`ExperimentRecord.summary`), e.g.
+        `{"eval": "475.0"}`: `symphony list --all` shows it. Values are shown as given."""
+        if self.record.path is not None and self.record.path.exists():
+            self.record.update(summary={str(k): str(v) for k, v in summary.items()})
+
+    def _stored(self) -> ExperimentRecord:
+        """The record as stored now (what the supervisor wrote since), else this copy."""
+        try:
+            return ExperimentRecord.load(self.record.path)
+        except (OSError, TypeError, yaml.YAMLError):
+            return self.record
 
     def delete(self, force: bool = False) -> None:
         """Stop every process and remove the record with its logs (`symphony delete`)."""

@@ -106,6 +106,11 @@ class ExperimentRecord:
         owner_uid: the real uid of the launching process.
         outcome: how the experiment ended, as the launcher that ended it said ("finished",
             "failed", "stopped"); None until then, or when it ended by itself.
+        ended: when it ended (seconds since the epoch: its supervisor saw every process end,
+            or its launcher stopped it); None while it runs, or when no one said.
+        summary: what the launcher reports of the experiment's result, shown by `symphony list
+            --all` as `key value` pairs (`ExperimentHandle.set_summary`; e.g. surreal's
+            `{"eval": "475.0"}`); symphony knows nothing of what the keys mean.
         path: the record's folder (not stored in the file).
     """
 
@@ -121,6 +126,8 @@ class ExperimentRecord:
     git_revision: str | None = None
     owner_uid: int | None = None
     outcome: str | None = None
+    ended: float | None = None
+    summary: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
     def experiment(self) -> Experiment:
@@ -167,6 +174,17 @@ class ExperimentRecord:
         if self.outcome and status not in ACTIVE_STATUSES:
             return self.outcome
         return status
+
+    def duration(self, status: str, now: float | None = None) -> float | None:
+        """Seconds from launch to its end (to now while `status` is active); None when it
+        ended and no one recorded when."""
+        if status in ACTIVE_STATUSES:
+            return max(0.0, (now or time.time()) - self.created)
+        return None if self.ended is None else max(0.0, self.ended - self.created)
+
+    def summary_text(self) -> str:
+        """`eval 475.0 step 3,000`: the summary's pairs in order; `-` when it has none."""
+        return " ".join(f"{k} {v}" for k, v in (self.summary or {}).items()) or "-"
 
     def _dir(self) -> Path:
         if self.path is None:

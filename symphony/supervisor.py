@@ -258,7 +258,8 @@ class Supervisor:
         self.status = status
         self._save()
         try:  # else only the status: an `outcome` the launcher wrote meanwhile stays
-            self.record.update(status=status, **({"outcome": outcome} if outcome else {}))
+            ended = {"outcome": outcome} if outcome else {}
+            self.record.update(status=status, ended=time.time(), **ended)
         except OSError:
             pass  # the record was deleted under us (symphony delete --force)
         return code

@@ -26,6 +26,7 @@ def stop_and_keep_logs(handle: Any, logs: Path, code: int | None = None) -> None
         run = RunDir(logs.parent)
         write_ending(run, outcome, ending_why(run, code))
     handle.stop(outcome=outcome)
+    keep_summary(handle, RunDir(logs.parent))
     save_container_logs(handle, logs)  # compose: what the record kept of each container's output
     try:
         logs.mkdir(exist_ok=True)
@@ -43,6 +44,22 @@ def stop_and_keep_logs(handle: Any, logs: Path, code: int | None = None) -> None
             file=sys.stdout,
             flush=True,
         )
+
+
+def keep_summary(handle: Any, run: RunDir) -> None:
+    """What `symphony list --all` shows of the run's result (symphony's record `summary`): its
+    last evaluation return and its learner's step, e.g. `eval 475.0 step 3,000`."""
+    status = read_json(run.status_file, {}) or {}
+    shown = {}
+    if isinstance(status.get("charts/eval_return"), int | float):
+        shown["eval"] = f"{status['charts/eval_return']:.1f}"
+    if isinstance(status.get("global_step"), int | float):
+        shown["step"] = f"{int(status['global_step']):,}"
+    if shown and hasattr(handle, "set_summary"):
+        try:
+            handle.set_summary(shown)
+        except OSError:  # a full disk: the record keeps no summary
+            pass
 
 
 def ending_why(run: RunDir, code: int) -> str:

@@ -8,6 +8,7 @@ traceback in its log); the log helpers on their own.
 """
 
 import io
+import json
 import logging
 import re
 import subprocess
@@ -97,6 +98,10 @@ def test_symphony_keeps_the_ended_run_with_its_logs(finished_run):
     row = next((r for r in listed.stdout.splitlines() if r.startswith(f"{NAME} ")), None)
     assert row is not None, listed.stdout
     assert row.split()[2:4] == ["local", "finished"] and row.split()[-1] == "0/7"
+    # how long it ran, and its last eval return and step (what surreal kept in the record)
+    status = json.loads((run / "status.json").read_text())
+    shown = f"eval {status['charts/eval_return']:.1f} step {status['global_step']:,}"
+    assert re.search(rf" \d+:\d\d +{re.escape(shown)} +0/7$", row), (row, shown)
     described = symphony(root, "describe", NAME)
     assert described.returncode == 0, described.stderr
     assert "status=finished" in described.stdout

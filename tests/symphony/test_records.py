@@ -1,6 +1,7 @@
 """Experiment records: where they live, one per name, prefixes, shared by a team, kept after
 the experiment ended."""
 
+import re
 import sys
 
 import pytest
@@ -194,3 +195,36 @@ def test_free_name_reuses_the_ended_record_of_the_same_experiment_only(records, 
     long = "x" * 63
     _finished(records, long)
     assert free_name(long, lambda r: False, records) == "x" * 61 + "-2"
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.integration
+def test_list_all_shows_how_long_each_ran_and_what_its_launcher_reported(records):
+    handle = launch(_sleeper("scored"), "local", records=records)
+    wait_for(lambda: "hello from p" in handle.logs("p"), what="the process's first line")
+    handle.set_summary({"eval": 475.0, "step": "3,000"})  # what `surreal launch` reports
+    handle.stop(outcome="finished")
+    _finished(records, "plain")  # ended by itself: its supervisor says when
+    for name in ("scored", "plain"):
+        record = records.load(name)
+        assert record.ended is not None and record.ended >= record.created, name
+
+    header, *rows = cli("list", "--all").stdout.splitlines()
+    assert header.split() == [
+        *("NAME", "OWNER", "BACKEND", "STATUS", "AGE"),
+        *("DURATION", "SUMMARY", "PROCESSES"),
+    ]
+    scored = next(r for r in rows if r.startswith("scored "))
+    assert re.search(r" finished +\S+ +\d+:\d\d +eval 475\.0 step 3,000 +0/1$", scored), scored
+    plain = next(r for r in rows if r.startswith("plain "))
+    assert re.search(r" \d+:\d\d +- +0/1$", plain), plain  # no summary: a dash
+
+
+def test_a_records_duration_runs_from_launch_to_its_end(records):
+    record = records.create(_exp("timed"), "local")
+    record.update(created=1000.0)
+    assert record.duration("running", now=1125.0) == 125.0  # while it runs: so far
+    assert record.duration("finished") is None  # ended, and no one said when
+    record.update(ended=1245.5)
+    assert records.load("timed").duration("finished") == 245.5
+    assert records.load("timed").summary_text() == "-"
