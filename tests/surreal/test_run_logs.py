@@ -177,6 +177,12 @@ def test_a_crashed_run_stays_as_failed_with_the_traceback_in_its_log(tmp_path):
     crash = log.index("actor-0: stop: crashed: ValueError: act() is broken on purpose")
     assert "Traceback (most recent call last)" in log[crash:]  # right below the stop line
     assert log.index("actor-0: start: role actor, index 0") < crash
+    learner = symphony(tmp_path, "logs", "b-t1", "learner").stdout  # stopped because of it
+    assert "learner: stop: the run failed (surreal launch stopped it: see its output)" in learner
+    status = surreal_cli(
+        ["status", str(tmp_path / "runs" / "b" / "t1")], tmp_path, tmp_path / "home"
+    )
+    assert "  state      failed (surreal launch stopped it: see its output)\n" in status.stdout
 
 
 # The pieces, without a run: rate-limited progress and warnings, drop counts, the stop line.

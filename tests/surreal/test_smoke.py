@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from surreal.launch.evaluate import run_status
 from symphony.records import Records
 from tests.surreal.helpers import (
     QUICK,
@@ -28,7 +29,7 @@ from tests.surreal.helpers import (
 pytestmark = pytest.mark.timeout(300)
 
 
-def test_a_2k_step_ppo_run_trains_checkpoints_and_ctrl_c_leaves_nothing(tmp_path):
+def test_a_2k_step_ppo_run_trains_checkpoints_and_ctrl_c_leaves_nothing(tmp_path, monkeypatch):
     home, run = tmp_path / "home", tmp_path / "runs" / "smoke" / "a"
     args = ["ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "1000000"]
     # a checkpoint every 2 iterations: one appears within the first ~300 env steps
@@ -68,3 +69,8 @@ def test_a_2k_step_ppo_run_trains_checkpoints_and_ctrl_c_leaves_nothing(tmp_path
     wait_until(lambda: not processes_of(run), 30, "every process of the run to end")
     wait_until(lambda: not run_segments(pids), 30, "the run's shared memory to be freed")
     assert Records(home).load("smoke-a").outcome == "stopped"
+    # each process says it was stopped because the launch was interrupted, and so does status
+    actor = (run / "logs" / "actor-0.log").read_text()
+    assert "actor-0: stop: stopped (surreal launch was interrupted) after" in actor
+    monkeypatch.setenv("SYMPHONY_HOME", str(home))
+    assert "\n  state      stopped (surreal launch was interrupted)\n" in run_status(run)
