@@ -119,6 +119,7 @@ def launch(
     owner: str | None = None,
     launch_command: list[str] | None = None,
     output: TextIO | None = None,
+    note: str | None = None,
     **options: Any,
 ) -> ExperimentHandle:
     """Validate `experiment`, record it and start it on `backend`.
@@ -133,6 +134,8 @@ def launch(
         launch_command: the command line recorded with the experiment (default: sys.argv).
         output: attached only: print every process's output here as it comes, each line
             prefixed by the process name (`actor-0 | ...`, as docker compose does).
+        note: a line written into every process's log before it starts, after the lines of
+            the earlier launches of this name (`free_name`), e.g. `--- resumed at step N ---`.
         **options: backend options (e.g. tmux `socket=`).
 
     Returns:
@@ -144,7 +147,11 @@ def launch(
     experiment.validate()
     impl = get_backend(backend, records=records, **options)
     record = impl.records.create(
-        experiment, backend, owner=owner, launch_command=launch_command or list(sys.argv)
+        experiment,
+        backend,
+        owner=owner,
+        launch_command=launch_command or list(sys.argv),
+        note=note,
     )
     streamer = None
     if output is not None and not detach:
@@ -154,7 +161,7 @@ def launch(
     try:
         impl.launch(experiment, record, detach=detach)
     except LaunchRefused:
-        impl.records.remove(record.name)  # refused before creating anything: only our record goes
+        _drop(impl, record)  # refused before creating anything: only our record goes
         raise
     except BaseException:
         _discard(impl, record)  # a launch that failed (or was interrupted early) leaves nothing
@@ -174,6 +181,15 @@ def _discard(impl: Backend, record: ExperimentRecord) -> None:
     try:
         impl.delete(record, force=True)
     finally:
+        _drop(impl, record)
+
+
+def _drop(impl: Backend, record: ExperimentRecord) -> None:
+    """Remove the record of a launch that failed; the earlier launches' logs it took over
+    (`Records.retire`) are retired again for the next launch, with this one's lines."""
+    if record.data.get("earlier_logs"):
+        impl.records.retire(record.name)
+    else:
         impl.records.remove(record.name)
 
 
@@ -186,8 +202,8 @@ def free_name(
 
     `name` when no record holds it. When one does and `same(record)` says it is an earlier
     launch of this very experiment (a run that is launched again to continue it), launched by
-    this user: if it has ended, its record is removed and `name` returned (the new launch takes
-    its place); if it still runs, `name` is returned all the same, so that the launch is refused
+    this user: if it has ended, its record is retired and `name` returned (the new launch takes
+    its place and its logs: `Records.retire`); if it still runs, `name` is returned all the same, so that the launch is refused
     with the usual "exists" error. Any other holder (another experiment, another owner's, a
     record that cannot be read) keeps its name: the first free `name-2`, `name-3`, ... is used.
     """
@@ -204,7 +220,7 @@ def free_name(
         if not (same(record) and same_owner(record.owner, current_owner())):
             continue
         if _ended(record, records):
-            records.remove(candidate)
+            records.retire(candidate)
         return candidate
     raise AssertionError("unreachable")
 

@@ -11,7 +11,7 @@ Layout of `<home>/experiments/<name>/`:
 
     record.yaml     the ExperimentRecord below (written atomically; safe to read any time)
     spec.yaml       the experiment spec (Experiment.to_yaml), for humans and `symphony launch`
-    logs/<process>.log
+    logs/<process>.log   every launch of this name, in order (see "Relaunches" below)
     ...             anything the backend keeps (the local supervisor's state.json, compose files)
 
 Every backend's experiment gets a record at launch; `symphony list/describe/logs/delete` find the
@@ -23,6 +23,14 @@ A record stays after its experiment ended (finished, failed, stopped), logs incl
 launcher that ends an experiment itself (`ExperimentHandle.stop(outcome=...)`, as `surreal
 launch` does when its run is over) records how it ended in `outcome`, which `ended_status` shows
 instead of the process states (a finished run's other processes were stopped, not failed).
+
+Relaunches: a launcher that launches the same experiment again under its name (`surreal launch
+--resume`) retires the ended record first (`Records.retire`, through
+`symphony.launcher.free_name`): the record goes, its `logs/` stay as `.<name>.logs/` and the
+next record of that name takes them over (`Records.create`), so each process's log holds every
+launch's lines, in order; `create(..., note=LINE)` writes LINE into each log first (e.g.
+`--- resumed at step N ---`). The supervisor appends to the logs and marks each restart of a
+process in its log (`--- restarted after signal 9 (attempt 2) ---`).
 """
 
 from __future__ import annotations
@@ -223,8 +231,12 @@ class Records:
         *,
         owner: str | None = None,
         launch_command: list[str] | None = None,
+        note: str | None = None,
     ) -> ExperimentRecord:
-        """Make a new record (atomically); a name already in use is an error with the fix."""
+        """Make a new record (atomically); a name already in use is an error with the fix.
+
+        The logs of a retired record of this name (`retire`) become this record's, and `note`
+        (one line, e.g. `--- resumed at step N ---`) is appended to every process's log."""
         self.folder.mkdir(parents=True, exist_ok=True)
         folder = self.folder / experiment.name
         try:
@@ -234,7 +246,7 @@ class Records:
                 f"an experiment named {experiment.name!r} exists in {self.folder}; delete it "
                 f"(`symphony delete {experiment.name}`) or launch with another --name"
             ) from None
-        (folder / "logs").mkdir()
+        earlier = self._take_retired_logs(experiment.name, folder / "logs")
         (folder / "spec.yaml").write_text(experiment.to_yaml())
         record = ExperimentRecord(
             name=experiment.name,
@@ -248,8 +260,41 @@ class Records:
             path=folder,
         )
         record.logs = {p: str(record.log_path(p)) for p in experiment.process_names()}
+        if earlier:
+            record.data["earlier_logs"] = True  # a failed launch retires them again (launcher)
         record.save()
+        if note:
+            for path in record.logs.values():
+                with open(path, "a") as log:
+                    log.write(note.rstrip("\n") + "\n")
         return record
+
+    def retired_logs(self, name: str) -> Path:
+        """Where `retire` keeps the logs of `name`'s retired record: `.<name>.logs/`."""
+        return self.folder / f".{name}.logs"
+
+    def retire(self, name: str) -> None:
+        """Remove the (ended) record of `name` but keep its logs for the next record of that
+        name, which `create` gives them to; logs retired before and not taken yet (a launch
+        that never got as far) come first in each file."""
+        logs, kept = self.folder / name / "logs", self.retired_logs(name)
+        if kept.exists() and logs.is_dir():
+            for path in sorted(logs.iterdir()):
+                with open(kept / path.name, "ab") as out:
+                    out.write(path.read_bytes())
+        elif logs.is_dir():
+            os.rename(logs, kept)
+        self.remove(name, keep_logs=True)
+
+    def _take_retired_logs(self, name: str, logs: Path) -> bool:
+        """`logs/` of a new record: the retired record's logs of `name` (True), else a new
+        folder (False)."""
+        try:
+            os.rename(self.retired_logs(name), logs)
+        except FileNotFoundError:
+            logs.mkdir()
+            return False
+        return True
 
     def load(self, name: str) -> ExperimentRecord:
         """The record of `name` exactly (ExperimentNotFound if none)."""
@@ -278,9 +323,12 @@ class Records:
         names = sorted({r.name for r in self.all()} | set(extra or []))
         return resolve_prefix(prefix, names, "experiment")
 
-    def remove(self, name: str) -> None:
-        """Delete a record folder and everything in it (logs included)."""
+    def remove(self, name: str, keep_logs: bool = False) -> None:
+        """Delete a record folder and everything in it (logs included, and its retired logs
+        unless `keep_logs`)."""
         shutil.rmtree(self.folder / name, ignore_errors=True)
+        if not keep_logs:
+            shutil.rmtree(self.retired_logs(name), ignore_errors=True)
 
 
 def resolve_prefix(prefix: str, names: list[str], what: str) -> str:

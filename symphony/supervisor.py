@@ -16,6 +16,10 @@ It writes `state.json` in the record folder (atomically) whenever something chan
 A process that declares `preload` starts as a fork of a fork server that imported those modules
 once (`symphony.forking`; it stays `pending` while the server imports); any other with Popen.
 Either way it is the supervisor's child. Lines about the fork servers go to `supervisor.log`.
+
+A process's log (`logs/<process>.log`) is only ever appended to: a restart adds
+`--- restarted after signal 9 (attempt 2) ---` below the earlier attempt's lines, then the new
+attempt's output.
 """
 
 from __future__ import annotations
@@ -204,6 +208,7 @@ class Supervisor:
                 limit = proc.restart.max_restarts
                 within = "" if proc.restart.window_s is None else f" in {proc.restart.window_s:g}s"
                 self._note(proc.name, f"restart {run.restarts} ({counted}/{limit} crashes{within})")
+                self._mark(proc.name, f"restarted after {_cause(run.exit_code)}", run.restarts + 1)
                 try:
                     self._spawn(proc)
                 except OSError as err:
@@ -231,6 +236,12 @@ class Supervisor:
         """Append a supervisor line to a process's log, so the log tells the whole story."""
         with open(self.record.log_path(process), "a") as log:
             log.write(f"[symphony] {time.strftime('%H:%M:%S')} {process}: {text}\n")
+
+    def _mark(self, process: str, why: str, attempt: int) -> None:
+        """The line that opens an attempt's lines in a process's log (its earlier attempts'
+        lines stay above it): `--- restarted after signal 9 (attempt 2) ---`."""
+        with open(self.record.log_path(process), "a") as log:
+            log.write(f"--- {why} (attempt {attempt}) ---\n")
 
     def _log_line(self, text: str) -> None:
         """Append a line to the supervisor's own log (e.g. how the fork servers fare)."""
@@ -276,6 +287,13 @@ class Supervisor:
             "fork_servers": self.forks.describe(),
         }
         write_json(self.record.file(STATE_FILE), state)
+
+
+def _cause(exit_code: int | None) -> str:
+    """What ended a process, for its restart mark: `signal 9`, `exit code 1`."""
+    if exit_code is None:
+        return "an unknown end"
+    return f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

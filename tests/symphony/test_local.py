@@ -192,6 +192,15 @@ def test_python_api_reports_failure_exit_code_and_restart_limit(records):
     assert handle.logs("flaky").count("try\n") == 3 and "restart 2 (2/2 crashes)" in handle.logs(
         "flaky"
     )
+    # every attempt's lines stay, in order, each restart marked before the attempt it starts
+    attempts = [line for line in handle.logs("flaky").splitlines() if "[symphony]" not in line]
+    assert attempts == [
+        "try",
+        "--- restarted after exit code 1 (attempt 2) ---",
+        "try",
+        "--- restarted after exit code 1 (attempt 3) ---",
+        "try",
+    ]
     assert wait_for(lambda: records.load("api").status == "failed", what="the record's status")
     assert handle.stop().status == "failed"  # stopping an ended experiment changes nothing
     assert records.load("api").status == "failed"

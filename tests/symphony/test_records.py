@@ -228,3 +228,41 @@ def test_a_records_duration_runs_from_launch_to_its_end(records):
     record.update(ended=1245.5)
     assert records.load("timed").duration("finished") == 245.5
     assert records.load("timed").summary_text() == "-"
+
+
+def _printer(name, text):
+    """An experiment whose one process prints `text` and exits."""
+    return Experiment(name).add(Process("p", ["echo", text]))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.integration
+def test_a_relaunch_under_the_same_name_keeps_the_earlier_launches_logs(records):
+    launch(_printer("again", "first launch"), "local", detach=False, records=records)
+    assert free_name("again", _same, records) == "again"  # ended: retired, its logs kept
+    with pytest.raises(ExperimentNotFound):
+        records.load("again")
+    note = "--- resumed at step 1,000 ---"
+    handle = launch(
+        _printer("again", "second launch"), "local", detach=False, records=records, note=note
+    )
+    assert handle.logs("p") == f"first launch\n{note}\nsecond launch\n"
+    logs = cli("logs", "again", "p")
+    assert logs.returncode == 0 and logs.stdout == handle.logs("p")
+    assert free_name("again", lambda r: False, records) == "again-2"  # another's: kept whole
+    handle.delete()  # `symphony delete`: the logs go with the record
+    launch(_printer("again", "a new experiment"), "local", detach=False, records=records)
+    assert records.load("again").log_path("p").read_text() == "a new experiment\n"
+
+
+def test_a_failed_relaunch_hands_the_earlier_logs_on_to_the_next(records, monkeypatch):
+    records.create(_printer("twice", "x"), "local").log_path("p").write_text("first\n")
+    records.retire("twice")
+    monkeypatch.setenv("PATH", "")  # `echo` cannot be found: the launch fails before it starts
+    with pytest.raises(SymphonyError):
+        launch(_printer("twice", "x"), "local", records=records, note="--- again ---")
+    with pytest.raises(ExperimentNotFound):
+        records.load("twice")
+    monkeypatch.undo()
+    record = records.create(_printer("twice", "x"), "local", note="--- third ---")
+    assert record.log_path("p").read_text() == "first\n--- again ---\n--- third ---\n"
