@@ -341,7 +341,9 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
     started = time.monotonic()
     signal.signal(signal.SIGTERM, raise_interrupt)  # `kill` and `timeout` stop the run like Ctrl-C
     try:  # interrupted while it starts: symphony stops what it started (`launch` says so)
-        handle = symphony.launch(launching.build_experiment(plan), backend, **opts)
+        handle = symphony.launch(
+            launching.build_experiment(plan), backend, note=_resume_note(plan), **opts
+        )
     except symphony.SymphonyError as err:
         raise _UserError(str(err)) from err
     code, summarized = 130, False
@@ -377,6 +379,14 @@ def _run(plan, backend: str, quiet: bool, opts: dict, user: set[str] = frozenset
             f"tensorboard --logdir {plan.run_dir.shown('tb')})"
         )
     return code
+
+
+def _resume_note(plan) -> str | None:
+    """The line that opens a resumed launch's lines in every process's log, below the earlier
+    launches' (symphony's record keeps them: `symphony.records.Records.retire`)."""
+    if not plan.resume:
+        return None
+    return f"--- resumed at step {plan.resumed_step or 0:,} ---"
 
 
 def _ignore_interrupts() -> None:

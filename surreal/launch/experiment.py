@@ -80,7 +80,7 @@ def plan(
     if not resume and not storage_sync.is_remote(folder):
         check_writable(folder)  # /proc, a file as parent, a read-only mount: before torch
     if resume:
-        run_dir, algo_ref, algo_class, config = _resumed(resume, algo)
+        run_dir, algo_ref, algo_class, config, resumed_step = _resumed(resume, algo)
     else:
         if not algo:
             raise ConfigError(
@@ -88,7 +88,7 @@ def plan(
             )
         algo_class = None  # resolved (torch imported) once the settings are checked
         algo_ref = _absolute_ref(algo)
-        config = Config(algo=config_class(algo)())
+        config, resumed_step = Config(algo=config_class(algo)()), None
     _settle(config, env, actors, steps, overrides, family=not resume)
     algo_class = algo_class or resolve(algo)
     info = _check_run(config, algo_class, backend)
@@ -98,11 +98,22 @@ def plan(
     if not resume:
         run_dir = _new_run_dir(folder, experiment, trial, offline)
     exp_name = slug(f"{run_dir.path.parent.name}-{run_dir.path.name}")[:63].strip("-")
-    return LaunchPlan(config, algo_ref, algo_class, info, run_dir, exp_name, bool(resume), backend)
+    return LaunchPlan(
+        config,
+        algo_ref,
+        algo_class,
+        info,
+        run_dir,
+        exp_name,
+        bool(resume),
+        backend,
+        resumed_step=resumed_step,
+    )
 
 
-def _resumed(resume: str, algo: str | None) -> tuple[RunDir, str, type[Learner], Config]:
-    """--resume RUN_DIR: the run folder, its algorithm (reference and class) and its config."""
+def _resumed(resume: str, algo: str | None) -> tuple[RunDir, str, type[Learner], Config, int]:
+    """--resume RUN_DIR: the run folder, its algorithm (reference and class), its config and
+    the step of the checkpoint it continues from."""
     run_dir = resume_run_dir(resume)
     if not run_dir.exists():
         raise FileNotFoundError(f"--resume {resume}: not a run folder (no config.json/run.json)")
@@ -113,8 +124,8 @@ def _resumed(resume: str, algo: str | None) -> tuple[RunDir, str, type[Learner],
         raise ConfigError(f"--resume {resume} trains {algo_ref!r}, not {algo!r}; drop ALGO")
     algo_class = run_dir.algo_class()  # a file learner: the run's own copy
     config = run_dir.load_config()
-    _check_checkpoint(run_dir.checkpoint)
-    return run_dir, algo_ref, algo_class, config
+    step = _check_checkpoint(run_dir.checkpoint)
+    return run_dir, algo_ref, algo_class, config, step
 
 
 def _settle(
@@ -172,12 +183,15 @@ def _new_run_dir(folder: str, experiment: str, trial: str | None, offline: bool)
     return run_dir
 
 
-def _check_checkpoint(path: Path) -> None:
+def _check_checkpoint(path: Path) -> int:
     """--resume: the checkpoint verified now (`checkpoint.load`: whole, finite, its checksum);
     a bad one falls back to `previous.pt` with one line on stderr (the learner does the same
-    when it loads), and with neither usable the launch is refused in one line naming both."""
-    if path.is_file():
-        checkpoint.load(path, note=lambda line: print(f"warning: {line}", file=sys.stderr))
+    when it loads), and with neither usable the launch is refused in one line naming both.
+    Returns the step the run continues from (0 without a checkpoint)."""
+    if not path.is_file():
+        return 0
+    state = checkpoint.load(path, note=lambda line: print(f"warning: {line}", file=sys.stderr))
+    return int(state["counters"]["global_step"])
 
 
 def _absolute_ref(ref: str) -> str:

@@ -18,9 +18,10 @@ OUTCOMES = {0: "finished", 130: "stopped"}
 
 
 def stop_and_keep_logs(handle: Any, logs: Path, code: int | None = None) -> None:
-    """Stop every process and append their logs to RUN_DIR/logs/. Symphony keeps its record
-    (with the logs) and how the run ended, from the exit `code` (None: as the processes
-    ended): `symphony list --all`, `symphony describe/logs EXPERIMENT` show the past run."""
+    """Stop every process and keep their logs in RUN_DIR/logs/ (`keep_log`). Symphony keeps
+    its record (with the logs) and how the run ended, from the exit `code` (None: as the
+    processes ended): `symphony list --all`, `symphony describe/logs EXPERIMENT` show the past
+    run."""
     outcome = None if code is None else OUTCOMES.get(code, "failed")
     if outcome is not None:  # first: the processes' stop lines say it (`rundir.stop_reason`)
         run = RunDir(logs.parent)
@@ -32,11 +33,10 @@ def stop_and_keep_logs(handle: Any, logs: Path, code: int | None = None) -> None
         logs.mkdir(exist_ok=True)
         for process, source in (handle.record.logs or {}).items():
             try:
-                text = Path(source).read_text(errors="replace")
+                text = Path(source).read_bytes()
             except FileNotFoundError:
                 continue
-            with (logs / f"{process}.log").open("a") as out:
-                out.write(text)
+            keep_log(text, logs / f"{process}.log")
     except OSError as err:  # a full disk: the run's folder cannot take them
         print(
             f"could not copy the processes' logs into {logs} ({err.strerror or err}); they "
@@ -79,6 +79,20 @@ def ending_why(run: RunDir, code: int) -> str:
     if status.get("finished") or not reached:  # the learner exited 0: it used its budget
         return "budget used"
     return f"eval {best:.1f} >= run.stop_at_return {goal}"
+
+
+def keep_log(text: bytes, kept: Path) -> None:
+    """Keep a process's log `text` (symphony's record of it) in `kept` (RUN_DIR/logs/P.log),
+    which only ever grows: symphony's record of a relaunched run holds the earlier launches'
+    lines too (`symphony.records.Records.retire`), so a `kept` that is the start of `text` is
+    made the whole of it; any other `kept` (the record was deleted in between) gets `text`
+    appended."""
+    try:
+        before = kept.read_bytes()
+    except FileNotFoundError:
+        before = b""
+    with kept.open("ab") as out:
+        out.write(text[len(before) :] if text.startswith(before) else text)
 
 
 def raise_interrupt(*_: object) -> None:

@@ -44,6 +44,8 @@ class LaunchPlan:
     """The symphony backend it will run on (set by `surreal launch --backend`)."""
     command_line: str = ""
     """The `surreal launch ...` that planned it (set by the command; kept in run.json)."""
+    resumed_step: int | None = None
+    """--resume: the step of the checkpoint the run continues from (its logs mark it)."""
 
 
 def command(run_dir: RunDir, role: str, index: int = 0) -> list[str]:

@@ -18,7 +18,7 @@ import time
 import pytest
 
 from surreal.launch.experiment import _free_experiment_name, plan
-from surreal.launch.stopping import ending_why
+from surreal.launch.stopping import ending_why, keep_log
 from surreal.monitoring import logs
 from surreal.monitoring.logs import PROGRESS_ENV, DropReport, Progress, Warnings, ending, setup
 from surreal.runtime.guard import PortGuard
@@ -334,3 +334,15 @@ def test_the_launcher_says_why_it_ends_the_run(tmp_path):
     assert ending_why(run, 0) == "budget used"  # the learner exited 0 before its last report
     assert ending_why(run, 130) == "surreal launch was interrupted"
     assert ending_why(run, 1).startswith("surreal launch stopped it")
+
+
+def test_run_logs_only_grow_whether_or_not_the_record_held_the_earlier_launches(tmp_path):
+    kept = tmp_path / "learner.log"
+    keep_log(b"one\n", kept)
+    keep_log(b"one\n--- resumed at step 5 ---\ntwo\n", kept)  # the record took over the first
+    assert kept.read_bytes() == b"one\n--- resumed at step 5 ---\ntwo\n"
+    keep_log(b"--- resumed at step 9 ---\nthree\n", kept)  # the record was deleted in between
+    assert (
+        kept.read_bytes()
+        == b"one\n--- resumed at step 5 ---\ntwo\n--- resumed at step 9 ---\nthree\n"
+    )
