@@ -24,6 +24,16 @@ def ending(exit_code: int | None) -> str:
     return f"exited with {exit_code}"
 
 
+def restart_mark(exit_code: int | None, attempt: int) -> str:
+    """The line that opens a restarted process's new attempt in its log, below the ended one's
+    lines: `--- restarted after signal 9 (attempt 2) ---`, `... after exit code 1 ...`."""
+    if exit_code is None:
+        cause = "an unknown end"
+    else:
+        cause = f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
+    return f"--- restarted after {cause} (attempt {attempt}) ---"
+
+
 @dataclass
 class Resources:
     """What a process asks for; backends that schedule (kube, slurm) turn it into requests.

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from symphony import proctree
-from symphony.resources import ending
+from symphony.resources import ending, restart_mark
 from symphony.spec import RestartPolicy
 from symphony.states import EXITED, FAILED, RESTARTING, RUNNING, STOPPED
 from symphony.supervisor import write_json
@@ -88,6 +88,8 @@ class Runner:
                 f"restart {self.state['restarts']} ({crashes}/{self.policy.max_restarts} "
                 f"crashes{within})"
             )
+            with open(self.log_path, "a") as log:  # above the new attempt's lines
+                log.write(restart_mark(code, self.state["restarts"] + 1) + "\n")
 
     def _run_once(self) -> int:
         self.child = subprocess.Popen(

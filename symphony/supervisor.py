@@ -38,7 +38,7 @@ from symphony import proctree
 from symphony.addresses import Address, free_port, port_is_free, process_env
 from symphony.forking import ForkServers
 from symphony.records import ExperimentRecord
-from symphony.resources import ending
+from symphony.resources import ending, restart_mark
 from symphony.spec import Experiment, Process
 from symphony.states import EXITED, FAILED, PENDING, RESTARTING, RUNNING, STOPPED
 
@@ -208,7 +208,7 @@ class Supervisor:
                 limit = proc.restart.max_restarts
                 within = "" if proc.restart.window_s is None else f" in {proc.restart.window_s:g}s"
                 self._note(proc.name, f"restart {run.restarts} ({counted}/{limit} crashes{within})")
-                self._mark(proc.name, f"restarted after {_cause(run.exit_code)}", run.restarts + 1)
+                self._mark(proc.name, restart_mark(run.exit_code, run.restarts + 1))
                 try:
                     self._spawn(proc)
                 except OSError as err:
@@ -237,11 +237,11 @@ class Supervisor:
         with open(self.record.log_path(process), "a") as log:
             log.write(f"[symphony] {time.strftime('%H:%M:%S')} {process}: {text}\n")
 
-    def _mark(self, process: str, why: str, attempt: int) -> None:
-        """The line that opens an attempt's lines in a process's log (its earlier attempts'
-        lines stay above it): `--- restarted after signal 9 (attempt 2) ---`."""
+    def _mark(self, process: str, line: str) -> None:
+        """Append `line` (`resources.restart_mark`) to a process's log, below its earlier
+        attempts' lines."""
         with open(self.record.log_path(process), "a") as log:
-            log.write(f"--- {why} (attempt {attempt}) ---\n")
+            log.write(line + "\n")
 
     def _log_line(self, text: str) -> None:
         """Append a line to the supervisor's own log (e.g. how the fork servers fare)."""
@@ -287,13 +287,6 @@ class Supervisor:
             "fork_servers": self.forks.describe(),
         }
         write_json(self.record.file(STATE_FILE), state)
-
-
-def _cause(exit_code: int | None) -> str:
-    """What ended a process, for its restart mark: `signal 9`, `exit code 1`."""
-    if exit_code is None:
-        return "an unknown end"
-    return f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -265,3 +265,17 @@ def test_the_end_of_an_ends_with_process_ends_the_experiment(records, code, outc
     assert handle.status().status == outcome  # not "stopped": the others were stopped for it
     assert not processes_with_run_id(records.load("lead").data["run_id"])
     handle.delete()
+
+
+def test_tmux_s_runner_marks_each_restart_in_the_log_as_the_supervisor_does(tmp_path):
+    """The command a tmux window runs (`symphony.runner`), without tmux: the same log."""
+    log, policy = (
+        tmp_path / "flaky.log",
+        '{"mode": "on-failure", "max_restarts": 1, "backoff_s": 0.01}',
+    )
+    command = ["sh", "-c", "echo try; exit 3"]  # (a kill -9 is never a crash: no limit)
+    runner = [sys.executable, "-m", "symphony.runner", str(tmp_path / "state.json"), str(log)]
+    result = subprocess.run([*runner, policy, "--", *command], capture_output=True, timeout=60)
+    assert result.returncode == 3, result.stderr
+    attempts = [line for line in log.read_text().splitlines() if "[symphony]" not in line]
+    assert attempts == ["try", "--- restarted after exit code 3 (attempt 2) ---", "try"]
