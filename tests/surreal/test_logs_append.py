@@ -67,7 +67,14 @@ def test_a_killed_actor_s_log_keeps_both_attempts_and_marks_the_restart(tmp_path
     assert "stop: stopped by a signal" in own_lines(kept, "actor-0")[-1]  # the second's end
 
 
-def test_a_resumed_run_s_learner_log_keeps_the_first_launch_and_marks_the_resume(tmp_path):
+def _sigkill(proc):
+    """The launcher killed outright: it keeps no log (its supervisor dies with it and the
+    processes stop themselves); only symphony's record has the first launch's lines."""
+    os.kill(proc.pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("stop", [ctrl_c, _sigkill], ids=["ctrl-c", "launcher-kill-9"])
+def test_a_resumed_run_s_learner_log_keeps_the_first_launch_and_marks_the_resume(tmp_path, stop):
     home, run = tmp_path / "home", tmp_path / "runs" / "again" / "a"
     ckpt = run / "checkpoints" / "latest.pt"
     proc = start_launch([*ARGS, "--name", "again", "--trial", "a"], tmp_path, home)
@@ -75,17 +82,19 @@ def test_a_resumed_run_s_learner_log_keeps_the_first_launch_and_marks_the_resume
         wait_until(
             lambda: ckpt.is_file() and status(run).get("global_step", 0) > 0, 120, "a step", proc
         )
-        ctrl_c(proc)  # stopped: the learner writes its checkpoint at exit
+        stop(proc)  # the learner writes its checkpoint as it stops
         proc.wait(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
-    wait_until(lambda: not processes_of(run), 30, "every process to end")
-    first = (run / "logs" / "learner.log").read_text()
+    wait_until(lambda: not processes_of(run), 60, "every process to end")
+    first = (home / "experiments" / "again-a" / "logs" / "learner.log").read_text()
+    if stop is ctrl_c:  # the launcher copied it into the run's folder as it ended
+        assert (run / "logs" / "learner.log").read_text() == first
     assert len(_starts(first, "learner")) == 1 and "learner: stop: " in first, first
     step = torch.load(ckpt, weights_only=False)["counters"]["global_step"]
 
-    args = ["launch", "--resume", str(run), "--steps", str(step + 2000)]
+    args = ["launch", "--resume", str(run), "--steps", str(step + 1000)]
     resumed = surreal_cli(args, tmp_path, home)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     log = (run / "logs" / "learner.log").read_text()
