@@ -14,6 +14,20 @@ import numpy as np
 from surreal.api.spaces import EnvInfo
 
 
+def fake_transitions(env_info: EnvInfo, n: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """`n` random transitions shaped like an off-policy replay sample (obs, act in [-1, 1],
+    rew, next_obs, discount 0.99) for a continuous-action env."""
+    rng = np.random.default_rng(seed)
+    obs_dim = int(np.prod(env_info.obs_shape))
+    return {
+        "obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "act": rng.uniform(-1, 1, (n, env_info.action_dim)).astype(np.float32),
+        "rew": rng.normal(size=n).astype(np.float32),
+        "next_obs": rng.normal(size=(n, obs_dim)).astype(np.float32),
+        "discount": np.full(n, 0.99, np.float32),
+    }
+
+
 def fake_segment_batch(
     env_info: EnvInfo, segments: int = 2, steps: int = 8, envs: int = 3, seed: int = 0
 ) -> dict[str, np.ndarray]:

@@ -82,6 +82,19 @@ def save(path: Path, learner: Learner, counters: dict[str, int]) -> None:
     _save_state(path, state, keep=True)
 
 
+def save_or_stop(comp: Any, learner: Learner, counters: dict[str, int]) -> str:
+    """`save` for a learner process: a checkpoint that cannot be written (a full disk, a state
+    that is not finite) is one error line on its log and asks the process to stop (the
+    checkpoints before it stay); returns why ("" when it was written)."""
+    try:
+        save(comp.run.checkpoint, learner, counters)
+    except CheckpointError as err:
+        comp.log.error("%s", err)
+        comp.stopping.set()
+        return str(err)
+    return ""
+
+
 def save_best(path: Path, params: dict[str, Any], step: int, eval_return: float) -> None:
     """Write `best.pt` (atomically): the published parameters of the run's best evaluation so
     far, which `surreal export --checkpoint best` reads. It holds no learner state (`--resume`

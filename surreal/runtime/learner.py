@@ -188,14 +188,8 @@ class LearnerLoop:
     def save(self) -> None:
         """Write the checkpoint (rank 0). One that cannot be written (a full disk) stops the
         learner with one error line; the checkpoint before it stays as it was."""
-        if self.rank or self.save_failed:
-            return
-        try:
-            checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
-        except checkpoint.CheckpointError as err:
-            self.save_failed = str(err)
-            self.comp.log.error("%s", err)
-            self.comp.stopping.set()
+        if not (self.rank or self.save_failed):
+            self.save_failed = checkpoint.save_or_stop(self.comp, self.learner, self.counters)
 
     def done(self) -> bool:
         """Whether the run reached its step budget."""

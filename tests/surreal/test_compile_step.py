@@ -17,7 +17,7 @@ from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
 from surreal.api import compiling
 from surreal.api.config import Config, ConfigError, RunConfig, apply_overrides, from_dict
 from surreal.api.spaces import EnvInfo
-from surreal.testing import fake_segment_batch
+from surreal.testing import fake_segment_batch, fake_transitions
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -190,14 +190,7 @@ def _td3(mode: str, steps: int = 100_000) -> TD3Learner:
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_td3_compiled_and_eager_give_the_same_parameters_after_five_updates():
-    rng = np.random.default_rng(0)
-    batch = {
-        "obs": rng.normal(size=(64, 17)).astype(np.float32),
-        "act": rng.uniform(-1, 1, (64, 6)).astype(np.float32),
-        "rew": rng.normal(size=64).astype(np.float32),
-        "next_obs": rng.normal(size=(64, 17)).astype(np.float32),
-        "discount": np.full(64, 0.99, np.float32),
-    }
+    batch = fake_transitions(HALFCHEETAH, 64)
     params = {}
     for mode in ("off", "on"):
         learner = _td3(mode)

@@ -24,7 +24,7 @@ from surreal.api.core import LearnerConfig
 from surreal.api.device import GPU_MIN_MINIBATCH, auto_device, preference
 from surreal.api.spaces import EnvInfo
 from surreal.launch import experiment as launching
-from surreal.testing import fake_segment_batch, surreal_cli
+from surreal.testing import fake_segment_batch, fake_transitions, surreal_cli
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -185,14 +185,7 @@ def _sac(mode: str) -> SACLearner:
 def test_sac_compiled_and_eager_give_the_same_parameters_after_five_updates():
     """SAC's compiled step (the path `graphs` takes on a GPU) learns what the eager one does:
     the policy's noise comes from the same generator, in the same order."""
-    rng = np.random.default_rng(0)
-    batch = {
-        "obs": rng.normal(size=(64, 17)).astype(np.float32),
-        "act": rng.uniform(-1, 1, (64, 6)).astype(np.float32),
-        "rew": rng.normal(size=64).astype(np.float32),
-        "next_obs": rng.normal(size=(64, 17)).astype(np.float32),
-        "discount": np.full(64, 0.99, np.float32),
-    }
+    batch = fake_transitions(HALFCHEETAH, 64)
     params, metrics = {}, {}
     for mode in ("off", "on"):
         learner = _sac(mode)

@@ -171,14 +171,8 @@ class _Loop:
     def save(self) -> None:
         """Write the checkpoint. One that cannot be written (a full disk, a state that is not
         finite) stops the learner with one error line; the checkpoints before it stay."""
-        if self.save_failed:
-            return
-        try:
-            checkpoint.save(self.comp.run.checkpoint, self.learner, self.counters)
-        except checkpoint.CheckpointError as err:
-            self.save_failed = str(err)
-            self.comp.log.error("%s", err)
-            self.comp.stopping.set()
+        if not self.save_failed:
+            self.save_failed = checkpoint.save_or_stop(self.comp, self.learner, self.counters)
 
     def close(self) -> None:
         c = self.counters
