@@ -5,7 +5,7 @@
 Each row builds its learners through bench/learner_step.py's `stepper` (the same seed, batch and
 update as the CPU bench) with `run.device=cuda`; the three modes take turns, the order rotated
 every round, each for the same wall-clock window. A mode that fails is reported with its error's
-first line. Ran once on an NVIDIA H200 (docs/learning.md, "On a GPU"):
+first line. Ran once on an NVIDIA H200 (bench/reports/learning.md, "On a GPU"):
 
     PYTHONPATH=. python bench/learner_step_cuda.py    # from the repository's root; needs CUDA
 """

@@ -2,7 +2,7 @@
 
 Runs any part of the grid {ppo, td3, sac} x {HalfCheetah-v5, Hopper-v5, Walker2d-v5, Ant-v5} x seeds
 as separate `surreal launch` runs (the task-family defaults for MuJoCo apply; see
-docs/learning.md), so each part fits a short (GPU) session:
+bench/reports/learning.md), so each part fits a short (GPU) session:
 
     python bench/mujoco_suite.py --algo ppo --env HalfCheetah-v5 --seed 1            # one part
     python bench/mujoco_suite.py --algo td3 --env Hopper-v5 --seed 1 2 3 --steps 1000000

@@ -6,7 +6,7 @@ The family comes from the env id alone (no environment is built): `robosuite:<Ta
 defaults). The defaults are applied before the user's `--set` overrides, so a user's value always
 wins; `--resume` keeps the saved config as it is. Each algorithm's config says what it sets
 per family (`LearnerConfig.family_defaults`, overridden by PPOConfig and DDPGConfig; a config of your own may
-define one too); what and why is in `docs/learning.md` (measured there). On top of the
+define one too); what and why is in `bench/reports/learning.md` (measured there). On top of the
 family's come the settings of the run's preset (`run.preset`: cpu, gpu or auto;
 `LearnerConfig.preset_defaults`, e.g. PPO's GPU recipe for MuJoCo: docs/gpu.md).
 """

@@ -5,7 +5,7 @@
 `Learner.compile_pays`, `pays`; `graphs` is `torch.compile`'s CUDA graphs, on a GPU only:
 `graphs_here`); `Compiled` wraps the step and falls back to the plain function,
 with one warning line on the process's log, when compiling or running the compiled version
-raises. What was measured to pay and what not: docs/learning.md, "Compiled learner step"
+raises. What was measured to pay and what not: bench/reports/learning.md, "Compiled learner step"
 (bench/learner_step.py).
 """
 

@@ -134,7 +134,7 @@ class RunConfig:
     HalfCheetah's 1M x 10 / 64), off everywhere else (shorter runs; TD3, 1.1x; GPUs: not
     measured yet). A cold compile costs 15-17 CPU-s (13 s wall on a quiet 2-core machine, up to
     2 minutes under load) and then saves ~0.6 ms of CPU per minibatch step (1.75x at minibatch
-    64): docs/learning.md "Compiled learner step". PPO learns its first batch eagerly; a step
+    64): bench/reports/learning.md "Compiled learner step". PPO learns its first batch eagerly; a step
     that fails to compile runs eagerly after one warning line."""
     curve: bool | None = None
     """Encrypt and authenticate traffic between processes with CurveZMQ and keys made for this

@@ -68,7 +68,7 @@ minibatches are 4,096), an estimate until bench/gpu_suite.py measures both sides
 PAYS_AFTER_STEPS = 60_000
 """`auto` compiles PPO's MLP step on the CPU for runs of at least this many minibatch steps
 (`run.steps x algo.update_epochs / minibatch size`). From bench/learner_step.py on the 2-core
-build machine (docs/learning.md, "Compiled learner step"): a cold compile costs 15-17 CPU-s (7-9
+build machine (bench/reports/learning.md, "Compiled learner step"): a cold compile costs 15-17 CPU-s (7-9
 more for a second minibatch shape, e.g. a shorter last minibatch) and the compiled step saves
 ~0.6 ms of CPU per minibatch step, at minibatch 64 and at 512 alike (per-step overhead, not
 arithmetic), so the compile is paid back after ~25-45k steps; 60k asks for about twice that.
@@ -78,7 +78,7 @@ and CartPole's (200k x 20 / 256 = 16k) are not."""
 
 def pays(minibatch_steps: float, device: Any) -> bool:
     """`auto` for a step measured to pay (PPO's MLP): on the CPU, for runs of `PAYS_AFTER_STEPS`
-    minibatch steps or more. Off on a GPU: measured once on an H200 (docs/learning.md, "On a
+    minibatch steps or more. Off on a GPU: measured once on an H200 (bench/reports/learning.md, "On a
     GPU"), the compiled PPO step there was 1.88x eager and still slower than one CPU core's."""
     return device.type == "cpu" and minibatch_steps >= PAYS_AFTER_STEPS
 

@@ -1,7 +1,7 @@
 """`run.compile`: PPO's compiled minibatch step (and TD3's, and ppo-vision's) learns what the
 eager one learns, a step that will not compile runs eagerly after one warning, a bad value is
 refused, and `auto` is on only where it was measured to pay (surreal/api/compiling.py,
-docs/learning.md "Compiled learner step")."""
+bench/reports/learning.md "Compiled learner step")."""
 
 from __future__ import annotations
 
@@ -151,7 +151,7 @@ def test_a_bad_value_is_refused_in_one_line():
 def test_auto_compiles_only_long_ppo_mlp_runs_on_the_cpu():
     """auto: on for PPO's MLP on the CPU from `PAYS_AFTER_STEPS` minibatch steps (run.steps x
     update_epochs / minibatch size) on, off for shorter runs, a model of one's own or a GPU."""
-    assert compiling.PAYS_AFTER_STEPS == 60_000  # the documented figure (docs/learning.md)
+    assert compiling.PAYS_AFTER_STEPS == 60_000  # the documented figure (bench/reports/learning.md)
 
     def auto(steps: int, **algo) -> PPOLearner:
         # HalfCheetah's recipe: 2,048-step batches (8 segments of 32 x 8), 32 minibatches of 64

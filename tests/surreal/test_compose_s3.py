@@ -45,10 +45,10 @@ RUN_URL = f"s3://{BUCKET}/{PREFIX}"
 GOAL = 475.0  # the local test's goal (test_ppo_learns); the eval test below reads this checkpoint
 # the README line's recipe (4 actors, the classic family defaults): test_ppo_learns' faster
 # CARTPOLE recipe (observation normalization, no clip annealing) got stuck near 170 in one of
-# three runs here (docs/learning.md says why)
+# three runs here (bench/reports/learning.md says why)
 # and its 200k budget: the learning rate and clip range anneal to 0 over run.steps, and with
 # 150k two runs here were still climbing at the end (eval 436 and 443 < 475); with 200k all 12
-# seeds of docs/learning.md reached 475, by 75k at the latest (the goal ends the run there)
+# seeds of bench/reports/learning.md reached 475, by 75k at the latest (the goal ends the run there)
 RECIPE = ["--actors", "4", "--steps", "200000", "--set", f"run.stop_at_return={GOAL}"]
 # the project's runtime dependencies (base, rl without its extras, s3), as installed here
 RUNTIME = ("click", "pyyaml", "numpy", "pyzmq", "pyarrow", "psutil", "boto3")

@@ -1,7 +1,7 @@
 """The built-in `dqn` (issue 48 item 5): its epsilon schedule, the Double-DQN target, the
 actors' epsilon-greedy exploration, discrete actions through the off-policy replay, and a run
 whose budget counts the env steps the actors took (its learning: test_dqn_learns below and
-docs/learning.md "DQN")."""
+bench/reports/learning.md "DQN")."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def test_dqn_learns_cartpole_and_its_budget_counts_the_actors_env_steps(tmp_path
 @pytest.mark.long
 @pytest.mark.timeout(1800)
 def test_dqn_reaches_475_on_cartpole_within_500k_env_steps_in_three_of_three_seeds(tmp_path):
-    """Issue 48's claim (docs/learning.md "DQN"): each seed's greedy evaluation reaches 475."""
+    """Issue 48's claim (bench/reports/learning.md "DQN"): each seed's greedy evaluation reaches 475."""
     for seed in (1, 2, 3):
         args = ["launch", "dqn", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "500000"]
         args += ["--folder", str(tmp_path / "runs"), "--trial", f"s{seed}", "--quiet"]

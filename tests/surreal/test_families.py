@@ -84,7 +84,7 @@ def test_a_family_setting_goes_through_the_typed_path_of_set():
 
 def test_ppo_on_mujoco_starts_with_less_action_noise_and_set_still_wins(tmp_path):
     """Issue 38: the MuJoCo family's Gaussian policy starts at log std -1 (HalfCheetah-v5 at 1M
-    steps: 5,443 vs 1,632 with log std 0; docs/learning.md); other families keep 0."""
+    steps: 5,443 vs 1,632 with log std 0; bench/reports/learning.md); other families keep 0."""
     torch = pytest.importorskip("torch")
     from surreal.algos.ppo.learner import PPOLearner
     from surreal.launch.experiment import plan

@@ -1,11 +1,11 @@
 """It learns: `surreal launch ppo --env gym:CartPole-v1 --actors 4` with its defaults solves CartPole.
 
 The settings are the README's (default lr and step budget, the classic-control family defaults
-that `surreal launch` picks; docs/learning.md): seeds 1, 2 and 3 each reach a greedy evaluation
+that `surreal launch` picks; bench/reports/learning.md): seeds 1, 2 and 3 each reach a greedy evaluation
 of 475 within the default budget (the family's 200k steps, over which lr and clip range anneal;
 `run.stop_at_return=475` ends each run at the goal, the budget is the cap). Issue 22's second claim: over a 300k-step run of the line the
 training return stays within 10% of its best in the last third (it did not while the classic
-family clipped the value loss; docs/learning.md). Those two are `long` (`make test-long`); the
+family clipped the value loss; bench/reports/learning.md). Those two are `long` (`make test-long`); the
 2-vs-8-actor run of the same recipe is in `make test`.
 """
 
@@ -106,7 +106,7 @@ def _series(run: Path, name: str) -> list[tuple[int, float]]:
 def test_cartpole_defaults_reach_475_within_the_default_budget_in_three_of_three_seeds(tmp_path):
     """Seeds 1, 2, 3 in turn (stopping at the first that misses). With a 100k budget, 2 of 12
     seeds were still climbing when the annealed lr and clip range reached 0 and missed 475; with
-    the family's 200k all 12 reached it, by 75k at the latest (docs/learning.md)."""
+    the family's 200k all 12 reached it, by 75k at the latest (bench/reports/learning.md)."""
     solved = {}
     for seed in (1, 2, 3):
         run, wall = _launch(
@@ -134,7 +134,7 @@ def test_cartpole_defaults_reach_475_within_the_default_budget_in_three_of_three
 def test_a_300k_step_run_keeps_its_training_return_within_10_percent_of_its_best(tmp_path):
     """Issue 22: over the last third of a 300k-step run of the README line, the training return
     (mean of 20 consecutive episodes) stays within 10% of its best. It fell to 72% and 43% of it
-    with the value loss clipped (docs/learning.md); the classic family now does not clip it."""
+    with the value loss clipped (bench/reports/learning.md); the classic family now does not clip it."""
     import numpy as np
 
     total = 300_000

@@ -46,7 +46,7 @@ class DQNConfig(OffPolicyConfig):
     """Huber (smooth L1) loss on the TD error instead of the squared error (CleanRL's). Off by
     default: with CleanRL's other settings (a target copy every 50 updates, Adam 2.5e-4) the
     Q-values ran away under Huber on CartPole (468 after 4,000 updates, returns 9.6; squared
-    error: 47 and 290, bench/dqn_cartpole.py's single-process check, docs/learning.md "DQN")."""
+    error: 47 and 290, bench/dqn_cartpole.py's single-process check, bench/reports/learning.md "DQN")."""
     grad_clip: float = 10.0
     """Max global gradient norm (0: no clipping)."""
 

@@ -82,7 +82,7 @@ class PPOConfig(LearnerConfig):
     @classmethod
     def family_defaults(cls, family: str) -> dict[str, Any]:
         """Settings `surreal launch` applies for a task family before the user's `--set`
-        (`surreal.algos.families`; measured in docs/learning.md).
+        (`surreal.algos.families`; measured in bench/reports/learning.md).
 
         classic (CartPole, Acrobot, ...): no observation normalization (the running statistics
         narrow as the pole is balanced, and normalized inputs clipped at 10 std made the return
@@ -94,14 +94,14 @@ class PPOConfig(LearnerConfig):
         8 x 32 batches of 256, whatever the actor count), and, as in the zoo
         (SB3 clips no value by default), no value-loss clipping: with returns near 50 a value clip
         of 0.2 lets the critic follow only slowly, and a solved policy fell from 500 late in
-        300k-step runs with it, never without it (docs/learning.md); and a 200k-step budget,
+        300k-step runs with it, never without it (bench/reports/learning.md); and a 200k-step budget,
         over which the learning rate and clip range anneal: with 100k, 2 of 12 seeds of the
         README's CartPole line were still climbing when both reached 0 and missed 475; with 200k
-        all 12 reached it, by 75k at the latest (docs/learning.md). mujoco: CleanRL's
+        all 12 reached it, by 75k at the latest (bench/reports/learning.md). mujoco: CleanRL's
         ppo_continuous_action (2,048-step batches, 10 epochs x 32 minibatches, observation and
         reward normalization), with the Gaussian policy's log std starting at -1 instead of 0:
         at 1M steps on HalfCheetah-v5 the greedy return went from 1,632 to 5,443 (2 seeds each;
-        Hopper-v5 2,803 vs 2,599, within its seed spread; docs/learning.md).
+        Hopper-v5 2,803 vs 2,599, within its seed spread; bench/reports/learning.md).
         robosuite: the defaults above (nothing measured here to choose better ones).
         """
         if family == "classic":

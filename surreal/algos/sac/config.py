@@ -51,7 +51,7 @@ class SACConfig(DDPGConfig):
     def family_defaults(cls, family: str) -> dict[str, Any]:
         """On mujoco tasks CleanRL's SAC learning rate 3e-4 (its policy's; one rate here) and
         its 5k random warm-up transitions; classic tasks keep the defaults above (Pendulum
-        reaches -200 within 5k steps with them, docs/learning.md); others: none."""
+        reaches -200 within 5k steps with them, bench/reports/learning.md); others: none."""
         if family == "mujoco":
             return {"algo.lr": 3e-4, "algo.replay_start": 5_000}
         return {}
