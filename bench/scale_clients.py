@@ -324,6 +324,8 @@ class StandIn:
             "episode_lengths": [self.spec["episode_steps"]] * len(returns),
             "version": int(self.version),
         }
+        if self.spec.get("token"):  # the run's metrics token (local runs)
+            message["token"] = self.spec["token"]
         try:
             send_frames(self.metrics_sock, serialize(message), zmq.NOBLOCK)
             self.loop.stats.add("reports")
