@@ -205,7 +205,8 @@ def test_best_needs_a_best_checkpoint_and_says_so(tmp_path):
 @pytest.mark.integration
 def test_surreal_export_of_a_run_writes_both_formats_and_a_model_card(tmp_path):
     home = tmp_path / "home"
-    launch = ["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "1", "--steps", "2000"]
+    launch = ["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "1", "--steps", "100000"]
+    launch += ["--set", "run.stop_at_return=0"]  # ends at its first evaluation: best.pt is there
     done = surreal_cli([*launch, "--quiet"], tmp_path, home)
     assert done.returncode == 0, done.stderr
     assert "surreal plot runs/ppo-cartpole-v1/t1" in done.stdout  # the last line names it
@@ -222,6 +223,9 @@ def test_surreal_export_of_a_run_writes_both_formats_and_a_model_card(tmp_path):
         card = file.with_suffix(".md").read_text()
         for fact in ("gym:CartPole-v1", "`ppo`", " ".join(["surreal", *launch, "--quiet"])):
             assert fact in card
+        if fmt == "onnx":  # best.pt keeps the evaluation it was written for: the card shows it
+            best = torch.load(run / "checkpoints" / "best.pt", weights_only=False)
+            assert f"{best['eval_return']:.1f} at this checkpoint's step" in card
         status = json.loads((run / "status.json").read_text())
         assert f"best {status['best_eval_return']:.1f}" in card
 
