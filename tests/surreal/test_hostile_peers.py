@@ -12,7 +12,6 @@ import io
 import random
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +55,9 @@ def sample_steps(
     proc: subprocess.Popen, run: Path, until=None, timeout: float | None = None
 ) -> list[tuple[float, int]]:
     """(time, global step) about every second until the launch ends by itself, or `until()`
+    holds; the time in seconds of a fair share of the machine (`FairClock`: a stall check is a
+    guard against a hang, not a speed claim, on a machine that CI loads ~6x over its cores).
+    Sampling ends when the launch ends by itself, or `until()`
     holds (then it is left running), or `timeout` seconds (fair-share: FairClock) pass (its
     output is kept in a pipe that a thread drains)."""
     lines: list[str] = []
@@ -63,8 +65,10 @@ def sample_steps(
     drain.start()
     steps = []
     clock = FairClock(timeout) if timeout is not None else None
+    fair = FairClock(float("inf"))  # the samples' times: seconds of a fair share of the machine
     while True:
-        steps.append((time.monotonic(), status(run).get("global_step", 0)))
+        fair.expired()  # adds the time since the last sample, slowed while the machine is loaded
+        steps.append((fair.fair, status(run).get("global_step", 0)))
         if until is not None and until():
             break
         if clock is not None and clock.expired():
