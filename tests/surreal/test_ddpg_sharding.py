@@ -52,9 +52,9 @@ def test_chunks_spread_over_shards_and_samples_come_from_every_shard():
             while sum(s.storage.added for s in shards) < 480 and time.monotonic() < deadline:
                 client.request({"op": "stats"})  # polling with a deadline until all are stored
             added = [s.storage.added for s in shards]
-            assert (
-                sum(added) == 480 and min(added) >= 8 * 10
-            )  # round robin: every shard got a share
+            # round robin: every shard got a share (at least a quarter of the even 160; zmq's
+            # PUSH skips a shard that is slow to take, and a loaded CI made one take 72)
+            assert sum(added) == 480 and min(added) >= 8 * 5
             seen = {client.request({"op": "sample", "batch_size": 4})["shard"] for _ in range(12)}
             assert seen == {0, 1, 2}  # the learner's requests reach every shard
             reply = client.request({"op": "sample", "batch_size": 16})
