@@ -78,7 +78,6 @@ from scale_report import (
 from scale_servers import Clients, ServerRun, ddpg_chunk, ppo_segment, sleep_until, wait_until
 
 from surreal.api.recipe import recipe_of
-from surreal.runtime import report_token
 
 OUT = Path(__file__).resolve().parent / "out"
 SEGMENT = {"num_envs": 8, "rollout_length": 32}
@@ -177,15 +176,8 @@ def ppo_spec(run: ServerRun, payload: Path, n: int, args, phases: list[dict]) ->
         "episode_steps": 1000,
         "episode_return": -50.0,
         "phases": phases,
-        "token": metrics_token(run),
+        "token": run.metrics_token(),
     }
-
-
-def metrics_token(run: ServerRun) -> str | None:
-    """The run's metrics token (`surreal.runtime.report_token`): the simulated actors are the
-    run's own, so their reports carry it as a real actor's do."""
-    path = report_token.token_file(run.plan)
-    return path.read_text().strip() if path.is_file() else None
 
 
 def ppo_overrides(args, epochs: int = 1) -> list[str]:
@@ -274,7 +266,7 @@ def ddpg_section(args, md: list[str], problems: list[str]) -> list[dict]:
             "num_envs": num_envs,
             "episode_steps": 1000,
             "phases": phases,
-            "token": metrics_token(run),
+            "token": run.metrics_token(),
             "ddpg": {
                 "updates_per_step": algo.updates_per_step,
                 "publish_every": algo.publish_every,

@@ -28,6 +28,7 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from surreal.launch import experiment as launch
+from surreal.runtime import report_token
 from symphony import proctree
 from symphony.addresses import local_endpoints, process_env
 
@@ -77,6 +78,12 @@ class ServerRun:
         self.config = self.plan.config
         self.planned_s = time.monotonic() - self.began
         self.stop_s, self.killed = 0.0, []
+
+    def metrics_token(self) -> str | None:
+        """The run's metrics token (`surreal.runtime.report_token`): the stand-ins report as the
+        run's own actors do."""
+        path = report_token.token_file(self.plan)
+        return path.read_text().strip() if path.is_file() else None
 
     def actor_addresses(self) -> dict[str, str]:
         """service -> tcp address, as actor-0 gets them (params, experience or replay, metrics)."""
