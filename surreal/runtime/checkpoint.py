@@ -82,6 +82,23 @@ def save(path: Path, learner: Learner, counters: dict[str, int]) -> None:
     _save_state(path, state, keep=True)
 
 
+def resume(comp: Any, learner: Learner) -> tuple[dict[str, int], bool]:
+    """A learner process's start: the run's checkpoint, verified (whole, finite, its checksum,
+    taken by this learner; else `previous.pt`, `load`), into `learner`; (its counters
+    global_step, version and iterations, zero without a checkpoint; whether one was loaded)."""
+    counters = {"global_step": 0, "version": 0, "iterations": 0}
+    if not comp.run.checkpoint.is_file():
+        return counters, False
+    state = load(
+        comp.run.checkpoint,
+        note=comp.log.warning,
+        use=lambda state: learner.load_state_dict(state["learner"]),
+        repair=True,
+    )
+    counters.update({k: int(v) for k, v in state["counters"].items() if k in counters})
+    return counters, True
+
+
 def save_or_stop(comp: Any, learner: Learner, counters: dict[str, int]) -> str:
     """`save` for a learner process: a checkpoint that cannot be written (a full disk, a state
     that is not finite) is one error line on its log and asks the process to stop (the

@@ -34,16 +34,8 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     torch.manual_seed(cfg.run.seed)
     np.random.seed(cfg.run.seed)
     learner = comp.algo.create(cfg, comp.env_info)
-    counters = {"global_step": 0, "version": 0, "iterations": 0}
-    if comp.run.checkpoint.is_file():
-        # verified first (whole, finite, its checksum, taken by this learner), else previous.pt
-        state = checkpoint.load(
-            comp.run.checkpoint,
-            note=comp.log.warning,
-            use=lambda state: learner.load_state_dict(state["learner"]),
-            repair=True,
-        )
-        counters.update({k: int(v) for k, v in state["counters"].items() if k in counters})
+    counters, resumed = checkpoint.resume(comp, learner)
+    if resumed:
         comp.log.info(
             "resumed from %s at step %s (version %d, %d updates before)",
             comp.run.checkpoint,

@@ -99,6 +99,7 @@ class _Loop:
             self.counters["iterations"],
         )
         self.busy_s = 0.0  # seconds spent updating and publishing since the last report
+        self.refill_logged = 0.0  # when the learner last said which shard it waits for
         self.save_failed = ""
         """Why the last checkpoint could not be written ("" while every one was)."""
         comp.report(self.start_step, {}, version=self.counters["version"])  # the sink's step
@@ -146,10 +147,10 @@ class _Loop:
     def _refilling(self, shard: int, size: int) -> None:
         """Log, at most every 10 s, which shard the learner waits for and how full it is."""
         now = time.monotonic()
-        if now - getattr(self, "_refill_logged", 0.0) > 10.0:
+        if now - self.refill_logged > 10.0:
             warmup = self.comp.config.algo.replay_start
             self.comp.log.info("replay-%d refilling (%d/%d)", shard, size, warmup)
-            self._refill_logged = now
+            self.refill_logged = now
 
     def report(self, metrics: dict[str, Any]) -> None:
         now, c = time.monotonic(), self.counters

@@ -89,15 +89,7 @@ def master_main(run_dir: str, index: int = 0) -> None:
     comp = Component(run_dir, "learner", index)
     cfg = comp.config
     learner = comp.algo.create(cfg, comp.env_info, seed=cfg.run.seed)
-    counters = {"global_step": 0, "version": 0, "iterations": 0}
-    if comp.run.checkpoint.is_file():
-        state = checkpoint.load(
-            comp.run.checkpoint,
-            note=comp.log.warning,
-            use=lambda state: learner.load_state_dict(state["learner"]),
-            repair=True,
-        )
-        counters.update({k: int(v) for k, v in state["counters"].items() if k in counters})
+    counters, _ = checkpoint.resume(comp, learner)
     comp.started_at = counters["global_step"]  # the sink's step is the master's from here
     comp.report(counters["global_step"], {}, version=counters["version"])
     master = ESMaster(
