@@ -1,7 +1,9 @@
 """What a user imports and subclasses: `Learner`, `Policy`, `Actor`, `Batch`, `EnvInfo`, the
-config dataclasses. Everything else in surreal builds on this room; it builds on nothing else
-of surreal's (import-linter's contracts in pyproject.toml)."""
+config dataclasses and `bounded` (a setting's range, declared beside its field). Everything else
+in surreal builds on this room; it builds on nothing else of surreal's (import-linter's
+contracts in pyproject.toml)."""
 
+from surreal.api.bounds import bounded
 from surreal.api.config import Config, ConfigError
 from surreal.api.core import Actor, Batch, Learner, LearnerConfig, Params, Policy
 from surreal.api.offpolicy import Explorer, OffPolicyConfig
@@ -21,4 +23,5 @@ __all__ = [
     "Params",
     "Policy",
     "Replay",
+    "bounded",
 ]

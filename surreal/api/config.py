@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from surreal.api.bounds import bounded
+
 
 class ConfigError(ValueError):
     """A configuration value or key is wrong; the message says how to fix it."""
@@ -39,19 +41,19 @@ class EnvConfig:
 
     id: str = "gym:CartPole-v1"
     """Environment name: `gym:<gymnasium id>` or `robosuite:<Task>`."""
-    num_envs: int = 8
+    num_envs: int = bounded(8, ge=1)
     """Environments stepped together (batched inference) inside one actor process."""
-    frame_stack: int = 1
+    frame_stack: int = bounded(1, ge=1)
     """Stack this many consecutive observations (1: off)."""
-    action_repeat: int = 1
+    action_repeat: int = bounded(1, ge=1)
     """Repeat each action this many environment steps, summing rewards (1: off)."""
-    max_episode_steps: int | None = None
+    max_episode_steps: int | None = bounded(None, ge=1)
     """Cut episodes after this many (agent) steps; None keeps the environment's own limit."""
     obs_keys: list[str] | None = None
     """For dict observations: the keys to keep, concatenated in this order (None: all, sorted)."""
     normalize_reward: bool = False
     """Scale rewards by a running std of the discounted return, per actor (MuJoCo tasks)."""
-    clip_obs: float | None = None
+    clip_obs: float | None = bounded(None, gt=0)
     """Clip observations to [-clip_obs, clip_obs] after normalization (None: no clipping)."""
     robosuite: RobosuiteConfig = field(default_factory=RobosuiteConfig)
     """Robot, camera size and reward shaping of robosuite tasks."""
@@ -61,11 +63,11 @@ class EnvConfig:
 class ActorConfig:
     """How actors collect experience."""
 
-    rollout_length: int = 32
+    rollout_length: int = bounded(32, ge=1)
     """Steps per environment in one segment sent to the buffer."""
-    group_size: int = 8
+    group_size: int = bounded(8, ge=1)
     """Actor processes per ProcessGroup (one machine / Pod on a cluster)."""
-    max_ahead: int | None = 1
+    max_ahead: int | None = bounded(1, ge=0)
     """Versions an actor may run ahead of its share of the learner's batches (over the live
     actors) before it waits for newer parameters: bounds the policy lag (0: synchronous PPO;
     None: never wait, off-policy). See surreal/runtime/pacing.py."""
@@ -87,9 +89,9 @@ class ActorConfig:
 class EvalConfig:
     """The evaluator process: greedy episodes with the latest parameters."""
 
-    episodes: int = 5
+    episodes: int = bounded(5, ge=1)
     """Episodes per evaluation."""
-    every_s: float = 5.0
+    every_s: float = bounded(5.0, ge=0)
     """Seconds between the starts of two evaluations (0: no evaluator)."""
 
 
@@ -97,23 +99,23 @@ class EvalConfig:
 class RunConfig:
     """The run as a whole."""
 
-    actors: int = 2
+    actors: int = bounded(2, ge=1)
     """Number of actor processes."""
     policy_workers: int = 1
     """Policy worker processes with `actor.inference=remote` (actor i asks worker i % N)."""
-    steps: int = 100_000
+    steps: int = bounded(100_000, ge=1)
     """Stop after the learner consumed this many environment steps."""
-    seed: int = 1
+    seed: int = bounded(1, ge=0)
     """Seed of the learner; actor i uses seed + 1000 * (i + 1)."""
-    checkpoint_every: int = 25
+    checkpoint_every: int = bounded(25, ge=1)
     """Write a checkpoint every this many learner iterations (and always at exit)."""
     stop_at_return: float | None = None
     """Also stop once the evaluator's mean return reaches this value."""
-    torch_threads: int = 0
+    torch_threads: int = bounded(0, ge=0)
     """torch threads in the learner process (actors always use 1); 0: the CPUs the learner may
     run on minus one per actor and one for buffer and parameter server, at least 1
     (`surreal.api.device.learner_threads`)."""
-    learner_replicas: int = 1
+    learner_replicas: int = bounded(1, ge=1)
     """Data-parallel learner processes (one symphony ProcessGroup) averaging gradients with
     torch.distributed; each learns on segments_per_batch / learner_replicas segments."""
     device: str = "auto"

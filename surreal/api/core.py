@@ -9,6 +9,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from surreal.api.actor import Actor
+from surreal.api.bounds import bounded
 from surreal.api.config import Config, read_only
 from surreal.api.device import auto_device, preference, resolve
 from surreal.api.modules import load_model_params, model_params
@@ -33,9 +34,9 @@ Params = dict[str, np.ndarray]
 class LearnerConfig:
     """Fields every algorithm config has; algorithms subclass this dataclass."""
 
-    lr: float = 3e-4
+    lr: float = bounded(3e-4, gt=0)
     """Learning rate of the optimizer."""
-    gamma: float = 0.99
+    gamma: float = bounded(0.99, ge=0, le=1)
     """Discount factor."""
 
     @classmethod

@@ -18,6 +18,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from surreal.api.bounds import bounded
+from surreal.api.config import ConfigError
 from surreal.api.core import LearnerConfig
 
 
@@ -45,31 +47,31 @@ class Explorer(Protocol):
 class OffPolicyConfig(LearnerConfig):
     """The settings every off-policy algorithm has: replay, n-step returns and pacing."""
 
-    n_step: int = 3
+    n_step: int = bounded(3, ge=1)
     """n of the n-step return R_t^n used in the critic's target."""
-    batch_size: int = 256
+    batch_size: int = bounded(256, ge=1)
     """Transitions per learner update."""
-    replay_capacity: int = 1_000_000
+    replay_capacity: int = bounded(1_000_000, ge=1)
     """Transitions kept by the replay (by each shard when sharded)."""
-    replay_start: int = 1_000
+    replay_start: int = bounded(1_000, ge=1)
     """Transitions stored before the learner samples (the sampling-start size)."""
-    replay_shards: int = 1
+    replay_shards: int = bounded(1, ge=1)
     """Replay shards behind a load-balancing proxy (actors' chunks spread over them)."""
-    param_shards: int = 1
+    param_shards: int = bounded(1, ge=1)
     """Parameter-server shards behind a load-balancing proxy."""
     dedup_obs: bool = False
     """Store each observation once; n-step transitions refer to it (less memory and traffic)."""
-    updates_per_step: float = 1.0
+    updates_per_step: float = bounded(1.0, ge=0)
     """Learner updates per env step: the single-process loop does exactly this many; distributed
     actors pause once all of them together are more than replay_start + updates / updates_per_step
     env steps ahead of the learner (0: actors never wait, as in Ape-X)."""
-    chunk_size: int = 32
+    chunk_size: int = bounded(32, ge=1)
     """Transitions per message an actor pushes to replay."""
-    fetch_batches: int = 4
+    fetch_batches: int = bounded(4, ge=1)
     """Batches per replay request: the learner takes this many updates per round trip."""
-    publish_every: int = 20
+    publish_every: int = bounded(20, ge=1)
     """Learner updates between two parameter publications (a new version for the actors)."""
-    checkpoint_every_s: float = 60.0
+    checkpoint_every_s: float = bounded(60.0, gt=0)
     """Seconds between learner checkpoints (and one at exit)."""
 
     def __post_init__(self) -> None:
@@ -78,11 +80,12 @@ class OffPolicyConfig(LearnerConfig):
                 raise ValueError(f"algo.{name}={getattr(self, name)}; it must be >= 1")
 
     def check(self, env_info: Any = None) -> None:
-        """`algo.batch_size` >= 1 (the shared ranges allow 0, PPO's one segment per actor)."""
-        if self.batch_size < 1:
-            raise ValueError(
-                f"algo.batch_size={self.batch_size} must be >= 1; "
-                "--set algo.batch_size=<a value >= 1>"
+        """The replay can reach `replay_start` (each field's own range is declared beside it)."""
+        held = self.replay_capacity * self.replay_shards
+        if self.replay_start > held:
+            raise ConfigError(
+                f"algo.replay_start={self.replay_start} exceeds what the replay holds "
+                f"({held} = replay_capacity x replay_shards); lower it or raise the capacity"
             )
 
     def replay_items(self) -> int:

@@ -209,25 +209,9 @@ def _next_trial(base: Path) -> str:
 
 
 def _check(config: Config, gpus_here: bool = True) -> None:
-    """Values the types alone do not rule out (`gpus_here`: the learner runs on this machine,
-    so `run.device` must name a GPU it has; on compose and kube only its spelling counts)."""
-    positive = {
-        "run.actors": config.run.actors,
-        "run.steps": config.run.steps,
-        "env.num_envs": config.env.num_envs,
-        "actor.rollout_length": config.actor.rollout_length,
-        "run.checkpoint_every": config.run.checkpoint_every,
-        "actor.group_size": config.actor.group_size,
-    }
-    for key, value in positive.items():
-        if value < 1:
-            flag = {"run.actors": "--actors", "run.steps": "--steps"}.get(key, f"--set {key}")
-            raise ConfigError(f"{key} must be >= 1, got {value} ({flag} N)")
-    if config.actor.max_ahead is not None and config.actor.max_ahead < 0:
-        raise ConfigError("actor.max_ahead must be >= 0 or none (never wait)")
-    if config.run.torch_threads < 0:
-        raise ConfigError("run.torch_threads must be >= 0 (0: what the learner's CPUs allow)")
-
+    """The devices and the monitoring the run asks for (`gpus_here`: the learner runs on this
+    machine, so `run.device` must name a GPU it has; on compose and kube only its spelling
+    counts). Ranges were checked with the values (`config_check.check_values`)."""
     # a GPU asked for but not there: a usage error, here (the cluster's GPUs: only the spelling)
     check_device(config.run.device, cuda_count=None if gpus_here else 1 << 16)
     # policy workers' device: spelled right always; there, when they run on this machine
@@ -254,11 +238,9 @@ def device_line(p: LaunchPlan) -> str:
 
 
 def _check_replicas(config: Config, algo_class: type) -> None:
-    """`run.learner_replicas`: >= 1; above 1 only with the runtime's learner loop and a batch
-    that splits evenly between the replicas."""
+    """`run.learner_replicas` above 1 (its range is the field's): only with the runtime's learner
+    loop and a batch that splits evenly between the replicas."""
     n = config.run.learner_replicas
-    if n < 1:
-        raise ConfigError(f"run.learner_replicas must be >= 1, got {n}")
     if n == 1:
         return
     if recipe_of(algo_class).components().get("learner") != RUNTIME_COMPONENTS["learner"]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from surreal.api.bounds import bounded
 from surreal.api.device import GPU_MIN_MINIBATCH
 from surreal.api.offpolicy import OffPolicyConfig
 
@@ -21,13 +22,13 @@ class DDPGConfig(OffPolicyConfig):
     """Hidden layer sizes of the actor and critic MLPs."""
     target_update: str = "soft"
     """'soft' (Polyak averaging at every actor update) or 'hard' (copy every target_period)."""
-    tau: float = 0.005
+    tau: float = bounded(0.005, ge=0, le=1)
     """Polyak factor of soft target updates."""
-    target_period: int = 500
+    target_period: int = bounded(500, ge=1)
     """Learner updates between hard target copies."""
     noise: str = "gaussian"
     """Exploration noise: 'gaussian' or 'ou' (Ornstein-Uhlenbeck)."""
-    sigma: float = 0.1
+    sigma: float = bounded(0.1, ge=0)
     """Noise scale (in units of half the action range) of actor 0."""
     sigma_spread: float = 4.0
     """Actor i of N explores with sigma * sigma_spread**(i/(N-1)): a spread of scales."""
@@ -39,9 +40,9 @@ class DDPGConfig(OffPolicyConfig):
     """TD3: std of the clipped noise added to target actions (0: off)."""
     smoothing_clip: float = 0.5
     """TD3: clip of the target smoothing noise."""
-    actor_delay: int = 1
+    actor_delay: int = bounded(1, ge=1)
     """TD3: critic updates per actor (and target) update."""
-    grad_clip: float = 0.0
+    grad_clip: float = bounded(0.0, ge=0)
     """Max global gradient norm (0: no clipping)."""
 
     def __post_init__(self) -> None:

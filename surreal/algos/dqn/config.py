@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from surreal.api.bounds import bounded
 from surreal.api.offpolicy import OffPolicyConfig
 
 
@@ -29,10 +30,10 @@ class DQNConfig(OffPolicyConfig):
     """Updates per env step (CleanRL's train_frequency 10)."""
     hidden: tuple[int, ...] = (120, 84)
     """Hidden layer sizes of the Q-network."""
-    target_period: int = 50
+    target_period: int = bounded(50, ge=1)
     """Updates between copies of the Q-network into the target network (CleanRL: every 500
     env steps, i.e. 50 updates at 10 env steps per update)."""
-    tau: float = 1.0
+    tau: float = bounded(1.0, ge=0, le=1)
     """The target's share of the copy: 1, a hard copy (CleanRL); < 1, Polyak averaging."""
     start_e: float = 1.0
     """Epsilon at the start of the run."""
@@ -47,7 +48,7 @@ class DQNConfig(OffPolicyConfig):
     default: with CleanRL's other settings (a target copy every 50 updates, Adam 2.5e-4) the
     Q-values ran away under Huber on CartPole (468 after 4,000 updates, returns 9.6; squared
     error: 47 and 290, bench/dqn_cartpole.py's single-process check, bench/reports/learning.md "DQN")."""
-    grad_clip: float = 10.0
+    grad_clip: float = bounded(10.0, ge=0)
     """Max global gradient norm (0: no clipping)."""
 
     def __post_init__(self) -> None:
@@ -55,7 +56,8 @@ class DQNConfig(OffPolicyConfig):
         self.hidden = tuple(int(h) for h in self.hidden)
 
     def check(self, env_info: Any = None) -> None:
-        """The replay's checks, then DQN's: discrete actions, epsilons in [0, 1], tau in (0, 1]."""
+        """The replay's checks, then DQN's: discrete actions, epsilons in [0, 1], tau in (0, 1]
+        (`algo.target_period` >= 1 is declared beside the field)."""
         super().check(env_info)
         if env_info is not None and not env_info.discrete:
             raise ValueError(
@@ -67,8 +69,6 @@ class DQNConfig(OffPolicyConfig):
             raise ValueError("algo.exploration_fraction must be in (0, 1]")
         if not 0 < self.tau <= 1:
             raise ValueError("algo.tau must be in (0, 1] (1: a hard copy every target_period)")
-        if self.target_period < 1:
-            raise ValueError("algo.target_period must be >= 1")
 
     def epsilon(self, progress: float) -> float:
         """Epsilon at `progress` (the fraction of `run.steps` used): linear from start_e to end_e

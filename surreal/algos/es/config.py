@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from surreal.api.bounds import bounded
 from surreal.api.core import LearnerConfig
 
 
@@ -13,13 +14,13 @@ class ESConfig(LearnerConfig):
 
     hidden: tuple[int, ...] = (64, 64)
     """The two fully connected layers (tanh) before the output layer."""
-    noise_std: float = 0.02
+    noise_std: float = bounded(0.02, gt=0)
     """Population noise: theta +- noise_std * eps."""
-    action_std: float = 0.01
+    action_std: float = bounded(0.01, ge=0)
     """Fixed std of the stochastic policy around its tanh output."""
     discretize: int = 0
     """Bins per action component (10 for Swimmer and Hopper); 0: continuous."""
-    population: int = 32
+    population: int = bounded(32, ge=1)
     """Antithetic pairs per generation (2x episodes)"""
     lr: float = 0.02
     """Adam step size."""
@@ -29,15 +30,15 @@ class ESConfig(LearnerConfig):
     """Normalize observations with running mean/std gathered by the workers."""
     noise_seed: int = 123
     """Seed of the shared noise table."""
-    noise_size: int = 10_000_000
+    noise_size: int = bounded(10_000_000, ge=1)
     """Float32 entries of the shared noise table (40 MB)"""
-    max_episode_steps: int = 0
+    max_episode_steps: int = bounded(0, ge=0)
     """Cap on rollout length (0: the env's own limit)"""
-    eval_every: int = 1
+    eval_every: int = bounded(1, ge=1)
     """Generations between evaluations of the unperturbed policy (0: never)"""
-    eval_episodes: int = 5
+    eval_episodes: int = bounded(5, ge=1)
     """Episodes per evaluation."""
-    task_timeout: float = 10.0
+    task_timeout: float = bounded(10.0, gt=0)
     """Seconds before an unanswered pair is re-issued to another worker."""
 
     def __post_init__(self) -> None:

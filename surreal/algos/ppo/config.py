@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from surreal.api.bounds import bounded
 from surreal.api.config import Config
 from surreal.api.core import LearnerConfig
 from surreal.api.device import GPU_MIN_MINIBATCH, pays
@@ -23,23 +24,23 @@ class PPOConfig(LearnerConfig):
     """Linearly anneal the learning rate to 0 over the run."""
     gamma: float = 0.99
     """Discount factor."""
-    gae_lambda: float = 0.95
+    gae_lambda: float = bounded(0.95, ge=0, le=1)
     """GAE lambda."""
-    batch_size: int = 512
+    batch_size: int = bounded(512, ge=0)
     """Env steps per learner iteration, whatever the actor count (CleanRL's and SB3's
     convention): segments x actor.rollout_length x env.num_envs, so a multiple of one segment
     (8 envs x 32 steps = 256 by default); 512 is two actors' segments. 0: one segment per actor
     (the batch grows with --actors)."""
-    update_epochs: int = 4
+    update_epochs: int = bounded(4, ge=0)
     """Passes over each batch (MuJoCo tasks: 10)."""
-    num_minibatches: int = 4
+    num_minibatches: int = bounded(4, ge=1)
     """Minibatches per pass (MuJoCo tasks: 32)."""
-    minibatch_size: int = 0
+    minibatch_size: int = bounded(0, ge=0)
     """Samples per minibatch (ppo: env steps; ppo-vision: sub-trajectories), overriding
     num_minibatches; 0: batch_size / num_minibatches."""
     loss: str = "clip"
     """'clip' (clipped surrogate) or 'kl' (adaptive KL penalty, the original PPO's variant)."""
-    clip_coef: float = 0.2
+    clip_coef: float = bounded(0.2, gt=0)
     """Surrogate clipping coefficient."""
     anneal_clip: bool = False
     """Anneal the surrogate's clip range linearly to 0 over run.steps, as the SB3 zoo's tuned
@@ -48,13 +49,13 @@ class PPOConfig(LearnerConfig):
     """Initial KL penalty coefficient (loss='kl'); adapted towards kl_target after each batch."""
     clip_vloss: bool = True
     """Clip the value loss around the old values, as in the PPO implementation details."""
-    ent_coef: float = 0.0
+    ent_coef: float = bounded(0.0, ge=0)
     """Entropy bonus coefficient."""
-    vf_coef: float = 0.5
+    vf_coef: float = bounded(0.5, ge=0)
     """Value loss coefficient."""
-    max_grad_norm: float = 0.5
+    max_grad_norm: float = bounded(0.5, ge=0)
     """Global gradient norm clip."""
-    target_kl: float | None = None
+    target_kl: float | None = bounded(None, gt=0)
     """Stop the epochs of an update early once approx KL exceeds this (also the KL target)."""
     norm_adv: bool = True
     """Normalize advantages per minibatch."""
@@ -72,11 +73,11 @@ class PPOConfig(LearnerConfig):
     `surreal.algos.ppo.networks.make_model`); empty: the MLP actor-critic below."""
     network: str = "mlp"
     """'mlp' (the vision model, 'conv_lstm', is the algorithm `ppo-vision`)."""
-    lstm_size: int = 100
+    lstm_size: int = bounded(100, ge=1)
     """ppo-vision: LSTM hidden units of the conv_lstm network."""
-    image_size: int = 84
+    image_size: int = bounded(84, ge=1)
     """ppo-vision: height and width of the camera image (env.robosuite.camera_size)."""
-    bptt_length: int = 0
+    bptt_length: int = bounded(0, ge=0)
     """ppo-vision: backpropagate through sub-trajectories of this many steps (0: whole segment)."""
 
     @classmethod
