@@ -266,7 +266,7 @@ def _start(plan: Any, args: dict[str, Any]) -> None:
     backend = args["backend"]
     try:
         opts = cluster_launch.options(plan, backend, args["backend_pairs"])
-        if backend in cluster_launch.DETACHED:
+        if cluster_launch.detached(backend):
             click.echo(cluster_launch.launch_detached(plan, backend, opts))
             return
     except (symphony.SymphonyError, FileExistsError) as err:

@@ -19,9 +19,9 @@ from cloudwise.spec import ClusterSpec
 from surreal.launch import experiment as launching
 from surreal.launch.cost import experiment_cost
 from surreal.runtime import compose_env, curve
-from surreal.runtime.portable import IMAGE_BACKENDS, RUNS_ROOT, run_url
+from surreal.runtime.portable import RUNS_ROOT, run_url
 from surreal.runtime.rundir import write_json
-from symphony.backends import get_backend
+from symphony.backends import capabilities, get_backend
 from symphony.cli import backend_options
 from symphony.errors import BackendError, SpecError
 from symphony.records import Records
@@ -30,36 +30,40 @@ STOP_GRACE_S = 30
 """Seconds a stopping process gets before SIGKILL on local, tmux and compose (its last
 checkpoint, uploads and W&B finish)."""
 
-DETACHED = ("kube",)
-"""Backends `surreal launch` starts and leaves running (the processes are the cluster's)."""
+
+def detached(backend: str) -> bool:
+    """Whether `surreal launch` starts the run and leaves it running (kube: the processes are
+    the cluster's; symphony's `Capabilities.stays_attached`)."""
+    return not capabilities(backend).stays_attached
 
 
 def options(plan: Any, backend: str, pairs: tuple[str, ...]) -> dict[str, Any]:
     """The backend's options: config file, `-o` pairs, then what the run's Curve keys need.
 
-    On local, tmux and compose a stopped run's processes get up to 30 s (not symphony's
-    default) between SIGTERM and SIGKILL: the learner's last checkpoint, uploads and the
-    metrics process's W&B finish must not be cut off on a busy machine; processes that stop
-    sooner end sooner.
+    Where the backend has a stop grace option (local, tmux, compose) a stopped run's processes
+    get up to 30 s (not symphony's default) between SIGTERM and SIGKILL: the learner's last
+    checkpoint, uploads and the metrics process's W&B finish must not be cut off on a busy
+    machine; processes that stop sooner end sooner. Where it mounts run storage (kube), the
+    run folder's container path is on it.
 
     Raises:
-        symphony.errors.BackendError: compose with a run folder on this machine's disk (the
-            containers share none; the run folder must be an `s3://` URL).
+        symphony.errors.BackendError: a backend whose processes share no disk and no run
+            storage with this machine (compose) with a run folder on this machine's disk (the
+            run folder must be an `s3://` URL).
     """
-    if backend == "compose" and not run_url(plan):
+    caps = capabilities(backend)
+    if not (caps.shares_launch_disk or caps.run_volume_option or run_url(plan)):
         raise BackendError(
-            f"--backend compose: the containers share no folder with this machine, so "
+            f"--backend {backend}: the containers share no folder with this machine, so "
             f"{plan.run_dir.where} would not reach them; put the run folder in an object store: "
             "--folder s3://BUCKET/PREFIX (docs/storage.md)"
         )
 
     merged = backend_options(backend, pairs)
-    if backend in ("local", "tmux"):
-        merged.setdefault("grace_s", STOP_GRACE_S)
-    if backend == "compose":
-        merged.setdefault("stop_grace_s", STOP_GRACE_S)
-    if backend == "kube":  # the run folder's container path lives on the run storage
-        merged.setdefault("volume_path", RUNS_ROOT)
+    if caps.stop_grace_option:
+        merged.setdefault(caps.stop_grace_option, STOP_GRACE_S)
+    if caps.run_volume_option:  # the run folder's container path lives on the run storage
+        merged.setdefault(caps.run_volume_option, RUNS_ROOT)
     for key, value in compose_env.options(plan).items():  # compose: keys and storage settings
         merged[key] = [*_listed(merged.get(key)), value]
     for key, value in curve.launch_options(plan).items():
@@ -74,10 +78,11 @@ def _listed(value: Any) -> list[Any]:
 
 
 def save_container_logs(handle: Any, logs: Any) -> None:
-    """On compose: each process container's output into `logs/PROCESS.log`, read once the run
-    is stopped (the stop lines included) from the copy the backend keeps in symphony's record
-    when it removes the containers; elsewhere the backend's log files are kept instead."""
-    if handle.backend.name != "compose":
+    """Where the processes' output is not kept on this machine (compose): each process
+    container's output into `logs/PROCESS.log`, read once the run is stopped (the stop lines
+    included) from the copy the backend keeps in symphony's record when it removes the
+    containers; elsewhere the backend's log files are kept instead."""
+    if handle.backend.capabilities.logs_on_launch_disk:
         return
     logs.mkdir(exist_ok=True)
     for process in handle.record.experiment().process_names():
@@ -87,10 +92,6 @@ def save_container_logs(handle: Any, logs: Any) -> None:
             continue
         with (logs / f"{process}.log").open("a") as out:
             out.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
-
-
-PLANNED = (*IMAGE_BACKENDS, "slurm")
-"""Backends whose `--dry-run` prints what the backend would submit, not the spec."""
 
 
 def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
@@ -110,18 +111,21 @@ def dry_run(plan: Any, backend: str, opts: dict[str, Any]) -> str:
 
 
 def _render(plan: Any, backend: str, opts: dict[str, Any]) -> tuple[str, Any]:
-    """The dry-run text, and the run's `surreal.launch.cost.RunCost` (None: not kube, or no spec)."""
+    """The dry-run text, and the run's `surreal.launch.cost.RunCost` (None: the backend places
+    processes on no cloudwise cluster spec)."""
     impl = get_backend(backend, records=Records(), **opts)
     experiment = launching.build_experiment(plan)
     try:
-        text = impl.plan(experiment) if backend in PLANNED else experiment.to_yaml()
+        text = (
+            impl.plan(experiment) if impl.capabilities.plan_is_submission else experiment.to_yaml()
+        )
     except SpecError as err:
         if str(err).startswith("group 'actors-") and "asks for" in str(err):
             raise SpecError(f"{err} (actors: --set actor.group_size=N)") from None
         raise
-    if backend != "kube" or not impl.config.cluster_spec:  # KubeBackend.config: KubeConfig
+    spec = impl.cluster_spec()
+    if not spec:
         return text, None
-    spec = impl.config.cluster_spec
     return text, experiment_cost(experiment, ClusterSpec.load(spec))
 
 

@@ -58,7 +58,7 @@ def check_fits(config: Any, algo_class: type, env_info: EnvInfo) -> None:
 def check_backend_name(name: str) -> None:
     """Refuse a backend name symphony does not know (without loading the backend's client)."""
     if name not in backend_names():  # symphony's in-process `test` backend runs no surreal run
-        shown = ", ".join(n for n in backend_names() if n != "test")
+        shown = ", ".join(backend_names(internal=False))
         raise ConfigError(f"--backend {name}: unknown backend {name!r}; choose one of: {shown}")
 
 

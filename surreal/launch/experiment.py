@@ -30,7 +30,6 @@ from surreal.runtime import (
     storage_sync,
 )
 from surreal.runtime.policy_topology import check_inference, check_remote_actors
-from surreal.runtime.portable import IMAGE_BACKENDS
 from surreal.runtime.rundir import (
     RunDir,
     check_writable,
@@ -41,7 +40,7 @@ from surreal.runtime.rundir import (
 )
 from surreal.runtime.storage_sync import prepare_launch_mirror
 from surreal.runtime.topology import LaunchPlan, algorithm_experiment
-from symphony.backends import get_backend
+from symphony.backends import capabilities, get_backend
 from symphony.errors import ExperimentNotFound, SymphonyError
 from symphony.launcher import free_name
 from symphony.records import Records
@@ -73,7 +72,7 @@ def plan(
         UnknownAlgorithm, UnknownEnvironment, ConfigError, FileExistsError, FileNotFoundError:
             with a message that says what to do; nothing has started.
     """
-    config_check.check_backend_name(backend)  # a misspelt --backend: before torch is imported
+    config_check.check_backend(backend)  # a misspelt --backend: before torch is imported
     offline = dry_run and not resume  # a dry run of a new run contacts no object store
     # an object store that does not answer: now (a dry run checks only the URL's form)
     storage_sync.check_folder(resume or folder, contact=not offline)
@@ -157,7 +156,7 @@ def _settle(
 
 def _check_run(config: Config, algo_class: type[Learner], backend: str) -> Any:
     """Check the config against the environment and the algorithm; the environment's EnvInfo."""
-    _check(config, gpus_here=backend not in IMAGE_BACKENDS)
+    _check(config, gpus_here=not capabilities(backend).runs_in_image)
     check_env(config.env.id)
     info = env_info(config.env.id, config.env)
     check_settings(algo_class, config.algo, info)  # e.g. a network that cannot read these obs
@@ -231,7 +230,7 @@ def device_line(p: LaunchPlan) -> str:
     spec = p.config.run.device.strip().lower()
     if spec != "auto":
         return f"learner device: {spec} (run.device={spec})"
-    if p.backend in IMAGE_BACKENDS:  # the pod gets a GPU only when run.device names one
+    if portable.applies(p):  # the pod gets a GPU only when run.device names one
         return f"learner device: cpu (run.device=auto on {p.backend}: --set run.device=cuda asks for a GPU)"
     device, why = auto_device(*preference(p.config))
     return f"learner device: {device} (run.device=auto: {why})"
@@ -260,7 +259,7 @@ def preflight(p: LaunchPlan) -> None:
     """Run the algorithm once on synthetic data here, before anything starts
     (`surreal.launch.preflight.check_algorithm`); raises PreflightError (a ValueError) saying where."""
     config = p.config
-    if p.backend in IMAGE_BACKENDS:  # the learner's device is the cluster's: check on the CPU
+    if portable.applies(p):  # the learner's device is the cluster's: check on the CPU
         config = dataclasses.replace(config, run=dataclasses.replace(config.run, device="cpu"))
     check_algorithm(p.algo_class, config, p.env_info)
     check_remote_actors(p, algorithm_experiment)  # remote inference: actors that ask for it

@@ -1,12 +1,13 @@
-"""What a run's containers on compose get from the launching machine: its Curve keys and its
-object-store settings, through a private env file.
+"""What a run's containers get from the launching machine through a private env file, on a
+backend that takes one (compose: symphony's `Capabilities.env_file_option`): the run's Curve keys
+and its object-store settings.
 
 Compose containers share no disk with the launching machine, so `surreal launch` writes
 `RUN/keys/compose.env` (mode 600, in the mode-700 `keys/` folder that is never uploaded) and the
-compose backend hands it to every process container (its `env_file` option: compose reads it at
+backend hands it to every process container (compose's `env_file` option: compose reads it at
 `up`; the compose file and experiment.yaml name the file only, never a key or credential):
 
-- `SURREAL_CURVE_KEYS` (when the run uses Curve, `surreal.runtime.curve`): the run's two secret key files,
+- `SURREAL_CURVE_KEYS` (when the run's keys travel this way, `surreal.runtime.curve.delivery`): the run's two secret key files,
   base64 JSON. Each process writes them into its container's `CARAML_CURVE_KEYS` folder
   (`CONTAINER_KEYS`, mode 700, files 600) before it opens a socket (`materialize_keys`).
 - for a run in an object store (`--folder s3://...`): the launching shell's `PASSED` variables
@@ -28,6 +29,7 @@ import surreal.runtime.curve as curve
 from caraml.curve_env import ENV as FOLDER_ENV
 from surreal.runtime.curve import CONTAINER_KEYS  # noqa: F401  (where the keys go: compose_env's API)
 from surreal.runtime.portable import run_url
+from symphony.backends import capabilities
 
 ENV_FILE = "compose.env"
 """The env file's name in the run's `keys/` folder."""
@@ -56,23 +58,26 @@ def env_file(plan: Any) -> Path:
 
 
 def options(plan: Any) -> dict[str, Any]:
-    """The compose backend option that hands the env file to every process container."""
-    return {"env_file": str(env_file(plan))} if plan.backend == "compose" else {}
+    """The backend option that hands the env file to every process container (none where the
+    backend takes no env file)."""
+    option = capabilities(plan.backend).env_file_option
+    return {option: str(env_file(plan))} if option else {}
 
 
 def prepare(plan: Any, environ: dict[str, str] | None = None) -> None:
-    """Write `RUN/keys/compose.env` (mode 600) on compose; elsewhere nothing.
+    """Write `RUN/keys/compose.env` (mode 600) where the backend takes an env file (compose);
+    elsewhere nothing.
 
     Raises:
         ValueError: a passed variable's value holds a line break (an env file cannot carry it).
     """
-    if plan.backend != "compose":
+    if not capabilities(plan.backend).env_file_option:
         return
     environ = os.environ if environ is None else environ
     values: dict[str, str] = {}
     if run_url(plan):
         values.update({k: environ[k] for k in PASSED if environ.get(k)})
-    if curve.enabled(plan):
+    if curve.enabled(plan) and curve.delivery(plan) == "env_file":
         folder = curve.key_folder(plan)
         files = {name: (folder / name).read_text() for name in KEY_FILES}
         values[KEYS_ENV] = base64.b64encode(json.dumps(files).encode()).decode()

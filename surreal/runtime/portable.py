@@ -1,6 +1,6 @@
 """Process commands that run inside the run's image: no path of the launching machine in them.
 
-On the image-based backends (compose, kube) every process of a run is
+On the image-based backends (compose, kube: symphony's `Capabilities.runs_in_image`) every process of a run is
 `python -m surreal component ROLE /runs/EXPERIMENT/TRIAL --index I`: the image's own `python`,
 and the run folder as a container path under `RUNS_ROOT` (mounted from the backend's run
 storage: a PersistentVolumeClaim with the kube option `volume=NAME`, else each pod's own
@@ -29,9 +29,7 @@ from typing import Any
 
 from surreal.api import config as config_io
 from surreal.runtime.sizing import apply_requests
-
-IMAGE_BACKENDS = ("compose", "kube")
-"""Backends whose processes run in containers of the run's image."""
+from symphony.backends import capabilities
 
 RUNS_ROOT = "/runs"
 """Where run folders live inside the containers."""
@@ -44,8 +42,9 @@ PYTHON = "python"
 
 
 def applies(plan: Any) -> bool:
-    """Whether the plan's backend runs processes in containers (compose, kube)."""
-    return plan.backend in IMAGE_BACKENDS
+    """Whether the plan's backend runs processes in containers of the run's image (compose,
+    kube)."""
+    return capabilities(plan.backend).runs_in_image
 
 
 def host_run_dir(plan: Any) -> str:

@@ -1,6 +1,6 @@
 """What a local run's actors, learner and evaluator import once, in a fork server, before they start.
 
-On the local backend a process that declares `preload` (symphony's `Process.preload`) starts as
+On the local backend (symphony's `Capabilities.fork_preload`) a process that declares `preload` (symphony's `Process.preload`) starts as
 a fork of one process that imported those modules (`symphony.forking`): torch, gymnasium and the
 component modules are imported once for every actor, the learner and the evaluator, and their
 pages are shared. The buffer, the parameter server and the metrics sink start without torch, as
@@ -15,6 +15,7 @@ from typing import Any
 
 from surreal.api.recipe import recipe_of
 from surreal.runtime.sizing import role_of
+from symphony.backends import capabilities
 
 PRELOADED_MODULES = (
     "surreal.runtime.actor",
@@ -27,9 +28,10 @@ PRELOAD_ENV = {"OPENBLAS_NUM_THREADS": "1"}
 
 
 def apply(exp: Any, plan: Any) -> Any:
-    """Declare the preload on `exp`'s actors, learner(s) and evaluator(s) of a local run
-    (other backends start each process in its own container or job: nothing changes)."""
-    if plan.backend != "local":
+    """Declare the preload on `exp`'s actors, learner(s) and evaluator(s) where the backend
+    forks them from a fork server (local; other backends start each process in its own
+    container, job or window: nothing changes)."""
+    if not capabilities(plan.backend).fork_preload:
         return exp
     components = recipe_of(plan.algo_class).components()
     algo_module = plan.algo_class.__module__

@@ -19,17 +19,17 @@ from pathlib import Path
 from typing import Any
 
 from surreal.runtime import curve
+from symphony.backends import capabilities
 
 ENV = "SURREAL_METRICS_TOKEN"
 """The path of the token file, on every process of a run that has one."""
 FILE = "metrics.token"
-BACKENDS = ("local", "tmux")
-"""Backends whose processes read the run folder on this machine: the token file is theirs."""
 
 
 def enabled(plan: Any) -> bool:
-    """Whether the run's reports carry a token: on this machine, and without Curve."""
-    return plan.backend in BACKENDS and not curve.enabled(plan)
+    """Whether the run's reports carry a token: every process on this machine (symphony's
+    `Capabilities.single_machine`: they read the token file here), and without Curve."""
+    return capabilities(plan.backend).single_machine and not curve.enabled(plan)
 
 
 def token_file(plan: Any) -> Path:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from symphony.errors import BackendError
 
 if TYPE_CHECKING:
-    from symphony.backends.base import Backend
+    from symphony.backends.base import Backend, Capabilities
     from symphony.records import Records
 
 BACKENDS: dict[str, str] = {
@@ -31,9 +31,13 @@ BACKENDS: dict[str, str] = {
 }
 
 
-def backend_names() -> list[str]:
-    """Every registered backend name."""
-    return list(BACKENDS)
+INTERNAL = ("test",)
+"""Backends for symphony's own tests (threads in the calling process), not offered to users."""
+
+
+def backend_names(internal: bool = True) -> list[str]:
+    """Every registered backend name (`internal=False`: those offered to users)."""
+    return [name for name in BACKENDS if internal or name not in INTERNAL]
 
 
 def backend_class(name: str) -> type[Backend]:
@@ -49,6 +53,13 @@ def backend_class(name: str) -> type[Backend]:
             f"`pip install 'surreal-stack[{_EXTRAS.get(name, 'all')}]'`"
         ) from err
     return getattr(module, class_name)
+
+
+def capabilities(name: str) -> Capabilities:
+    """What backend `name`'s processes share with this machine and how it is driven
+    (`symphony.backends.base.Capabilities`, declared by its class; BackendError as
+    `backend_class`)."""
+    return backend_class(name).capabilities
 
 
 def get_backend(name: str, records: Records | None = None, **options: Any) -> Backend:

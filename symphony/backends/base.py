@@ -149,6 +149,51 @@ def overall_status(states: list[str]) -> str:
     return "finished"
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend's processes share with the launching machine and how it is driven: each
+    backend class declares its own (`Backend.capabilities`), so a program above symphony (surreal)
+    asks a backend what it does instead of comparing its name, and a new backend is one class
+    here. `symphony.backends.capabilities(name)` reads them by registry name."""
+
+    single_machine: bool = False
+    """Every process runs on the launching machine and listens on 127.0.0.1 only (local, tmux,
+    test): no traffic leaves the machine."""
+    shares_launch_disk: bool = False
+    """Processes see the launching machine's files at the same paths (local, tmux, test; slurm
+    through its shared filesystem)."""
+    runs_in_image: bool = False
+    """Each process runs in a container of the experiment's image (compose, kube): its command
+    names the image's interpreter, no path of the launching machine, and its devices are the
+    cluster's, not this machine's."""
+    fork_preload: bool = False
+    """Processes that declare `Process.preload` start as forks of one fork server that imported
+    those modules (local)."""
+    secret_mount_root: str | None = None
+    """Where a named secret is mounted read-only in every process that lists it in
+    `Process.secrets` (`ROOT/NAME`), created at launch from the folders of the option
+    `secret_files` ({NAME: FOLDER}); None: the backend mounts no secrets (kube: /etc/symphony)."""
+    env_file_option: str | None = None
+    """The launch option that hands private env files (a path or a list of them) to every
+    process, read by the backend at launch, never written into a spec (compose: `env_file`)."""
+    stop_grace_option: str | None = None
+    """The launch option with the seconds a stopping process gets between its termination
+    notice and the kill (local and tmux: `grace_s`, compose: `stop_grace_s`)."""
+    run_volume_option: str | None = None
+    """The launch option naming the path where every container mounts the run storage that all
+    of them share (kube: `volume_path`)."""
+    stays_attached: bool = True
+    """`launch(detach=False)` stays until the processes end; False: the processes are the
+    cluster's and the launch returns once they started (kube)."""
+    plan_is_submission: bool = False
+    """`plan()` renders what the backend would submit (compose file, manifests, batch scripts)
+    rather than the processes and their addresses (compose, kube, slurm)."""
+    logs_on_launch_disk: bool = True
+    """The processes' output is kept in files on the launching machine; False: it lives with the
+    backend (containers, pods) and is read through `logs()`, from the record once they are
+    removed (compose, kube)."""
+
+
 class Backend(abc.ABC):
     """Launches experiments somewhere and reports on them.
 
@@ -160,6 +205,9 @@ class Backend(abc.ABC):
     name: ClassVar[str] = ""
     #: True when processes live inside the launching Python process (they cannot outlive it).
     in_process: ClassVar[bool] = False
+    #: What the backend's processes share with this machine and how it is driven; every
+    #: registered backend declares its own (tests/symphony/test_capabilities.py).
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, records: Records | None = None, **options: Any) -> None:
         self.records = records or Records()
@@ -168,6 +216,11 @@ class Backend(abc.ABC):
     def plan(self, experiment: Experiment) -> str:
         """What `launch` would do, as text for `--dry-run` (no side effects). Default: the spec."""
         return experiment.to_yaml()
+
+    def cluster_spec(self) -> str | None:
+        """The path of the cloudwise cluster spec this backend places processes on (prices and
+        capacity: `surreal.launch.cost`), None when it has none (default)."""
+        return None
 
     @abc.abstractmethod
     def launch(

@@ -44,6 +44,7 @@ from symphony.backends.base import (
     PENDING,
     STOPPED,
     Backend,
+    Capabilities,
     ExperimentStatus,
     ExperimentSummary,
     ProcessStatus,
@@ -79,6 +80,13 @@ class ComposeBackend(Backend):
     """Runs experiments as docker compose projects (see the module docstring for options)."""
 
     name: ClassVar[str] = "compose"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        runs_in_image=True,
+        env_file_option="env_file",
+        stop_grace_option="stop_grace_s",
+        plan_is_submission=True,
+        logs_on_launch_disk=False,
+    )
 
     def __init__(self, records: Any = None, **options: Any) -> None:
         unknown = set(options) - _OPTIONS

@@ -33,6 +33,7 @@ from symphony.backends.base import (
     STOPPED,
     UNKNOWN,
     Backend,
+    Capabilities,
     ExperimentStatus,
     ProcessStatus,
 )
@@ -126,6 +127,7 @@ class InProcessBackend(Backend):
     """Threads in this Python process; see the module docstring."""
 
     name = "test"
+    capabilities = Capabilities(single_machine=True, shares_launch_disk=True)
     in_process = True
 
     def __init__(

@@ -25,6 +25,7 @@ from symphony.backends.base import (
     ALIVE_STATES,
     UNKNOWN,
     Backend,
+    Capabilities,
     ExperimentStatus,
     ExperimentSummary,
     ProcessStatus,
@@ -41,6 +42,7 @@ from symphony.kube_manifests import (
     LABEL_MANAGED,
     LABEL_OWNER,
     MANAGER,
+    SECRETS_ROOT,
     RenderOptions,
     namespace_of,
     render,
@@ -55,6 +57,14 @@ class KubeBackend(Backend):
     """Launch and manage experiments on Kubernetes (see docs/kubernetes.md)."""
 
     name = "kube"
+    capabilities = Capabilities(
+        runs_in_image=True,
+        secret_mount_root=SECRETS_ROOT,
+        run_volume_option="volume_path",
+        stays_attached=False,
+        plan_is_submission=True,
+        logs_on_launch_disk=False,
+    )
 
     def __init__(self, records: Records | None = None, **options: Any) -> None:
         super().__init__(records, **options)
@@ -102,6 +112,10 @@ class KubeBackend(Backend):
         """The manifests as YAML; with the `output` option also written there (and, when they
         are large, a summary instead: `kube_output.plan_text`). Touches no cluster."""
         return plan_text(self.manifests(experiment), self.config.output or None)
+
+    def cluster_spec(self) -> str | None:
+        """The `cluster_spec` option: the cloudwise spec of the cluster (None: none given)."""
+        return self.config.cluster_spec
 
     def launch(
         self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True

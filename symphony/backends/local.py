@@ -32,6 +32,7 @@ from symphony.backends.base import (
     RUNNING,
     UNKNOWN,
     Backend,
+    Capabilities,
     ExperimentStatus,
     ProcessStatus,
 )
@@ -52,6 +53,12 @@ class LocalBackend(Backend):
     """Processes on this machine, supervised; see the module docstring."""
 
     name = "local"
+    capabilities = Capabilities(
+        single_machine=True,
+        shares_launch_disk=True,
+        fork_preload=True,
+        stop_grace_option="grace_s",
+    )
 
     def __init__(self, records=None, grace_s: float = 5.0, **options: Any) -> None:
         if options:

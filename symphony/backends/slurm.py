@@ -45,6 +45,7 @@ from symphony.backends.base import (
     STOPPED,
     UNKNOWN,
     Backend,
+    Capabilities,
     ExperimentStatus,
     ExperimentSummary,
     ProcessStatus,
@@ -65,6 +66,7 @@ class SlurmBackend(Backend):
     """Runs each ProcessGroup of an experiment as one Slurm batch job (see the module docstring)."""
 
     name = "slurm"
+    capabilities = Capabilities(shares_launch_disk=True, plan_is_submission=True)
 
     def __init__(self, records=None, **options: Any) -> None:
         unknown = sorted(set(options) - set(OPTIONS))

@@ -39,6 +39,7 @@ from symphony.backends.base import (
     STOPPED,
     UNKNOWN,
     Backend,
+    Capabilities,
     ExperimentStatus,
     ProcessStatus,
 )
@@ -70,6 +71,9 @@ class TmuxBackend(Backend):
     """One tmux session per experiment; see the module docstring."""
 
     name = "tmux"
+    capabilities = Capabilities(
+        single_machine=True, shares_launch_disk=True, stop_grace_option="grace_s"
+    )
 
     def __init__(
         self, records=None, socket: str | None = None, grace_s: float = 5.0, **options: Any
