@@ -37,7 +37,7 @@ from surreal.pbt.store import is_population
 from surreal.runtime.component import run_component
 from surreal.runtime.rundir import read_json, resolve_run
 from surreal.runtime.storage_sync import LaunchSync
-from symphony.backends import get_backend
+from symphony.backends import backend_names, get_backend
 from symphony.errors import ExperimentNotFound
 from symphony.launcher import ExperimentHandle
 from symphony.records import ACTIVE_STATUSES, Records
@@ -101,7 +101,7 @@ def main() -> None:
     "--backend",
     default="local",
     metavar="NAME",
-    help="symphony backend: local, tmux, compose, kube, slurm.",
+    help=f"symphony backend: {', '.join(backend_names(internal=False))}.",
 )
 @click.option(
     "--steps",

@@ -99,5 +99,19 @@ def out_of_bounds(config: Any, prefix: str = "") -> Iterator[tuple[str, Any, Bou
             yield f"{prefix}{f.name}", value, ranges[f.name]
 
 
+def require(config: Any, *names: str, prefix: str = "algo.") -> None:
+    """The check a config makes of some of its fields when it is built or used outside a launch
+    (e.g. `OffPolicyConfig.__post_init__`), against the ranges declared beside them: ValueError
+    `algo.NAME=VALUE; it must be RANGE` for the first out of range. A name with no declared
+    range is a TypeError, so a misspelt one fails on every use."""
+    ranges = declared_bounds(type(config))
+    for name in names:
+        if name not in ranges:
+            raise TypeError(f"{type(config).__name__}.{name} declares no range (bounded(...))")
+        value = getattr(config, name)
+        if value is not None and not ranges[name].holds(value):
+            raise ValueError(f"{prefix}{name}={value}; it must be {ranges[name]}")
+
+
 def _num(x: float) -> str:
     return f"{x:g}"

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from surreal.api.bounds import bounded
+from surreal.api.bounds import bounded, require
 from surreal.api.config import ConfigError
 from surreal.api.core import LearnerConfig
 
@@ -75,9 +75,7 @@ class OffPolicyConfig(LearnerConfig):
     """Seconds between learner checkpoints (and one at exit)."""
 
     def __post_init__(self) -> None:
-        for name in ("n_step", "replay_shards", "param_shards", "batch_size"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"algo.{name}={getattr(self, name)}; it must be >= 1")
+        require(self, "n_step", "replay_shards", "param_shards", "batch_size")
 
     def check(self, env_info: Any = None) -> None:
         """The replay can reach `replay_start` (each field's own range is declared beside it)."""

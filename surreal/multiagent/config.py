@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from surreal.algos.ppo.config import PPOConfig
+from surreal.api.bounds import bounded, require
 
 
 @dataclass
@@ -25,22 +26,17 @@ class MultiAgentPPOConfig(PPOConfig):
     self_play: bool = False
     """Two-player self-play: one seat per env plays the learning policy, the other a pool
     opponent; needs one policy (policy_mapping=shared) and agents with equal spaces."""
-    pool_size: int = 8
+    pool_size: int = bounded(8, ge=1)
     """Self-play: past policy versions kept as opponents."""
-    pool_every: int = 5
+    pool_every: int = bounded(5, ge=1)
     """Self-play: add the current parameters to the pool every this many versions."""
-    pool_latest: float = 0.5
+    pool_latest: float = bounded(0.5, ge=0, le=1)
     """Self-play: probability that an episode's opponent is the current policy itself."""
-    actor_obs_dim: int = 0
+    actor_obs_dim: int = bounded(0, ge=0)
     """Set by the launcher for central_value: the size of an agent's own observation at the
     front of the policy's input (0: the whole input)."""
 
     def check(self, env_info: Any = None) -> None:
-        """PPO's checks plus the multi-agent settings' ranges."""
+        """PPO's checks plus the multi-agent settings' ranges (declared beside the fields)."""
         super().check(env_info)
-        if self.pool_size < 1 or self.pool_every < 1:
-            raise ValueError("algo.pool_size and algo.pool_every must be >= 1")
-        if not 0.0 <= self.pool_latest <= 1.0:
-            raise ValueError("algo.pool_latest is a probability: 0 <= it <= 1")
-        if self.actor_obs_dim < 0:
-            raise ValueError("algo.actor_obs_dim must be >= 0 (it is set by the launcher)")
+        require(self, "pool_size", "pool_every", "pool_latest", "actor_obs_dim")

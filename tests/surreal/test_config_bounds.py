@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from surreal.api.bounds import Bounds, bounded, declared_bounds, out_of_bounds
+from surreal.api.bounds import Bounds, bounded, declared_bounds, out_of_bounds, require
 from surreal.api.config import Config, ConfigError
 from surreal.api.core import LearnerConfig
 from surreal.api.registry import config_class, names
@@ -123,3 +123,18 @@ def test_each_range_is_checked_once_at_launch_with_its_flag_named(tmp_path):
         with pytest.raises(ConfigError) as err:
             plan("ppo", env="gym:CartPole-v1", overrides=(override,), folder=str(tmp_path / "r"))
         assert str(err.value).startswith(says), err.value
+
+
+def test_a_config_built_in_python_is_checked_against_the_same_declared_ranges():
+    ddpg, es = config_class("ddpg"), config_class("es")
+    with pytest.raises(ValueError, match=r"^algo.actor_delay=0; it must be >= 1$"):
+        ddpg(actor_delay=0)
+    with pytest.raises(ValueError, match=r"^algo.replay_shards=0; it must be >= 1$"):
+        ddpg(replay_shards=0)
+    with pytest.raises(ValueError, match=r"^algo.noise_std=0.0; it must be > 0$"):
+        es(noise_std=0.0)
+    mappo = config_class("mappo")(pool_latest=1.5)
+    with pytest.raises(ValueError, match=r"^algo.pool_latest=1.5; it must be in \[0, 1\]$"):
+        mappo.check()
+    with pytest.raises(TypeError, match="declares no range"):
+        require(ddpg(), "actor_dleay")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from surreal.api.bounds import bounded
+from surreal.api.bounds import bounded, require
 from surreal.api.device import GPU_MIN_MINIBATCH
 from surreal.api.offpolicy import OffPolicyConfig
 
@@ -51,8 +51,7 @@ class DDPGConfig(OffPolicyConfig):
         if self.noise not in ("gaussian", "ou"):
             raise ValueError(f"algo.noise={self.noise!r}; use 'gaussian' or 'ou'")
         super().__post_init__()
-        if self.actor_delay < 1:
-            raise ValueError(f"algo.actor_delay={self.actor_delay}; it must be >= 1")
+        require(self, "actor_delay")
         self.hidden = tuple(int(h) for h in self.hidden)
 
     @classmethod

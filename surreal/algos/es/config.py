@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from surreal.api.bounds import bounded
+from surreal.api.bounds import bounded, require
 from surreal.api.core import LearnerConfig
 
 
@@ -42,10 +42,7 @@ class ESConfig(LearnerConfig):
     """Seconds before an unanswered pair is re-issued to another worker."""
 
     def __post_init__(self) -> None:
-        if self.population < 1:
-            raise ValueError(f"population={self.population}; it must be >= 1 antithetic pair")
-        if self.noise_std <= 0:
-            raise ValueError(f"noise_std={self.noise_std}; it must be > 0")
+        require(self, "population", "noise_std")  # population: antithetic pairs
         if self.discretize == 1 or self.discretize < 0:
             raise ValueError(f"discretize={self.discretize}; use 0 (continuous) or >= 2 bins")
         self.hidden = tuple(int(h) for h in self.hidden)

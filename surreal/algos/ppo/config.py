@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from surreal.api.bounds import bounded
+from surreal.api.bounds import bounded, require
 from surreal.api.config import Config
 from surreal.api.core import LearnerConfig
 from surreal.api.device import GPU_MIN_MINIBATCH, pays
@@ -147,8 +147,7 @@ class PPOConfig(LearnerConfig):
     def check(self, env_info: EnvInfo | None = None) -> None:
         """Raise ValueError on settings PPO cannot use (`surreal launch` asks before anything
         starts; the learner again when it is built)."""
-        if self.minibatch_size < 0 or self.num_minibatches < 1:
-            raise ValueError("algo.minibatch_size must be >= 0 and algo.num_minibatches >= 1")
+        require(self, "minibatch_size", "num_minibatches")
         if self.loss not in ("clip", "kl"):
             raise ValueError(f"algo.loss must be 'clip' or 'kl', got {self.loss!r}")
         if self.network == "conv_lstm":
