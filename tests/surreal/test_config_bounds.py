@@ -17,7 +17,7 @@ from surreal.launch.experiment import plan
 
 # What `surreal/launch/config_check.py`'s table checked, by key, before the ranges moved beside
 # their fields; applied to every config that has the key (the off-policy batch size is >= 1
-# there: its own check said so after the table's >= 0).
+# there: its own check said so after the table's >= 0; ES's eval_every may be 0, "never").
 BEFORE = {
     "run": "actors steps checkpoint_every learner_replicas:>=1 seed torch_threads:>=0",
     "env": "num_envs frame_stack action_repeat max_episode_steps:>=1 clip_obs:>0",
@@ -54,6 +54,8 @@ def test_every_range_the_launch_checked_before_is_declared_beside_its_field(algo
         expected = {k: v for k, v in _before(section).items() if k in fields}
         if section == "algo" and "replay_capacity" in fields:
             expected["batch_size"] = ">= 1"
+        if section == "algo" and algo == "es":
+            expected["eval_every"] = ">= 0"  # 0: never, as its docstring says (the table said 1)
         assert {k: declared.get(k) for k in expected} == expected, (algo, section)
 
 

@@ -34,7 +34,7 @@ class ESConfig(LearnerConfig):
     """Float32 entries of the shared noise table (40 MB)"""
     max_episode_steps: int = bounded(0, ge=0)
     """Cap on rollout length (0: the env's own limit)"""
-    eval_every: int = bounded(1, ge=1)
+    eval_every: int = bounded(1, ge=0)
     """Generations between evaluations of the unperturbed policy (0: never)"""
     eval_episodes: int = bounded(5, ge=1)
     """Episodes per evaluation."""
