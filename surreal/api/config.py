@@ -144,7 +144,13 @@ class RunConfig:
     max_restarts: int = 3
     """A process that crashes with an exception more than this many times stops the run, its
     traceback printed (`surreal.monitoring.crash`); deaths by a signal (kill, OOM) restart under
-    symphony's policy (20 within 10 minutes)."""
+    symphony's policy (20 within 10 minutes). The learner comes back from its last checkpoint
+    under this limit (crashes within 10 minutes; kills from outside never use it up); 0: a
+    learner that dies ends the run (`surreal launch --resume` continues it)."""
+    stall_timeout_s: float = 300.0
+    """A run whose learner step does not move for this many seconds ends `failed`, saying what
+    its processes wait for (`surreal launch`'s watch; the checkpoint stays and `--resume`
+    continues the run); 0: never."""
     prometheus: bool = True
     """Every process serves Prometheus `/metrics` on its own port (`docs/monitoring.md`)."""
     wandb: str = "disabled"

@@ -17,6 +17,7 @@ from surreal.launch.progress_view import (
 from surreal.monitoring.crash import CrashWatch
 from surreal.monitoring.crash import report as crash_report
 from surreal.monitoring.plot import series
+from surreal.runtime import waits
 from surreal.runtime.common import STOP_DEADLINE_S
 from surreal.runtime.rundir import RunDir, read_json
 from symphony.backends.base import ExperimentStatus
@@ -168,6 +169,7 @@ class _Watch:
         self.crashes = CrashWatch(run_dir.path, _max_restarts(run_dir), since)
         self.reader = StatusReader(run_dir, total)
         self.resume_hint = f"Continue the run with: surreal launch --resume {run_dir.path}"
+        self.stall = Stall(_stall_timeout(run_dir), self.started)
 
     def run(self) -> int:
         """Look until the run has ended for `monitor`; its exit code."""
@@ -202,25 +204,37 @@ class _Watch:
         self.crashes.poll()
         looping = self.crashes.loop_report()
         if looping:
-            return self.fail(f"stopping the run: {looping}")
-        self.show(status, stale, processes, now)
+            return self.fail(f"stopping the run: {looping}\n{self.resume_hint}")
+        waiting = waiting_for(status, stale)
+        self.show(status, stale, processes, now, waiting)
         learner = next((p for p in processes if p.name == "learner"), None)
         if learner is not None and learner.state == "exited":
             return 0
         failed = [p.name for p in processes if p.state == "failed" and p.name != "learner"]
         if failed and _reached_budget(status, self.total):
             failed = []  # the learner is finishing its last steps: a helper's end is no failure
-        return self.learner_ended(learner, now) or self.helpers_failed(failed) or self.goal()
+        return (
+            self.learner_ended(learner, now)
+            or self.helpers_failed(failed)
+            or self.goal()
+            or self.stalled(status, now, waiting)
+        )
 
-    def show(self, status: dict, stale: bool, processes: list, now: float) -> None:
-        """Show the progress line (or, before the learner's first report, what starts)."""
+    def show(
+        self, status: dict, stale: bool, processes: list, now: float, waiting: str | None = None
+    ) -> None:
+        """Show the progress line (or, before the learner's first report, what starts), with
+        the wait that explains a standstill (`waiting for param-server: no answer for 35 s`)."""
         step = status.get("global_step")
         if not step:
-            self.say("starting", startup_message(processes), urgent=True)
+            text = startup_message(processes)
+            self.say("starting", f"{text}; waiting for {waiting}" if waiting else text, urgent=True)
             return
         rate = None if stale else self.rates.add(now, step)
         values = fields(status, rate, self.total, processes, elapsed=now - self.started)
         values["crashes"] = self.crashes.summary()
+        if waiting:
+            values["waiting for"] = waiting
         budget = status.get("total_steps") or self.total
         done = bool(budget) and step >= budget
         phase = "budget used: the learner writes its checkpoint" if done else "training"
@@ -259,6 +273,22 @@ class _Watch:
             + (f"\nlast crash: {crash}" if crash else "")
         )
 
+    def stalled(self, status: dict, now: float, waiting: str | None) -> int | None:
+        """1 once the learner's step has not moved for `run.stall_timeout_s` (a run that
+        stands still ends, saying what it waits for, instead of hanging)."""
+        if _reached_budget(status, self.total):
+            return None  # the learner is writing its last checkpoint
+        quiet = self.stall.still(status.get("global_step"), now)
+        if quiet is None:
+            return None
+        why = f"waiting for {waiting}" if waiting else "no process said what it waits for"
+        return self.fail(
+            f"the run made no progress for {quiet:.0f} s (run.stall_timeout_s="
+            f"{self.stall.timeout_s:g}; the learner's step stayed at "
+            f"{status.get('global_step', 0):,}): {why}; stopping it. The learner's last "
+            f"checkpoint is kept. {self.resume_hint}"
+        )
+
     def goal(self) -> int | None:
         """0 once this launch's best eval return reached run.stop_at_return."""
         reached, goal = self.reader.launch_best, self.stop_at_return
@@ -266,6 +296,33 @@ class _Watch:
             return None
         self.say("goal reached", f"eval return {reached:.1f} >= {goal}: stopping", urgent=True)
         return 0
+
+
+class Stall:
+    """When the learner's step last moved (a run whose step stands still for `timeout_s`
+    seconds, 0: never, has stalled)."""
+
+    def __init__(self, timeout_s: float, now: float) -> None:
+        self.timeout_s, self.since, self.step = timeout_s, now, None
+
+    def still(self, step: Any, now: float) -> float | None:
+        """The seconds the step has stood still once that is over `timeout_s`, else None."""
+        if step != self.step:
+            self.step, self.since = step, now
+        quiet = now - self.since
+        return quiet if self.timeout_s > 0 and quiet > self.timeout_s else None
+
+
+def waiting_for(status: dict[str, Any], stale: bool, now: float | None = None) -> str | None:
+    """What the run waits for (`surreal.runtime.waits.pick`), or the metrics sink itself when
+    its status has not changed for `waits.WAIT_SAY_S` (it is stopped or gone); None."""
+    now = time.time() if now is None else now
+    found = waits.pick(status.get("waits") or {}, now)
+    updated = status.get("updated")
+    if found is None and not stale and isinstance(updated, int | float):
+        if now - updated >= waits.WAIT_SAY_S:
+            return f"metrics: no status written for {now - updated:.0f} s"
+    return found
 
 
 def _last_error(handle: Any) -> str:
@@ -305,6 +362,14 @@ def _wait_for_stop(handle: Any) -> None:
         if not any(p.state in ALIVE_STATES for p in handle.status().processes):
             return
         time.sleep(0.25)  # polling the process table: the processes decide when they end
+
+
+def _stall_timeout(run_dir: RunDir) -> float:
+    """The run's `run.stall_timeout_s` (the default when its config cannot be read)."""
+    try:
+        return float(run_dir.load_config().run.stall_timeout_s)
+    except Exception:  # a test's bare run folder, a config being rewritten
+        return RunConfig.stall_timeout_s
 
 
 def _max_restarts(run_dir: RunDir) -> int:

@@ -19,6 +19,9 @@ from surreal.runtime.parameter_client import ParameterClient
 from surreal.runtime.remote_policy import actor_inference
 from surreal.runtime.split_actor import build_actor
 
+NO_VERSION = "no new parameters"
+"""What an actor that paces on the learner's versions waits for (`surreal.runtime.waits`)."""
+
 
 @dataclass
 class _ActorLoop:
@@ -182,6 +185,7 @@ def _pace(
         fresh = got if got is not None else fresh
         pacer.observe(params.version, params.live, params.stalls)
         now = time.monotonic()
+        comp.waits.waiting("learner", NO_VERSION)  # since the first wait for this version
         if pacer.ahead() and now - started > give_up_s:  # segments lost: pace from here on
             comp.warnings.warn(
                 "lost-segments",
@@ -189,7 +193,8 @@ def _pace(
                 f"{params.version}: segments were lost on the way; pacing from here",
             )
             pacer.restart(params.version)
-        elif now - said >= comp.progress.every_s:  # a stuck run says so in its log
+            return fresh  # one more segment; the wait for the learner goes on
+        if now - said >= comp.progress.every_s:  # a stuck run says so in its log
             said = now
             comp.log.info(
                 "still waiting for parameters version %d after %.0f s (have %d)",
@@ -197,6 +202,7 @@ def _pace(
                 now - started,
                 params.version,
             )
+    comp.waits.over("learner")
     return fresh
 
 

@@ -30,6 +30,9 @@ class Asker:
         self.client, self.peer, self.timeout, self.waiting = client, peer, timeout, waiting
         self.outages = 0
         """How many outages were announced."""
+        self.watch: Callable[[float | None], Any] | None = None
+        """Told the seconds of silence after each failed attempt, and None once the peer
+        answers again (`surreal.runtime.waits`: the launcher names a long silence)."""
 
     def ask(
         self,
@@ -53,7 +56,7 @@ class Asker:
             patience: seconds every attempt waits on top (the peer holds the request that long
                 by design: a long poll); silence is counted from past it.
         """
-        started, announced = time.monotonic(), False
+        started, announced, watched = time.monotonic(), False, False
         wait = min(1.0, self.timeout) if backoff else None
         while True:
             try:
@@ -63,6 +66,9 @@ class Asker:
             except (caraml.CaramlError, Invalid) as exc:
                 silent = max(0.0, time.monotonic() - started - patience)
                 give_up(silent, exc)
+                if self.watch is not None:
+                    self.watch(silent)
+                    watched = True
                 if not announced and silent >= self.timeout:
                     announced, self.outages = True, self.outages + 1
                     print(
@@ -73,6 +79,8 @@ class Asker:
                     pause(0.5 if backoff else 0.05)  # refused or garbled: pace the retries
                 elif wait is not None:
                     wait = min(wait * 2, self.timeout)
+        if watched and self.watch is not None:
+            self.watch(None)
         if announced:
             print(f"{self.peer} answers again after {time.monotonic() - started:.1f} s", flush=True)
         return reply

@@ -17,6 +17,7 @@ import symphony
 from surreal.monitoring import crash, logs, prometheus
 from surreal.runtime import report_token
 from surreal.runtime.rundir import RunDir
+from surreal.runtime.waits import Waits
 
 
 class Stopped(SystemExit):
@@ -67,7 +68,8 @@ class Component:
         self.started_at: int | None = None
         """The learner's step when it started (its checkpoint's): the sink's step goes back to it
         and `metrics.jsonl` loses the rows past it (`surreal.runtime.metrics`)."""
-        restarts = crash.note_start(self.run.path, role, index)
+        restarts = self.restarts = crash.note_start(self.run.path, role, index)
+        """Earlier starts of this process in this launch (0: its first start)."""
         if restarts:
             self.log.warning(
                 "restarted: %d earlier start%s of this process in this launch (crashes: %s)",
@@ -78,6 +80,8 @@ class Component:
         self.prom = prometheus.start(self.run.path, role, index, restarts)
         """This process's Prometheus series (`surreal.monitoring.prometheus.METRICS`)."""
         self.reports = 0
+        self.waits = Waits(self.log, self.report_waits)
+        """What this process waits on (`surreal.runtime.waits`): said in its log and reports."""
 
     @functools.cached_property
     def algo(self) -> type:
@@ -126,6 +130,21 @@ class Component:
         if not self.own_progress:  # ES, DDPG's learner, multi-agent roles: from their reports
             shown = {k: logs.rate(v) for k, v in list(message["scalars"].items())[:6]}
             self.progress.tick({"reports": self.reports}, {"step": step, **shown})
+
+    def report_waits(self) -> None:
+        """Send this process's waits alone (`surreal.runtime.waits`); the sink keeps them in
+        `status.json` for the launcher's progress line."""
+        message = {
+            "source": self.role,
+            "index": self.index,
+            "step": 0,
+            "time": time.time(),
+            "scalars": {},
+            "process": crash.process_name(self.role, self.index),
+            "waiting": self.waits.field(),
+            "wait_only": True,
+        }
+        self._metrics.push(self.signed(message))
 
     def signed(self, message: dict[str, Any]) -> dict[str, Any]:
         """`message` with what the sink checks: the run's token, this process's start, and a

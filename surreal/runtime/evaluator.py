@@ -60,7 +60,7 @@ def main(run_dir: str, index: int = 0) -> None:
     torch.set_num_threads(1)
     comp = Component(run_dir, "evaluator", index)
     cfg = comp.config
-    params = ParameterClient(comp.address("params").tcp)
+    params = ParameterClient(comp.address("params").tcp, waits=comp.waits)
     policy = comp.algo.make_policy(cfg.algo, comp.env_info)
     env = VectorEnv(cfg.env.id, cfg.env, seed=cfg.run.seed + 10**6, num_envs=cfg.eval.episodes)
     comp.log.info(

@@ -18,8 +18,16 @@ from surreal.runtime import checkpoint
 from surreal.runtime.batch_protocol import BatchRequests
 from surreal.runtime.common import Component
 from surreal.runtime.member import Member
+from surreal.runtime.parameter_client import ParameterClient
 from surreal.runtime.replay import batch_arrays
 from surreal.runtime.replicas import join as join_replicas
+from surreal.runtime.waits import SILENT
+from symphony.addresses import AddressError
+
+RESTART_ASK_S = 10.0
+"""How long a restarted learner asks the parameter server for the version it holds."""
+NO_BATCH = "no batch in the buffer"
+"""What a learner whose buffer answers empty waits for (from the actors)."""
 
 
 def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
@@ -43,8 +51,51 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
             counters["version"],
             counters["iterations"],
         )
+    if comp.restarts:  # a restarted learner: its versions go on past the ones it published
+        counters["version"] = restarted_version(comp, counters["version"])
     comp.started_at = counters["global_step"]  # every report says where this learner began
     return learner, counters
+
+
+def restarted_version(comp: Component, version: int) -> int:
+    """The first version of a learner restarted from a checkpoint of `version`: past every one
+    the killed learner published since (the parameter server keeps only newer ones, and actors
+    fetch and pace on newer ones): one more than the server holds when it answers within
+    `RESTART_ASK_S`, else past the most that `run.checkpoint_every` iterations publish between
+    two checkpoints (one of which may have been unreadable) when it does not answer or holds
+    less (it restarted too)."""
+    held = held_version(comp)
+    if held is not None and held >= version:
+        first = held + 1
+    else:  # no answer, or a parameter server restarted since (actors may hold more)
+        first = version + 1 + 2 * comp.config.run.checkpoint_every
+    comp.log.info(
+        "restarted from the checkpoint's version %d: publishing from version %d (%s)",
+        version,
+        first,
+        "the parameter server did not answer"
+        if held is None
+        else f"the parameter server holds {held}",
+    )
+    return first
+
+
+def held_version(comp: Component) -> int | None:
+    """The parameter version the run's parameter server holds; None when this learner does not
+    connect to one (`params`) or it did not answer within `RESTART_ASK_S` seconds."""
+    try:
+        address = comp.address("params").tcp
+    except AddressError:
+        return None
+    client = ParameterClient(address, timeout=2.0, outage_s=RESTART_ASK_S)
+    client.version = 2**61  # "I hold everything": the reply carries the version, no params
+    try:
+        client.fetch()
+        return client.latest_version
+    except caraml.RequestTimeout:
+        return None
+    finally:
+        client.close()
 
 
 def env_steps(batch: dict[str, np.ndarray]) -> int:
@@ -78,6 +129,8 @@ class LearnerLoop:
         """Replies without a batch (the buffer had none in time): a starved learner's sign."""
         self.save_failed = ""
         """Why the last checkpoint could not be written ("" while every one was)."""
+        self.batch_at = time.monotonic()
+        """When the last batch came (a wait for one past `waits.WAIT_SAY_S` is said)."""
         self.seen: dict[str, float] = {}
         """The last batch's policy lag and buffer fill (for the progress line)."""
         start = {"step": self.start_step, "updates": self.counters["iterations"]}
@@ -134,6 +187,8 @@ class LearnerLoop:
         self.learner.progress = self.counters["global_step"] / cfg.run.steps
         metrics = self.learner.learn(batch)
         learned = time.perf_counter()
+        self.batch_at = time.monotonic()
+        self.comp.waits.over("actors")
         steps = env_steps(batch)
         self.counters["global_step"] += int(self.replicas.sum(steps)) if self.replicas else steps
         self.counters["iterations"] += 1
@@ -204,6 +259,7 @@ def _first_batch_bytes(loop: LearnerLoop, address: str) -> int:
                 loop.pending = arrays
                 comp.log.info("first batch after %.1f s", time.monotonic() - started)
                 return sum(a.nbytes + 64 for a in arrays.values())
+            comp.waits.waiting("actors", NO_BATCH, time.monotonic() - started)
             if time.monotonic() - said >= comp.progress.every_s:  # a stuck run says so
                 said = time.monotonic()
                 comp.log.info(
@@ -252,9 +308,20 @@ def main(run_dir: str, index: int = 0) -> None:
 
 
 def _next_batch(comp: Component, fetcher: Any) -> Any:
-    """The DataFetcher's next batch handle, its wait counted as the `wait` phase."""
+    """The DataFetcher's next batch handle, its wait counted as the `wait` phase; a buffer
+    that gives no reply for `waits.WAIT_SAY_S` is said (`surreal.runtime.waits`)."""
     waited = time.perf_counter()
-    handle = fetcher.get()
+    while True:
+        try:
+            handle = fetcher.get(timeout=2.0)
+            break
+        except (caraml.WorkerDied, caraml.SlotTooSmall):
+            raise
+        except caraml.CaramlError:  # nothing within 2 s: the buffer is silent so far
+            if comp.stopping.is_set():
+                raise
+            comp.waits.waiting("buffer", SILENT, time.perf_counter() - waited)
+    comp.waits.over("buffer")
     comp.prom.count("surreal_phase_seconds_total", time.perf_counter() - waited, phase="wait")
     return handle
 
@@ -265,6 +332,7 @@ def _learn_from(loop: LearnerLoop, handle: Any, last_report: float) -> float:
         if "empty" in handle.data:
             loop.publish()  # subscribers that joined late get the current version
             loop.empty += 1
+            loop.comp.waits.waiting("actors", NO_BATCH, time.monotonic() - loop.batch_at)
             loop.tick()
             return last_report
         metrics = loop.step(handle.data)

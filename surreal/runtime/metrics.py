@@ -118,6 +118,9 @@ class MetricsSink:
     def handle(self, msg: dict[str, Any]) -> None:
         """Consume one report from a component."""
         source, status = msg.get("source"), self.status
+        if msg.get("wait_only"):
+            self._wait(msg)
+            return
         if source == "learner" and not self._learner(msg):
             return
         step = status["global_step"] if source in ("actor", "buffer") else int(msg["step"])
@@ -134,6 +137,15 @@ class MetricsSink:
             )
         if source == "buffer":
             self.scalar("charts/buffer_fill", msg["scalars"].get("buffer/fill", 0.0), step)
+
+    def _wait(self, msg: dict[str, Any]) -> None:
+        """A process's waits (`surreal.runtime.waits`) into the status's `waits`, with the time
+        they were reported ({} ends its entry)."""
+        waits = self.status.setdefault("waits", {})
+        if msg["waiting"] and (msg["process"] in waits or len(waits) < 4096):
+            waits[msg["process"]] = {**msg["waiting"], "time": round(time.time(), 3)}
+        else:
+            waits.pop(msg["process"], None)
 
     def _learner(self, msg: dict[str, Any]) -> bool:
         """The learner's step becomes the run's; False for a report to leave out (a step no

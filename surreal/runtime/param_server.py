@@ -8,6 +8,10 @@ A stall: when actors wait and no version came for `STALL_INTERVALS` times the us
 between versions, the learner is waiting for segments that nobody sends (actors stopped before
 the others knew, segments lost on the way). The server counts a stall and answers the waiting
 actors; each counts it as one version for its credit, sends its share, and the learner goes on.
+Only a learner that says it waits counts: one that re-published the version it holds since the
+last one (it does so on every empty batch reply). A learner that is gone (killed, restarting)
+or busy says nothing, and the actors keep waiting instead of filling the buffer with segments
+of a policy that the restarted learner will not have.
 """
 
 from __future__ import annotations
@@ -55,6 +59,8 @@ class ParameterStore:
         """Stalls counted (see the module docstring); sent with every reply."""
         self.interval: float | None = None  # seconds between versions (a moving average)
         self.last_change = time.monotonic()  # the last new version, or the last stall
+        self.repeated = float("-inf")
+        """When the learner last re-published the version held (it waits for a batch)."""
 
     @property
     def version(self) -> int:
@@ -78,6 +84,8 @@ class ParameterStore:
             newer = checked["version"] > held
             if checked["version"] >= held:
                 self.latest = checked
+        if checked["version"] == held:
+            self.repeated = time.monotonic()
         if newer:
             now = time.monotonic()
             if held >= 1:  # from the first publication on: the learner's pace
@@ -87,15 +95,16 @@ class ParameterStore:
             self.on_new_version()
 
     def check_stall(self, waiting: bool) -> float:
-        """Count a stall if one is due (and wake the waiting requests); returns the seconds
-        until the next one could be (the serving loop checks again by then)."""
+        """Count a stall if one is due (and wake the waiting requests): actors wait and the
+        learner, re-publishing its version, says it waits too; returns the seconds until the
+        next one could be (the serving loop checks again by then)."""
         if self.interval is None:
             return 0.5
         limit = max(STALL_MIN_S, STALL_INTERVALS * self.interval)
         now = time.monotonic()
         if now - self.last_change < limit:
             return self.last_change + limit - now
-        if waiting:
+        if waiting and self.repeated > self.last_change:  # the learner said it waits
             with self._lock:
                 self.stalls += 1
             self.last_change = now

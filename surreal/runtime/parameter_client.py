@@ -9,6 +9,7 @@ import numpy as np
 import caraml
 from surreal.runtime.asking import Asker
 from surreal.runtime.schemas import MAX_PARAMS_WAIT_S, params_reply
+from surreal.runtime.waits import SILENT, Waits
 
 Params = dict[str, np.ndarray]
 
@@ -28,6 +29,8 @@ class ParameterClient:
         outage_s: how long `fetch` keeps retrying a server that does not answer.
         actor: the asking actor's index: the server counts the actors that ask and says how
             many are alive (`live`, for pacing); None for other askers (evaluators, workers).
+        waits: the process's `surreal.runtime.waits.Waits`: a server silent for
+            `waits.WAIT_SAY_S` is said in the log and named by the launcher (as `peer`).
     """
 
     def __init__(
@@ -36,6 +39,8 @@ class ParameterClient:
         timeout: float = 5.0,
         outage_s: float = 600.0,
         actor: int | None = None,
+        waits: Waits | None = None,
+        peer: str = "param-server",
     ) -> None:
         self._client = caraml.Client(address, timeout=timeout, retries=0)
         self.address, self.timeout, self.outage_s = address, timeout, outage_s
@@ -45,6 +50,10 @@ class ParameterClient:
             timeout,
             f"retrying for up to {outage_s:.0f} s",
         )
+        if waits is not None:
+            self._asker.watch = lambda silent: (
+                waits.over(peer) if silent is None else waits.waiting(peer, SILENT, silent)
+            )
         self.version = 0
         self.step = 0
         self.latest_version = 0

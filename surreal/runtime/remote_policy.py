@@ -158,7 +158,9 @@ def actor_inference(comp: Any, index: int) -> tuple[Policy, ParameterClient]:
     cfg = comp.config
     local = comp.algo.make_policy(cfg.algo, comp.env_info)
     if cfg.actor.inference != "remote":
-        return local, ParameterClient(comp.address("params").tcp, timeout=5.0, actor=index)
+        return local, ParameterClient(
+            comp.address("params").tcp, timeout=5.0, actor=index, waits=comp.waits
+        )
     worker = index % cfg.run.policy_workers
     remote = RemotePolicy(
         comp.address(f"policy-{worker}").tcp, f"actor-{index}", local, comp.stopping

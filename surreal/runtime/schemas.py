@@ -348,12 +348,36 @@ def report(message: Any, token: str | None = None) -> dict:
     for key in ("finished", "exiting"):
         if key in msg:
             out[key] = bool(msg[key]) if isinstance(msg[key], (bool, np.bool_)) else False
+    if msg.get("wait_only") is True:
+        out["wait_only"] = True
+        out["process"] = _short(msg.get("process", source), "process")
+        out["waiting"] = _wait(msg.get("waiting", {}))
+        return out
     for key in _REPORT_LISTS:
         values = msg.get(key, [])
         if not isinstance(values, (list, tuple)) or len(values) > 10_000:
             raise Invalid(f"{key} must be a list (at most 10,000 items)", "bad-field")
         out[key] = [as_float(v, key) for v in values]
     return out
+
+
+def _short(value: Any, name: str) -> str:
+    """A short string field (a process or peer name)."""
+    if not isinstance(value, str) or len(value) > MAX_KEY_LEN:
+        raise Invalid(f"a report's {name!r} is a short string", "bad-field")
+    return value
+
+
+def _wait(value: Any) -> dict:
+    """A report's `waiting` (`surreal.runtime.waits`): {} or {"for", "what", "s"}."""
+    wait = as_dict(value, "waiting")
+    if not wait:
+        return {}
+    return {
+        "for": _short(wait.get("for"), "for"),
+        "what": _short(wait.get("what"), "what"),
+        "s": as_float(wait.get("s", 0.0), "s", 0.0, 1e9),
+    }
 
 
 class EsRequest:

@@ -62,6 +62,25 @@ def restart_policy() -> Any:
     )
 
 
+def learner_restart_policy(plan: LaunchPlan) -> Any:
+    """How the learner comes back after a crash or a kill: on failure (never after exit 0, its
+    budget used), 1-5 s apart, from its last checkpoint (`surreal.runtime.learner`). Crashes
+    count against `run.max_restarts` within any 10 minutes (past it the learner stays failed and
+    the run ends with the `--resume` hint); kills from outside never use it up. Never with
+    `run.max_restarts=0`, nor for replicated learners (`run.learner_replicas` > 1: one rank
+    alone cannot rejoin torch.distributed's group; `--resume` continues them)."""
+    run = plan.config.run
+    if run.max_restarts == 0 or run.learner_replicas > 1:
+        return RestartPolicy(mode="never")
+    return RestartPolicy(
+        mode="on-failure",
+        max_restarts=run.max_restarts,
+        backoff_s=1.0,
+        max_backoff_s=5.0,
+        window_s=600.0,
+    )
+
+
 def process(plan: LaunchPlan, role: str, index: int = 0, name: str | None = None) -> Any:
     """A restarted-on-failure Process running component ROLE (named `name`, default ROLE),
     binding its `/metrics` service (`with_metrics`)."""
@@ -98,8 +117,9 @@ def learner_process(
     plan: LaunchPlan, role: str = "learner", index: int = 0, name: str = "learner"
 ) -> Any:
     """The process named `learner` (running component ROLE): `run.torch_threads` OpenMP threads
-    and CPUs (0: `surreal.api.device.learner_threads`), one GPU when `run.device` asks for cuda; never
-    restarted (its end is the run's end; `surreal launch --resume` continues it)."""
+    and CPUs (0: `surreal.api.device.learner_threads`), one GPU when `run.device` asks for cuda;
+    restarted from its checkpoint after a crash or kill (`learner_restart_policy`); its end for
+    good (budget used, or failed past its restarts) is the run's end."""
     run = plan.config.run
     threads = learner_threads(run.torch_threads, run.actors)
     proc = Process(
@@ -107,6 +127,7 @@ def learner_process(
         command(plan.run_dir, role, index),
         env=dict(PROCESS_ENV, OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads)),
         resources=Resources(cpu=threads, gpu=1 if wants_gpu(run.device) else 0),
+        restart=learner_restart_policy(plan),
     )
     return with_metrics(plan, proc)
 
@@ -177,7 +198,8 @@ def standard_experiment(plan: LaunchPlan) -> Any:
     """The default topology: metrics, buffer, learner, parameter server, evaluator, actors."""
     exp = new_experiment(plan)
     exp.add(process(plan, "buffer").binds("experience", "batches").connects("metrics"))
-    add_learners(exp, plan, binds=("params-pub",), connects=("batches", "metrics"))
+    # `params`: a restarted learner asks which version the server holds (it publishes past it)
+    add_learners(exp, plan, binds=("params-pub",), connects=("batches", "metrics", "params"))
     exp.add(process(plan, "param-server").binds("params").connects("params-pub", "metrics"))
     add_evaluator(exp, plan)
     add_actor_groups(exp, plan, ("params", "experience", "metrics"))

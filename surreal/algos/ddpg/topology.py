@@ -47,7 +47,8 @@ def build_experiment(plan: LaunchPlan) -> Any:
                 "replay-shards", "replay-sample-shards", "metrics"
             )
         )
-    exp.add(learner_process(plan).binds("params-pub").connects("replay-sample", "metrics"))
+    learner = learner_process(plan).binds("params-pub")  # `params`: asked after a restart
+    exp.add(learner.connects("replay-sample", "metrics", "params"))
     exp.add(process(plan, "param-proxy").binds("params", "params-shards").connects("metrics"))
     for k in range(cfg.algo.param_shards):
         exp.add(
