@@ -76,6 +76,10 @@ class RestartPolicy:
             (and for the backoff), so a process that crashes now and then over a long run keeps
             coming back while a crash loop still ends; None counts restarts for life. The local
             and tmux backends apply it; compose and kube have their own (lifetime) accounting.
+        final_codes: exit codes after which the process is never restarted: it ended for a
+            reason a restart cannot fix and said so (systemd's `RestartPreventExitStatus`).
+            The local, tmux and in-process backends apply it; compose and kube restart such a
+            process within `max_restarts`.
     """
 
     mode: str = "never"
@@ -83,8 +87,14 @@ class RestartPolicy:
     backoff_s: float = 1.0
     max_backoff_s: float = 30.0
     window_s: float | None = None
+    final_codes: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        self.final_codes = tuple(self.final_codes)  # a list read back from YAML or JSON
+        if not all(isinstance(c, int) and not isinstance(c, bool) for c in self.final_codes):
+            raise SpecError(
+                f"final_codes={self.final_codes!r} must be whole exit codes, e.g. (73,)"
+            )
         if self.mode not in RESTART_MODES:
             raise SpecError(f"restart mode {self.mode!r} is unknown; use one of {RESTART_MODES}")
         if not isinstance(self.max_restarts, int) or self.max_restarts < 0:
@@ -105,6 +115,8 @@ class RestartPolicy:
         """Whether a process that ended with `exit_code` after `restarts` restarts (those
         within the window, see `counted`) comes back."""
         if restarts >= self.max_restarts or self.mode == "never":
+            return False
+        if exit_code in self.final_codes:
             return False
         return self.mode == "always" or exit_code != 0
 

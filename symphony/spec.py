@@ -174,7 +174,7 @@ class Process:
             "connects": list(self.connected),
             "exposes": list(self.exposed),
             "resources": vars(self.resources).copy(),
-            "restart": vars(self.restart).copy(),
+            "restart": _restart_dict(self.restart),
         }
 
     @classmethod
@@ -213,7 +213,15 @@ _PROCESS_KEYS = {
     "restart",
 }
 _RES_KEYS = {"cpu", "memory_gb", "gpu", "node_pool"}
-_RST_KEYS = {"mode", "max_restarts", "backoff_s", "max_backoff_s", "window_s"}
+_RST_KEYS = {"mode", "max_restarts", "backoff_s", "max_backoff_s", "window_s", "final_codes"}
+
+
+def _restart_dict(policy: RestartPolicy) -> dict[str, Any]:
+    """A RestartPolicy as plain data (`final_codes` only when set: specs without it read as
+    before)."""
+    data = vars(policy).copy()
+    codes = data.pop("final_codes", ())
+    return {**data, "final_codes": list(codes)} if codes else data
 
 
 def _secret_names(process: str, names: Any) -> list[str]:

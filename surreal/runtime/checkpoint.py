@@ -40,6 +40,9 @@ REQUIRED = ("learner", "params", "counters")
 """What every checkpoint holds (`save`)."""
 COUNTERS = ("global_step", "version", "iterations")
 """The learner's counters: `global_step` always, whole numbers >= 0."""
+UNWRITABLE_EXIT = 73
+"""A learner's exit code when it stopped because its checkpoint could not be written (sysexits'
+EX_CANTCREAT): a restart cannot fix a full disk, so it is never restarted (`final_codes`)."""
 INTEGRITY = "integrity"
 """The checkpoint's own checksum: {"sha256": hex digest of everything else it holds}."""
 

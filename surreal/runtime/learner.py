@@ -304,7 +304,7 @@ def main(run_dir: str, index: int = 0) -> None:
     finally:
         _shut_down(loop, fetcher)
     if loop.save_failed:
-        raise SystemExit(1)
+        raise SystemExit(checkpoint.UNWRITABLE_EXIT)  # never restarted (a full disk stays full)
 
 
 def _next_batch(comp: Component, fetcher: Any) -> Any:

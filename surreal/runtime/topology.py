@@ -21,6 +21,7 @@ from surreal.api.device import learner_threads, wants_gpu
 from surreal.api.recipe import RUNTIME_COMPONENTS, recipe_of  # noqa: F401  (Recipe.components')
 from surreal.api.spaces import EnvInfo
 from surreal.monitoring.prometheus import service_name
+from surreal.runtime.checkpoint import UNWRITABLE_EXIT
 from surreal.runtime.policy_topology import policy_services, serves
 from surreal.runtime.rundir import RunDir
 from symphony import Experiment, Process, ProcessGroup, Resources, RestartPolicy
@@ -66,7 +67,9 @@ def learner_restart_policy(plan: LaunchPlan) -> Any:
     """How the learner comes back after a crash or a kill: on failure (never after exit 0, its
     budget used), 1-5 s apart, from its last checkpoint (`surreal.runtime.learner`). Crashes
     count against `run.max_restarts` within any 10 minutes (past it the learner stays failed and
-    the run ends with the `--resume` hint); kills from outside never use it up. Never with
+    the run ends with the `--resume` hint); kills from outside never use it up; a learner that
+    stopped because its checkpoint could not be written (`checkpoint.UNWRITABLE_EXIT`: a full
+    disk) is not restarted. Never with
     `run.max_restarts=0`, nor for replicated learners (`run.learner_replicas` > 1: one rank
     alone cannot rejoin torch.distributed's group; `--resume` continues them)."""
     run = plan.config.run
@@ -78,6 +81,7 @@ def learner_restart_policy(plan: LaunchPlan) -> Any:
         backoff_s=1.0,
         max_backoff_s=5.0,
         window_s=600.0,
+        final_codes=(UNWRITABLE_EXIT,),  # its checkpoint could not be written: a full disk
     )
 
 

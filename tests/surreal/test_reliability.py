@@ -119,6 +119,8 @@ def test_killed_learner_resumes_with_optimizer_state(tmp_path):
             "a",
             "--set",
             "run.checkpoint_every=2",
+            "--set",
+            "run.max_restarts=0",  # the learner is not restarted: its kill ends the run
             *QUICK,
         ],
         tmp_path,

@@ -264,11 +264,13 @@ def test_sac_reaches_minus_200_on_pendulum_within_5k_env_steps(tmp_path):
 @pytest.mark.timeout(600)
 @pytest.mark.integration
 def test_a_killed_learner_resumes_its_temperature_and_optimizers_exactly(tmp_path):
-    """kill -9 of the learner ends the run; `--resume` to the checkpoint's own step loads it
+    """kill -9 of the learner ends the run (`run.max_restarts=0`: no restart, as after its
+    restarts are used up); `--resume` to the checkpoint's own step loads it
     and writes it back at exit: every tensor (log alpha, the alpha optimizer, both others, the
     noise generator) as the killed learner saved it. Resumed further, all of them move on."""
     home, run = tmp_path / "home", tmp_path / "runs" / "kill" / "a"
     quick = ["--set", "algo.replay_start=300", "--set", "algo.checkpoint_every_s=1"]
+    quick += ["--set", "run.max_restarts=0"]  # the killed learner stays dead
     proc = start_launch(
         ["sac", "--env", "gym:Pendulum-v1", "--actors", "1", "--steps", "10000000"]
         + ["--name", "kill", "--trial", "a", "--set", "eval.every_s=0", *quick, *SMALL],

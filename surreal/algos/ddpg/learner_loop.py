@@ -82,7 +82,7 @@ def main(run_dir: str, index: int = 0) -> None:
         fetcher.close()
         loop.close()
     if loop.save_failed:
-        raise SystemExit(1)
+        raise SystemExit(checkpoint.UNWRITABLE_EXIT)  # never restarted (a full disk stays full)
 
 
 class _Loop:

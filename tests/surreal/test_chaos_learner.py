@@ -1,0 +1,88 @@
+"""Chaos that includes the learner (issue 50 item 3): `kill -9` every 5 s, every second kill
+the learner's, the others a random helper's, on a CartPole PPO run; the run still reaches its
+step budget (rc 0), each restarted learner resumed at a checkpoint no older than the one it had
+written before the kill, and the work lost per learner kill is bounded by `run.checkpoint_every`.
+
+Slow (a real run under kills, ~1-2 minutes here). `test_chaos.py` kills only the helpers, for
+longer, and checks that the run still learns.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+
+import pytest
+
+from tests.surreal.helpers import QUICK, describe, start_launch, status, wait_until
+from tests.surreal.test_hostile_peers import sample_steps
+from tests.surreal.test_learner_restart import checkpoint_step, resumed_steps
+
+ACTORS, CHECKPOINT_EVERY, STEPS = 4, 5, 200_000
+PER_ITERATION = ACTORS * 16 * 4  # QUICK: one segment of 16 steps x 4 envs per actor
+CHAOS_S, EVERY_S = 45.0, 5.0
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(1200)
+def test_killing_the_learner_and_helpers_every_5_s_the_run_reaches_its_budget(tmp_path):
+    home, run = tmp_path / "home", tmp_path / "runs" / "chaosl" / "a"
+    latest = run / "checkpoints" / "latest.pt"
+    rng = random.Random(50)
+    proc = start_launch(
+        ["ppo", "--env", "gym:CartPole-v1", "--actors", str(ACTORS), "--steps", str(STEPS)]
+        + ["--name", "chaosl", "--trial", "a", *QUICK]
+        + ["--set", f"run.checkpoint_every={CHECKPOINT_EVERY}", "--set", "eval.every_s=5"],
+        tmp_path,
+        home,
+    )
+    killed: list[str] = []
+    learner_kills: list[tuple[int, int]] = []  # (checkpoint step, run step) just before each
+    try:
+        wait_until(lambda: latest.is_file(), 180, "the first checkpoint", proc)
+        started = next_kill = time.monotonic()
+        while time.monotonic() - started < CHAOS_S and proc.poll() is None:
+            if time.monotonic() >= next_kill:  # a paced kill loop, not a synchronization
+                running = [p for p in describe(home, "chaosl-a").processes if p.state == "running"]
+                learner = [p for p in running if p.name == "learner" and p.pid]
+                helpers = [p for p in running if p.name != "learner" and p.pid]
+                if len(killed) % 2 == 0 and learner:
+                    victim = learner[0]
+                    learner_kills.append((checkpoint_step(latest), status(run)["global_step"]))
+                elif helpers:
+                    victim = rng.choice(helpers)
+                else:
+                    victim = None
+                if victim is not None:
+                    try:
+                        os.kill(victim.pid, signal.SIGKILL)
+                        killed.append(victim.name)
+                    except ProcessLookupError:
+                        pass
+                next_kill += EVERY_S
+            time.sleep(0.2)
+        chaos_s = time.monotonic() - started
+        sample_steps(proc, run)  # until the run ends by itself
+        out = proc.stdout.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    print(f"\nchaos: {len(killed)} kills in {chaos_s:.0f} s: {killed}")
+    assert proc.returncode == 0, out
+    assert status(run)["global_step"] >= STEPS
+    assert killed.count("learner") >= 3, f"the run ended after {chaos_s:.0f} s; raise STEPS"
+    # every kill counted once as a restart (a kill never uses up the restart limit)
+    restarts = {p.name: p.restarts for p in describe(home, "chaosl-a").processes}
+    assert sum(restarts.values()) == len(killed), (restarts, killed)
+    assert restarts["learner"] == killed.count("learner")
+    log = (run / "logs" / "learner.log").read_text()
+    resumed = resumed_steps(log)
+    assert len(resumed) == killed.count("learner"), resumed
+    for (saved, reached), back in zip(learner_kills, resumed, strict=True):
+        assert back >= saved, f"resumed at {back}, behind the checkpoint {saved} it had"
+        lost = reached - back
+        assert lost <= (CHECKPOINT_EVERY + 1) * PER_ITERATION, (reached, back)
+    assert resumed[-1] > resumed[0], resumed  # resumes move on with the run

@@ -1,0 +1,115 @@
+"""Issue 50 items 2 and 3 on real runs (CartPole PPO, local backend): a learner killed with
+`kill -9` comes back by itself from its checkpoint and the run finishes; a stopped parameter
+server is named by the launcher, and with a short `run.stall_timeout_s` the run ends `failed`
+with that reason and the `--resume` hint instead of hanging.
+
+The chaos run that kills the learner too (every 5 s) is in `test_chaos_learner.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+import pytest
+import torch
+
+from tests.surreal.helpers import QUICK, describe, start_launch, status, wait_until
+
+RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
+"""The line a learner that loaded its checkpoint writes (`surreal.runtime.learner`)."""
+
+
+def resumed_steps(log: str) -> list[int]:
+    """The steps every start of the learner in `log` resumed from, in order."""
+    return [int(m.group(1).replace(",", "")) for m in RESUMED.finditer(log)]
+
+
+def checkpoint_step(path) -> int:
+    """The step of the checkpoint at `path` (whole: it is renamed into place)."""
+    return int(torch.load(path, weights_only=False)["counters"]["global_step"])
+
+
+def _launch(tmp_path, name: str, steps: int, *settings: str):
+    home = tmp_path / "home"
+    proc = start_launch(
+        ["ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", str(steps)]
+        + ["--name", name, "--trial", "a", "--set", "run.checkpoint_every=2", *QUICK, *settings],
+        tmp_path,
+        home,
+    )
+    return home, tmp_path / "runs" / name / "a", proc
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.integration
+def test_a_learner_killed_with_kill_9_comes_back_from_its_checkpoint_and_the_run_finishes(
+    tmp_path,
+):
+    steps = 60_000
+    home, run, proc = _launch(tmp_path, "back", steps)
+    latest = run / "checkpoints" / "latest.pt"
+    per_iteration = 2 * 16 * 4  # QUICK: one segment of 16 steps x 4 envs per actor
+    try:
+        wait_until(
+            lambda: latest.is_file() and status(run).get("global_step", 0) > 0,
+            180,
+            "a checkpoint",
+            proc,
+        )
+        before = checkpoint_step(latest)
+        os.kill(describe(home, "back-a").process("learner").pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=480)  # a guard: the run ends by itself
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert status(run)["global_step"] >= steps
+    assert describe(home, "back-a").process("learner").restarts == 1
+    log = (run / "logs" / "learner.log").read_text()
+    assert "--- restarted after signal 9 (attempt 2) ---" in log, log[-3000:]
+    after_kill = log.split("restarted after signal 9", 1)[1]
+    (resumed,) = resumed_steps(after_kill)
+    # the checkpoint the killed learner wrote last: the one read before the kill, or at most
+    # one more (a checkpoint every 2 iterations), never a restart from scratch
+    assert before <= resumed <= before + 2 * 2 * per_iteration, (before, resumed)
+    assert "publishing from version" in after_kill and "parameter server holds" in after_kill
+    assert "restarts learner 1 (killed by SIGKILL)" in out, out[-3000:]
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.integration
+def test_a_stopped_parameter_server_is_named_and_the_stalled_run_ends_failed_with_the_hint(
+    tmp_path,
+):
+    home, run, proc = _launch(tmp_path, "stall", 10_000_000, "--set", "run.stall_timeout_s=35")
+    latest = run / "checkpoints" / "latest.pt"
+    stopped = None
+    try:
+        wait_until(
+            lambda: latest.is_file() and status(run).get("global_step", 0) > 0,
+            180,
+            "a checkpoint",
+            proc,
+        )
+        stopped = describe(home, "stall-a").process("param-server").pid
+        os.kill(stopped, signal.SIGSTOP)
+        out, _ = proc.communicate(timeout=480)  # a guard: the stall timeout ends the run
+    finally:
+        if stopped is not None:
+            try:
+                os.kill(stopped, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, out
+    assert re.search(r"waiting for param-server: no answer for \d+ s \(actor-", out), out[-3000:]
+    (ended,) = [line for line in out.splitlines() if "made no progress for" in line]
+    assert "run.stall_timeout_s=35" in ended and "waiting for param-server" in ended, ended
+    assert "surreal launch --resume runs/stall/a" in ended, ended
+    assert "Traceback" not in out, out[-3000:]
+    assert checkpoint_step(latest) > 0  # nothing lost: --resume continues from it
+    actor_log = (run / "logs" / "actor-0.log").read_text()
+    assert "waiting for param-server: no answer for" in actor_log, actor_log[-2000:]
