@@ -203,8 +203,10 @@ class _Watch:
         now = time.monotonic()
         self.crashes.poll()
         looping = self.crashes.loop_report()
-        if looping:
-            return self.fail(f"stopping the run: {looping}\n{self.resume_hint}")
+        if looping:  # a learner past its restarts: its checkpoint is there to continue from
+            learner = (self.crashes.looping() or {}).get("process") == "learner"
+            hint = f"\n{self.resume_hint}" if learner else ""
+            return self.fail(f"stopping the run: {looping}{hint}")
         waiting = waiting_for(status, stale)
         self.show(status, stale, processes, now, waiting)
         learner = next((p for p in processes if p.name == "learner"), None)

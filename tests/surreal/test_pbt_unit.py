@@ -266,7 +266,7 @@ def test_population_experiment_names_every_members_processes_and_services(tmp_pa
     learner = exp.process("m1-learner")
     # its /metrics port (surreal.monitoring) is prefixed like every service of the member
     assert set(learner.bound) == {"m1-params-pub", "m1-prom-learner"}
-    assert learner.connected == ["m1-batches", "m1-metrics"]
+    assert learner.connected == ["m1-batches", "m1-metrics", "m1-params"]  # params: restarts
     assert learner.env["SURREAL_SERVICE_PREFIX"] == "m1-" and learner.restart.mode == "on-failure"
     assert str(tmp_path) in learner.command[-3]  # its own run folder: RUN/m1
     lr = base.config.algo.lr  # the default for CartPole's task family (surreal.algos.families)

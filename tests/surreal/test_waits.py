@@ -183,3 +183,24 @@ def test_a_restarted_learner_publishes_past_every_version_the_killed_one_could_h
     assert learner.restarted_version(comp, 25) == 25 + 1 + 2 * 5
     monkeypatch.setattr(learner, "held_version", lambda comp: 3)  # it restarted too
     assert learner.restarted_version(comp, 25) == 25 + 1 + 2 * 5
+
+
+def test_a_learner_crashing_past_its_restarts_ends_the_run_with_the_resume_hint(tmp_path):
+    from surreal.launch.progress import monitor
+    from surreal.monitoring import crash
+
+    (tmp_path / "status.json").write_text(json.dumps({"global_step": 10, "total_steps": 1000}))
+    for _ in range(RunConfig.max_restarts + 1):
+        try:
+            raise ValueError("boom in learn")
+        except ValueError as err:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setenv("SYMPH_PROCESS", "learner")
+                crash.record(tmp_path, "learner", 0, err)
+    learner = SimpleNamespace(name="learner", state="restarting", exit_code=None, restarts=3)
+    handle = SimpleNamespace(status=lambda: SimpleNamespace(processes=[learner]))
+    out = io.StringIO()
+    assert monitor(handle, RunDir(tmp_path), out=out, live=False, crashes_since=0.0) == 1
+    text = out.getvalue()
+    assert "learner (role learner, index 0) crashed 4 times" in text
+    assert text.rstrip().endswith(f"surreal launch --resume {tmp_path}"), text
