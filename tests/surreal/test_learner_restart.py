@@ -15,6 +15,7 @@ import signal
 import pytest
 import torch
 
+from surreal.launch.evaluate import run_status
 from tests.surreal.helpers import QUICK, describe, start_launch, status, wait_until
 
 RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
@@ -24,6 +25,11 @@ RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
 def resumed_steps(log: str) -> list[int]:
     """The steps every start of the learner in `log` resumed from, in order."""
     return [int(m.group(1).replace(",", "")) for m in RESUMED.finditer(log)]
+
+
+def waits(run) -> dict:
+    """The waits the run's processes reported (`status.json`'s `waits`)."""
+    return status(run).get("waits") or {}
 
 
 def checkpoint_step(path) -> int:
@@ -81,7 +87,7 @@ def test_a_learner_killed_with_kill_9_comes_back_from_its_checkpoint_and_the_run
 @pytest.mark.timeout(600)
 @pytest.mark.integration
 def test_a_stopped_parameter_server_is_named_and_the_stalled_run_ends_failed_with_the_hint(
-    tmp_path,
+    tmp_path, monkeypatch
 ):
     home, run, proc = _launch(tmp_path, "stall", 10_000_000, "--set", "run.stall_timeout_s=35")
     latest = run / "checkpoints" / "latest.pt"
@@ -95,6 +101,14 @@ def test_a_stopped_parameter_server_is_named_and_the_stalled_run_ends_failed_wit
         )
         stopped = describe(home, "stall-a").process("param-server").pid
         os.kill(stopped, signal.SIGSTOP)
+        wait_until(
+            lambda: any(w.get("for") == "param-server" for w in waits(run).values()),
+            240,
+            "the actors' wait in status.json",
+            proc,
+        )
+        monkeypatch.setenv("SYMPHONY_HOME", str(home))
+        shown = run_status(run)  # `surreal status RUN` (in this process: quick)
         out, _ = proc.communicate(timeout=480)  # a guard: the stall timeout ends the run
     finally:
         if stopped is not None:
@@ -110,6 +124,7 @@ def test_a_stopped_parameter_server_is_named_and_the_stalled_run_ends_failed_wit
     assert "run.stall_timeout_s=35" in ended and "waiting for param-server" in ended, ended
     assert "surreal launch --resume runs/stall/a" in ended, ended
     assert "Traceback" not in out, out[-3000:]
+    assert "waiting    for param-server: no answer for" in shown, shown
     assert checkpoint_step(latest) > 0  # nothing lost: --resume continues from it
     actor_log = (run / "logs" / "actor-0.log").read_text()
     assert "waiting for param-server: no answer for" in actor_log, actor_log[-2000:]
