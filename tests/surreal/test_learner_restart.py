@@ -16,7 +16,14 @@ import pytest
 import torch
 
 from surreal.launch.evaluate import run_status
-from tests.surreal.helpers import QUICK, describe, start_launch, status, wait_until
+from tests.surreal.helpers import (
+    QUICK,
+    describe,
+    metric_records,
+    start_launch,
+    status,
+    wait_until,
+)
 
 RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
 """The line a learner that loaded its checkpoint writes (`surreal.runtime.learner`)."""
@@ -82,6 +89,10 @@ def test_a_learner_killed_with_kill_9_comes_back_from_its_checkpoint_and_the_run
     assert before <= resumed <= before + 2 * 2 * per_iteration, (before, resumed)
     assert "publishing from version" in after_kill and "parameter server holds" in after_kill
     assert "restarts learner 1 (killed by SIGKILL)" in out, out[-3000:]
+    last: dict[str, int] = {}  # metrics.jsonl went back to the resumed step: never backwards
+    for row in metric_records(run):
+        assert row["step"] >= last.get(row["name"], 0), row
+        last[row["name"]] = row["step"]
 
 
 @pytest.mark.timeout(600)
@@ -128,3 +139,13 @@ def test_a_stopped_parameter_server_is_named_and_the_stalled_run_ends_failed_wit
     assert checkpoint_step(latest) > 0  # nothing lost: --resume continues from it
     actor_log = (run / "logs" / "actor-0.log").read_text()
     assert "waiting for param-server: no answer for" in actor_log, actor_log[-2000:]
+
+
+def test_a_restarted_ddpg_learner_counts_only_what_the_living_shards_add_after_its_start():
+    from surreal.algos.ddpg.learner_loop import StepCounter
+
+    steps = StepCounter(start=1_000, restarted=True)  # its checkpoint's step counts shard 0's 900
+    assert steps.update(0, 900, boot=7) == 1_000
+    assert steps.update(0, 950, boot=7) == 1_050
+    assert steps.update(0, 940, boot=7) == 1_050  # a late reply
+    assert StepCounter(start=1_000).update(0, 900, boot=7) == 1_900  # shards new at a --resume

@@ -33,20 +33,26 @@ class StepCounter:
 
     Replies may arrive out of order (several fetch workers), so each (shard, boot) keeps the
     largest count seen; a restarted shard has a new boot id and counts from zero again.
+    `restarted`: this learner restarted while the shards lived on, so what each shard had added
+    when first seen is already in `start` (its checkpoint's step) and only what it adds after
+    counts (a learner kill otherwise counted every stored transition twice).
     """
 
-    def __init__(self, start: int = 0) -> None:
-        self.base = start
+    def __init__(self, start: int = 0, restarted: bool = False) -> None:
+        self.base, self.restarted = start, restarted
         self.latest: dict[tuple[int, int], int] = {}
+        self.first: dict[tuple[int, int], int] = {}
 
     def update(self, shard: int, added: int, boot: int = 0) -> int:
         key = (shard, boot)
+        if self.restarted:
+            self.first.setdefault(key, added)
         self.latest[key] = max(self.latest.get(key, 0), added)
         return self.total
 
     @property
     def total(self) -> int:
-        return self.base + sum(self.latest.values())
+        return self.base + sum(n - self.first.get(key, 0) for key, n in self.latest.items())
 
 
 def main(run_dir: str, index: int = 0) -> None:
@@ -91,7 +97,7 @@ class _Loop:
     def __init__(self, comp) -> None:
         self.comp = comp
         self.learner, self.counters = build_learner(comp)
-        self.steps = StepCounter(self.counters["global_step"])
+        self.steps = StepCounter(self.counters["global_step"], restarted=comp.restarts > 0)
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
         self.last_report = self.last_ckpt = self.started = time.monotonic()
         self.start_step, self.its_at_report = (
