@@ -147,7 +147,7 @@ class RunConfig:
     symphony's policy (20 within 10 minutes). The learner comes back from its last checkpoint
     under this limit (crashes within 10 minutes; kills from outside never use it up); 0: a
     learner that dies ends the run (`surreal launch --resume` continues it)."""
-    stall_timeout_s: float = 300.0
+    stall_timeout_s: float = bounded(300.0, ge=0)
     """A run whose learner step does not move for this many seconds ends `failed`, saying what
     its processes wait for (`surreal launch`'s watch; the checkpoint stays and `--resume`
     continues the run); 0: never."""

@@ -11,15 +11,11 @@ from surreal.monitoring.wandb_sink import check as check_wandb
 
 
 def check(config: Any) -> None:
-    """Usage errors of the monitoring settings (`run.wandb`, `run.max_restarts`,
-    `run.stall_timeout_s`), before anything starts; raises ConfigError."""
+    """Usage errors of the monitoring settings (`run.wandb`, `run.max_restarts`), before anything
+    starts; raises ConfigError."""
     check_wandb(config.run.wandb)
     if config.run.max_restarts < 0:
         raise ConfigError(f"run.max_restarts must be >= 0, got {config.run.max_restarts}")
-    if not config.run.stall_timeout_s >= 0:  # NaN too
-        raise ConfigError(
-            f"run.stall_timeout_s must be >= 0 seconds (0: never), got {config.run.stall_timeout_s}"
-        )
 
 
 def prepare(run_path: Any) -> None:

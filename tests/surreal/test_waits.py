@@ -130,11 +130,11 @@ def test_the_run_ends_with_the_wait_once_its_step_stood_still_for_the_stall_time
 
 def test_the_stall_timeout_is_a_run_setting_checked_before_launch():
     from surreal.api.config import ConfigError
-    from surreal.monitoring import check
+    from surreal.launch.config_check import check_values
 
     assert RunConfig().stall_timeout_s > 60  # a few minutes by default
-    with pytest.raises(ConfigError, match="run.stall_timeout_s must be >= 0"):
-        check(Config(algo=None, run=RunConfig(stall_timeout_s=-1)))
+    with pytest.raises(ConfigError, match=r"run.stall_timeout_s=-1.0 must be >= 0"):
+        check_values(Config(algo=None, run=RunConfig(stall_timeout_s=-1.0)))
 
 
 def _publication(version: int) -> dict:
