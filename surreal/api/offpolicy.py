@@ -73,6 +73,10 @@ class OffPolicyConfig(LearnerConfig):
     """Learner updates between two parameter publications (a new version for the actors)."""
     checkpoint_every_s: float = bounded(60.0, gt=0)
     """Seconds between learner checkpoints (and one at exit)."""
+    save_replay: bool = True
+    """Each replay shard saves its transitions beside the checkpoint (`checkpoints/replay-K.npz`)
+    whenever the learner writes one and when it stops, and loads them back on `--resume` and
+    after a restart (false: shards neither save nor load them)."""
 
     def __post_init__(self) -> None:
         require(self, "n_step", "replay_shards", "param_shards", "batch_size")

@@ -6,9 +6,16 @@ router-dealer proxy. So K shards run the same code and a restarted shard simply 
 
 Requests: {"op": "sample", "batch_size": B} -> {"ready": False, ...} before the shard holds its
 sampling-start size, else {"ready": True, "batch": {obs, act, rew, next_obs, discount}, ...};
-{"op": "stats"} -> {..., "chunks"}. Every reply carries "size", "added" (transitions ever
-stored: the learner sums them over shards as its env-step count), "shard" (the index) and
-"boot" (a random id of this incarnation, so a restarted shard is told apart).
+{"op": "stats"} -> {..., "chunks"}. Every reply carries "size", "added" (transitions this
+incarnation stored: the learner sums them over shards as its env-step count; a part loaded at the
+start is not counted again), "shard" (the index) and "boot" (a random id of this incarnation,
+so a restarted shard is told apart).
+
+With `algo.save_replay` (the default) a shard keeps its part of the replay beside the run's
+checkpoint (`surreal.runtime.replay_save`): it loads the last one when it starts (a `--resume`,
+a restart after a crash), writes a new one whenever the learner publishes `checkpoint` on
+`params-pub` (a thread of its own; the lock is held only to copy the arrays), and writes one
+more when it is stopped.
 """
 
 from __future__ import annotations
@@ -17,10 +24,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import caraml
 from surreal.monitoring import logs
+from surreal.runtime import replay_save
 from surreal.runtime.common import Component
 from surreal.runtime.guard import Invalid, PortGuard
 from surreal.runtime.ports import NOTHING, GuardedServer, receive
@@ -30,6 +39,7 @@ from surreal.runtime.schemas import (
     ChunkSchema,
     as_array,
     as_dict,
+    as_int,
     sample_request,
 )
 from surreal.runtime.sharding import shard_seed
@@ -65,7 +75,34 @@ class ReplayShard:
         self.sampler = UniformSampler(start, seed)
         self.lock = threading.Lock()
         self.chunks = 0
+        self.restored = 0
+        """Transitions loaded from a saved part (`load_part`): not counted as new env steps."""
         self.stopped = threading.Event()
+
+    @property
+    def added(self) -> int:
+        """Transitions this incarnation stored (a loaded part's not counted)."""
+        return self.storage.added - self.restored
+
+    def load_part(self, path: Path, check: Callable[[Any], Any] | None = None) -> str:
+        """Load the saved part at `path` into this (still empty) shard, verified
+        (`replay_save.read`); returns the one line that says what happened ("" when there is
+        no part). A part that fails its checks is left out: the shard starts empty."""
+        if not path.is_file():
+            return ""
+        t0 = time.perf_counter()
+        try:
+            meta, arrays = replay_save.read(path, self.storage, check)
+        except replay_save.ReplayPartError as err:
+            return f"{err}; starting empty"
+        with self.lock:
+            replay_save.restore(self.storage, meta, arrays)
+            self.restored = self.storage.added
+        return (
+            f"loaded the replay part {path}: {len(self.storage):,} transitions of "
+            f"{meta['added']:,} added (saved at learner step {meta['step']:,}, sha256 "
+            f"{meta['sha256'][:12]}, verified) in {time.perf_counter() - t0:.2f} s"
+        )
 
     def handle(self, message: Any) -> dict:
         """Answer a sample or stats request (the caraml Server handler); a request that is
@@ -75,7 +112,7 @@ class ReplayShard:
         with self.lock:
             info = {
                 "size": len(self.storage),
-                "added": self.storage.added,
+                "added": self.added,
                 "shard": self.index,
                 "boot": self.boot,
             }
@@ -120,6 +157,94 @@ class ReplayShard:
         self.stopped.set()
 
 
+def checkpoint_note(message: Any) -> int:
+    """The learner's `checkpoint` publication on `params-pub`: {"step": global step}."""
+    return as_int(as_dict(message, "a checkpoint note").get("step"), "step", 0, 2**62)
+
+
+class PartKeeper:
+    """Saves a shard's part (`replay_save`): whenever the learner publishes `checkpoint`
+    (`listen`, a thread of its own: the shard's lock is held only to copy the arrays) and once
+    more when the shard stops (`close`). A part that cannot be written is one error line; the
+    last whole part stays and the shard serves on."""
+
+    def __init__(self, shard: ReplayShard, path: Path, log: Any) -> None:
+        self.shard, self.path, self.log = shard, path, log
+        self.guard = PortGuard("checkpoint")
+        self.saved_added = shard.storage.added  # what the part on disk holds (a loaded one)
+        self.step = 0  # the learner's step at its last checkpoint
+        self.saves = 0
+
+    def save(self) -> None:
+        """Write the part now unless it already holds everything the shard stored."""
+        shard = self.shard
+        with shard.lock:
+            unchanged = shard.storage.added == self.saved_added
+        snap = (
+            None
+            if unchanged
+            else replay_save.snapshot(shard.storage, shard.lock, shard.index, self.step)
+        )
+        if snap is None:
+            return
+        t0 = time.perf_counter()
+        try:
+            size = replay_save.write(self.path, snap)
+        except replay_save.ReplayPartError as err:
+            self.log.error("%s", err)
+            return
+        self.saved_added, self.saves = snap.meta["added"], self.saves + 1
+        self.log.info(
+            "saved the replay part %s: %s transitions, %.1f MB in %.2f s (sampling paused "
+            "%.3f s for the copy)",
+            self.path,
+            f"{snap.meta['rows']:,}",
+            size / 1e6,
+            time.perf_counter() - t0,
+            snap.pause_s,
+        )
+
+    def listen(self, address: str) -> None:
+        """Save on every `checkpoint` the learner publishes at `address` until the shard stops
+        (notes that queued during a save are taken as one)."""
+        subscriber = caraml.Subscriber(address, topics=["checkpoint"], hwm=4)
+        try:
+            while not self.shard.stopped.is_set():
+                note = receive(lambda: subscriber.recv(timeout=0.5), self.guard)
+                if note is NOTHING:
+                    continue
+                step = self.guard.check(lambda m: checkpoint_note(m[1]), note)
+                if step is not None:
+                    self.step = max(self.step, step)
+                    self.save()
+        finally:
+            subscriber.close()
+
+    def close(self, listener: threading.Thread | None) -> None:
+        """The shard has stopped: wait for a save under way, then write the last part."""
+        if listener is not None:
+            listener.join()
+        self.save()
+
+
+def _keep_parts(comp: Component, shard: ReplayShard) -> tuple[PartKeeper, threading.Thread]:
+    """`algo.save_replay`: load the shard's last part, then save on the learner's checkpoints."""
+    algo = comp.config.algo
+    path = replay_save.part_path(comp.run.checkpoint.parent, shard.index)
+    for stale in replay_save.remove_stale_temporaries(path):
+        comp.log.info("removed %s (a save cut short by a kill)", stale)
+    check = ChunkSchema(comp.env_info, algo.dedup_obs, max_rows=max(algo.replay_capacity, 1))
+    said = shard.load_part(path, check)
+    if said:
+        (comp.log.info if said.startswith("loaded") else comp.log.warning)("%s", said)
+    keeper = PartKeeper(shard, path, comp.log)
+    listener = threading.Thread(
+        target=keeper.listen, args=(comp.address("params-pub").tcp,), daemon=True
+    )
+    listener.start()
+    return keeper, listener
+
+
 def main(run_dir: str, index: int = 0) -> None:
     """Replay shard `index` of a run: serve until stopped, reporting fill to the metrics sink."""
     comp = Component(run_dir, "buffer", index)
@@ -136,6 +261,7 @@ def main(run_dir: str, index: int = 0) -> None:
         chunk_schema=ChunkSchema(comp.env_info, algo.dedup_obs),
     )
     comp.stopping = shard.stopped  # SIGTERM ends serve()
+    keeper, listener = _keep_parts(comp, shard) if algo.save_replay else (None, None)
     reporter = threading.Thread(target=_report_loop, args=(comp, shard), daemon=True)
     reporter.start()
     comp.log.info(
@@ -150,11 +276,13 @@ def main(run_dir: str, index: int = 0) -> None:
     try:
         shard.serve(comp.address("replay-shards").tcp, comp.address("replay-sample-shards").tcp)
     finally:
+        if keeper is not None:
+            keeper.close(listener)
         with shard.lock:
             comp.log.info(
                 "took %s chunks (%s transitions); held %s at the end",
                 f"{shard.chunks:,}",
-                f"{shard.storage.added:,}",
+                f"{shard.added:,}",
                 f"{len(shard.storage):,}",
             )
         comp.close()
@@ -167,7 +295,7 @@ def _report_loop(comp, shard: ReplayShard, every_s: float = 2.0) -> None:
     drops = logs.DropReport(log, [shard.chunk_guard, shard.request_guard])
     while not shard.stopped.wait(every_s):
         with shard.lock:
-            size, added, chunks = len(shard.storage), shard.storage.added, shard.chunks
+            size, added, chunks = len(shard.storage), shard.added, shard.chunks
         if tick({"chunks in": chunks, "transitions": added}, {"size": size}):
             drops.check()
         comp.report(

@@ -176,10 +176,14 @@ class _Loop:
             self.last_ckpt = now
 
     def save(self) -> None:
-        """Write the checkpoint. One that cannot be written (a full disk, a state that is not
-        finite) stops the learner with one error line; the checkpoints before it stay."""
+        """Write the checkpoint, then tell the replay shards (`checkpoint` on `params-pub`:
+        each saves its part of the replay on its own, `surreal.runtime.replay_shard`). One that
+        cannot be written (a full disk, a state that is not finite) stops the learner with one
+        error line; the checkpoints before it stay."""
         if not self.save_failed:
             self.save_failed = checkpoint.save_or_stop(self.comp, self.learner, self.counters)
+            if not self.save_failed:
+                self.publisher.publish("checkpoint", {"step": self.counters["global_step"]})
 
     def close(self) -> None:
         c = self.counters

@@ -2,6 +2,7 @@
 
     actor-i --push--> replay-proxy --> replay-k --(sample)--> replay-proxy <--req-- learner
     learner --pub--> param-server-k <--req-- param-proxy <--req-- actors, evaluator
+    learner --pub "checkpoint"--> replay-k (each saves its part of the replay)
     everyone --push--> metrics
 
 Every process runs `python -m surreal component ROLE RUN_DIR --index I`; the DDPG roles are in
@@ -44,7 +45,7 @@ def build_experiment(plan: LaunchPlan) -> Any:
     for k in range(cfg.algo.replay_shards):
         exp.add(
             process(plan, "replay-shard", k, name=f"replay-{k}").connects(
-                "replay-shards", "replay-sample-shards", "metrics"
+                "replay-shards", "replay-sample-shards", "params-pub", "metrics"
             )
         )
     learner = learner_process(plan).binds("params-pub")  # `params`: asked after a restart

@@ -1,0 +1,87 @@
+"""Issue 49 item 2, end to end: a TD3 Pendulum run's replay shard saves its part beside the
+checkpoint; killed (kill -9) it comes back with that part instead of empty; and `--resume` of the
+finished run starts from the same replay (same size, same contents checksum) and keeps adding to
+it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+
+import numpy as np
+import pytest
+
+from surreal.runtime import replay_save
+from surreal.runtime.replay_uniform import UniformStorage
+from surreal.testing import surreal_cli
+from tests.surreal.helpers import describe, own_lines, start_launch, status, wait_until
+
+pytest.importorskip("torch")
+
+LOADED = re.compile(
+    r"loaded the replay part (\S+): ([\d,]+) transitions of ([\d,]+) added \(saved at learner "
+    r"step [\d,]+, sha256 ([0-9a-f]{12}), verified\)"
+)
+SMALL = ["--set", "env.num_envs=1", "--set", "algo.hidden=64,64", "--set", "algo.batch_size=64"]
+SMALL += ["--set", "algo.replay_start=1000", "--set", "algo.checkpoint_every_s=2"]
+
+
+def part(run) -> tuple[dict, dict]:
+    """The verified header and arrays of replay-0's part."""
+    return replay_save.read(
+        replay_save.part_path(run / "checkpoints", 0), UniformStorage(1_000_000)
+    )
+
+
+def loaded(home) -> list[tuple[int, str]]:
+    """(transitions, sha256 prefix) of every part replay-0 loaded, in order (its log as
+    symphony keeps it)."""
+    log = home / "experiments" / "keep-a" / "logs" / "replay-0.log"
+    text = log.read_text() if log.is_file() else ""
+    found = [LOADED.search(line) for line in own_lines(text, "replay-0")]
+    return [(int(m.group(2).replace(",", "")), m.group(4)) for m in found if m]
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(600)
+def test_a_killed_shard_and_a_resumed_run_start_from_the_saved_replay(tmp_path):
+    home, run = tmp_path / "home", tmp_path / "runs" / "keep" / "a"
+    args = ["td3", "--env", "gym:Pendulum-v1", "--actors", "2", "--steps", "6000"]
+    args += ["--folder", str(tmp_path / "runs"), "--name", "keep", "--trial", "a", "--quiet"]
+    proc = start_launch(args + SMALL, tmp_path, home)
+    try:
+        wait_until(lambda: status(run).get("version", 0) >= 5, 180, "learner updates", proc)
+        wait_until(lambda: _rows(run) >= 1000, 120, "a saved replay part", proc)
+        held = _rows(run)
+        assert status(run)["global_step"] < 5000, "the budget must outlast the kill"
+        os.kill(describe(home, "keep-a").process("replay-0").pid, signal.SIGKILL)
+        wait_until(lambda: loaded(home), 120, "the restarted shard to load its part", proc)
+        assert proc.wait(timeout=400) == 0, "the run ended with its budget used"
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+            proc.wait(timeout=60)
+    assert describe(home, "keep-a").process("replay-0").restarts == 1
+    [(reloaded, _)] = loaded(home)
+    assert reloaded >= held  # the last part written before the kill (or a later one)
+    assert status(run)["finished"] and status(run)["global_step"] >= 6000
+
+    before, arrays = part(run)  # written when the shard was stopped at the run's end
+    assert before["rows"] > reloaded  # the reloaded part, and what came after it
+    again = surreal_cli(["launch", "--resume", str(run), "--steps", "9000"], tmp_path, home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert loaded(home)[-1] == (before["rows"], before["sha256"][:12])  # the same replay
+    learner = (run / "logs" / "learner.log").read_text()
+    resumed = learner[learner.rindex("resumed from") :]
+    assert "refilling" not in resumed  # no warm-up to wait for: the replay was there
+    after, grown = part(run)
+    assert after["rows"] > before["rows"] and status(run)["global_step"] >= 9000
+    for key, value in arrays.items():  # the old transitions are still there, unchanged
+        np.testing.assert_array_equal(grown[key][: before["rows"]], value)
+
+
+def _rows(run) -> int:
+    """Transitions in replay-0's saved part (0 before the first one)."""
+    path = replay_save.part_path(run / "checkpoints", 0)
+    return part(run)[0]["rows"] if path.is_file() else 0

@@ -1,0 +1,279 @@
+"""Replay parts (issue 49 item 2), without processes: a shard's transitions written atomically
+beside the checkpoint and read back the same, and every kind of bad part refused with one
+line naming the file, the shard then starting empty."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import caraml
+from caraml.testing import free_port
+from surreal.algos.ddpg.nstep import NStepWriter, pack_chunk
+from surreal.api.spaces import EnvInfo
+from surreal.runtime import replay_save
+from surreal.runtime.replay_shard import PartKeeper, ReplayShard
+from surreal.runtime.replay_uniform import UniformStorage
+from surreal.runtime.schemas import ChunkSchema
+from symphony.testing import FairClock
+
+OBS, ACT = 3, 1  # Pendulum
+
+
+def env_info() -> EnvInfo:
+    return EnvInfo((OBS,), False, 0, (ACT,), (-2.0,), (2.0,))
+
+
+def chunks(n_chunks: int, dedup: bool, seed: int = 0, size: int = 32):
+    """`n_chunks` n-step chunks of `size` transitions, as an actor packs them."""
+    rng, writer, pending = np.random.default_rng(seed), NStepWriter(3, 0.99), []
+    obs = rng.normal(size=OBS).astype(np.float32)
+    t = 0
+    while n_chunks:
+        act = rng.uniform(-1, 1, ACT).astype(np.float32)
+        nxt = rng.normal(size=OBS).astype(np.float32)
+        t += 1
+        pending += writer.step(obs, act, float(rng.normal()), nxt, False, t % 50 == 0)
+        obs = nxt
+        if len(pending) >= size:
+            yield pack_chunk(pending[:size], dedup)
+            pending, n_chunks = pending[size:], n_chunks - 1
+
+
+def filled(capacity: int, n_chunks: int, dedup: bool = False) -> UniformStorage:
+    storage = UniformStorage(capacity, dedup=dedup)
+    for chunk in chunks(n_chunks, dedup):
+        storage.add(chunk)
+    return storage
+
+
+def saved(tmp_path: Path, storage: UniformStorage, step: int = 7) -> Path:
+    path = replay_save.part_path(tmp_path / "checkpoints", 0)
+    replay_save.write(path, replay_save.snapshot(storage, threading.Lock(), 0, step))
+    return path
+
+
+def same(a: UniformStorage, b: UniformStorage) -> None:
+    assert (a.added, a.obs_added, len(a)) == (b.added, b.obs_added, len(b))
+    assert a.arrays.keys() == b.arrays.keys()
+    for key in a.arrays:
+        assert a.arrays[key].dtype == b.arrays[key].dtype
+        np.testing.assert_array_equal(a.arrays[key], b.arrays[key])
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+@pytest.mark.parametrize("n_chunks", [5, 40], ids=["part-filled", "wrapped"])
+def test_a_part_reads_back_as_the_same_replay(tmp_path, dedup, n_chunks):
+    before = filled(1000, n_chunks, dedup)
+    path = saved(tmp_path, before)
+    after = UniformStorage(1000, dedup=dedup)
+    meta, arrays = replay_save.read(path, after, ChunkSchema(env_info(), dedup, 1000))
+    replay_save.restore(after, meta, arrays)
+    same(before, after)
+    assert meta["step"] == 7 and meta["rows"] == len(before)
+    # the restored replay samples what the original did, and keeps taking chunks
+    idx = np.arange(len(before))
+    for key, value in before.gather(idx).items():
+        np.testing.assert_array_equal(value, after.gather(idx)[key])
+    for chunk in chunks(3, dedup, seed=1):
+        before.add(chunk), after.add(chunk)
+    same(before, after)
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
+
+
+def test_only_the_filled_rows_are_written(tmp_path):
+    small, path = filled(1_000_000, 2), None
+    path = saved(tmp_path, small)
+    assert path.stat().st_size < 20_000  # 64 transitions, not a million rows
+
+
+def corrupt(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one bit pattern in the middle of the arrays
+    path.write_bytes(bytes(data))
+
+
+def rewrite(path: Path, change) -> None:
+    """Rewrite the part's arrays through `change(meta, arrays)`, the checksum kept as it was."""
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    meta = json.loads(bytes(arrays.pop("meta")).decode())
+    change(meta, arrays)
+    header = np.frombuffer(json.dumps(meta).encode(), np.uint8)
+    np.savez(path, meta=header, **arrays)
+
+
+def resign(meta, arrays):
+    meta["sha256"] = replay_save.digest(meta, arrays)
+
+
+BAD = {
+    "one byte changed": (corrupt, "changed since it was written|truncated or corrupt"),
+    "truncated": (lambda p: p.write_bytes(p.read_bytes()[:-500]), "truncated or corrupt"),
+    "not a zip": (lambda p: p.write_text("hello"), "truncated or corrupt"),
+    "compressed": (
+        lambda p: rewrite(p, lambda m, a: None) or _compress(p),
+        "compressed entries",
+    ),
+    "pickled": (lambda p: _pickled(p), "truncated or corrupt|not a surreal replay part"),
+    "another capacity": (
+        lambda p: rewrite(p, lambda m, a: (m.update(capacity=999), resign(m, a))),
+        "for another replay",
+    ),
+    "rows unlike the header": (
+        lambda p: rewrite(p, lambda m, a: (a.update(rew=a["rew"][:-1]), resign(m, a))),
+        "inconsistent",
+    ),
+    "another env's observations": (
+        lambda p: rewrite(
+            p, lambda m, a: (a.update(obs=np.zeros((m["rows"], 5), np.float32)), resign(m, a))
+        ),
+        "not this run's replay",
+    ),
+    "a NaN reward": (
+        lambda p: rewrite(
+            p, lambda m, a: (a.update(rew=np.full(m["rows"], np.nan, np.float32)), resign(m, a))
+        ),
+        "not finite",
+    ),
+}
+
+
+def _compress(path: Path) -> None:
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    np.savez_compressed(path, **arrays)
+
+
+def _pickled(path: Path) -> None:
+    with np.load(path) as npz:
+        arrays = {k: npz[k] for k in npz.files}
+    arrays["rew"] = np.array([{"a": 1}] * 4, dtype=object)
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize("damage", list(BAD), ids=list(BAD))
+def test_a_bad_part_is_one_line_and_the_shard_starts_empty(tmp_path, damage):
+    path = saved(tmp_path, filled(1000, 5))
+    spoil, said = BAD[damage]
+    spoil(path)
+    shard = ReplayShard(1000, 10, index=0, chunk_schema=ChunkSchema(env_info(), False))
+    line = shard.load_part(path, ChunkSchema(env_info(), False, 1000))
+    assert str(path) in line and line.endswith("; starting empty") and "\n" not in line
+    assert re.search(said, line), line
+    assert len(shard.storage) == 0 and shard.handle({"op": "stats"})["size"] == 0
+    for chunk in chunks(2, False):  # it serves on, empty
+        shard.add(chunk)
+    assert shard.handle({"op": "stats"})["added"] == 64
+
+
+def test_a_loaded_part_is_not_counted_again_as_env_steps(tmp_path):
+    path = saved(tmp_path, filled(1000, 5))
+    shard = ReplayShard(1000, 10, index=0)
+    line = shard.load_part(path)
+    assert line.startswith(f"loaded the replay part {path}: 160 transitions of 160 added")
+    reply = shard.handle({"op": "sample", "batch_size": 8})
+    assert reply["ready"] and reply["size"] == 160 and reply["added"] == 0
+    for chunk in chunks(1, False, seed=3):
+        shard.add(chunk)
+    assert shard.handle({"op": "stats"})["added"] == 32
+
+
+def test_a_write_that_fails_names_the_file_and_keeps_the_last_part(tmp_path, monkeypatch):
+    path = saved(tmp_path, filled(1000, 5))
+    before = path.read_bytes()
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(replay_save.os, "fsync", full_disk)
+    with pytest.raises(replay_save.ReplayPartError, match="No space left") as err:
+        replay_save.write(path, replay_save.snapshot(filled(1000, 9), threading.Lock()))
+    monkeypatch.undo()
+    assert str(path) in str(err.value) and "the last part is kept" in str(err.value)
+    assert path.read_bytes() == before
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
+
+
+def test_stale_temporaries_of_a_killed_save_are_removed(tmp_path):
+    path = saved(tmp_path, filled(1000, 5))
+    stale = path.with_name(f".{path.name}.12345.tmp")
+    stale.write_bytes(b"half a part")
+    other = path.with_name(".replay-1.npz.12345.tmp")  # another shard's: not ours to remove
+    other.write_bytes(b"x")
+    assert replay_save.remove_stale_temporaries(path) == [stale]
+    assert not stale.exists() and other.exists() and path.exists()
+
+
+def test_a_snapshot_taken_while_chunks_arrive_is_consistent(tmp_path):
+    shard = ReplayShard(5000, 10, index=0)
+    stream = list(chunks(120, False, seed=5))
+    for chunk in stream[:20]:
+        shard.add(chunk)
+    feeding = threading.Thread(target=lambda: [shard.add(c) for c in stream[20:]])
+    feeding.start()
+    snaps = [replay_save.snapshot(shard.storage, shard.lock) for _ in range(20)]
+    feeding.join()
+    for snap in snaps:
+        rows = snap.meta["rows"]
+        assert rows == snap.meta["added"] and rows % 32 == 0 and rows >= 640
+        expect = np.concatenate([c["rew"] for c in stream])[:rows]
+        np.testing.assert_array_equal(snap.arrays["rew"], expect)
+
+
+def test_the_keeper_saves_only_what_changed(tmp_path):
+    shard = ReplayShard(1000, 10, index=2)
+    path = replay_save.part_path(tmp_path, 2)
+    keeper = PartKeeper(shard, path, _Log())
+    keeper.save()
+    assert not path.exists()  # nothing stored: nothing written
+    for chunk in chunks(3, False):
+        shard.add(chunk)
+    keeper.save()
+    first = path.stat().st_mtime_ns
+    keeper.save()
+    assert keeper.saves == 1 and path.stat().st_mtime_ns == first
+    with zipfile.ZipFile(path) as archive:
+        assert all(i.compress_type == zipfile.ZIP_STORED for i in archive.infolist())
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, fmt, *args):
+        self.lines.append(fmt % args)
+
+    error = warning = info
+
+
+def test_the_learners_checkpoint_note_makes_the_shard_save_and_junk_is_dropped(tmp_path):
+    address = f"tcp://127.0.0.1:{free_port()}"
+    publisher = caraml.Publisher(address)
+    shard = ReplayShard(1000, 10, index=1)
+    path = replay_save.part_path(tmp_path, 1)
+    keeper = PartKeeper(shard, path, _Log())
+    for chunk in chunks(3, False):
+        shard.add(chunk)
+    listener = threading.Thread(target=keeper.listen, args=(address,), daemon=True)
+    listener.start()
+    clock = FairClock(30)
+    while not path.exists() and not clock.expired():  # polls: a subscriber joins late
+        publisher.publish("checkpoint", ["not", "a", "note"])
+        publisher.publish("checkpoint", {"step": 1234})
+        time.sleep(0.05)
+    shard.stop()
+    keeper.close(listener)
+    publisher.close()
+    meta, _ = replay_save.read(path, UniformStorage(1000))
+    assert meta["step"] == 1234 and meta["rows"] == 96 and meta["shard"] == 1
+    assert keeper.guard.total_dropped >= 1  # the junk note: counted and dropped
