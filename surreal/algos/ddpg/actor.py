@@ -37,13 +37,27 @@ class ChunkWriter:
 
 
 class Pacer:
-    """Keeps the actors' env steps in the configured ratio to the learner's updates."""
+    """Keeps the actors' env steps in the configured ratio to the learner's updates.
 
-    def __init__(self, algo, actors: int) -> None:
-        self.algo, self.actors = algo, actors
+    While the learner is starved (a replay shard below its warm-up, refilling after a restart)
+    the actors act on without new versions, which only their transitions can bring, but only
+    for a refill's worth of steps each (`algo.replay_start / actors`), counted from where this
+    actor saw the starvation begin: unbounded, fast actors (Pendulum: thousands of steps a
+    second) spent the step budget in the second before the learner said it had batches again.
+    Still starved after `RENEW_S` at that limit (the refilling shard was killed again, its
+    transitions lost), an actor takes another refill's worth: the run never stands still.
+    """
+
+    RENEW_S = 2.0
+    """Seconds an actor waits at its refill allowance before it takes another one."""
+
+    def __init__(self, algo, actors: int, clock=time.monotonic) -> None:
+        self.algo, self.actors, self.clock = algo, actors, clock
         self.v0: int | None = (
             None  # the parameter version when this actor started (resume, restart)
         )
+        self.starved_from: int | None = None  # env steps when this starvation began
+        self.waiting_since: float | None = None  # when the actor reached its refill allowance
 
     def limit(self, version: int) -> float:
         """Env steps this actor may have taken (since it started) while the learner is at `version`."""
@@ -53,10 +67,30 @@ class Pacer:
         slack = self.algo.chunk_size + self.algo.n_step  # what sits in this actor's writer
         return (self.algo.replay_start + updates / self.algo.updates_per_step) / self.actors + slack
 
+    def refill(self) -> float:
+        """Env steps one actor may take for a starved learner: its share of the warm-up."""
+        return self.algo.replay_start / self.actors + self.algo.chunk_size + self.algo.n_step
+
     def ahead(self, env_steps: int, version: int, starved: bool = False) -> bool:
-        """Whether this actor is ahead of the learner; never while the learner is `starved`
-        (a replay shard refilling after a restart waits for the actors' transitions)."""
-        return not starved and env_steps >= self.limit(version)
+        """Whether this actor is ahead of the learner; while the learner is `starved`, only
+        once it took a refill's worth of steps since the starvation began (renewed after
+        RENEW_S at that limit)."""
+        limit = self.limit(version)
+        if not starved:
+            self.starved_from = self.waiting_since = None
+            return env_steps >= limit
+        if self.starved_from is None:
+            self.starved_from = env_steps
+        if env_steps < max(limit, self.starved_from + self.refill()):
+            self.waiting_since = None
+            return False
+        now = self.clock()
+        if self.waiting_since is None:
+            self.waiting_since = now
+        elif now - self.waiting_since >= self.RENEW_S:  # still starved: another refill's worth
+            self.starved_from, self.waiting_since = env_steps, None
+            return False
+        return True
 
     def fetch(self, params, env_steps: int, stopping) -> dict | None:
         """Newer parameters if any; waits (polling) while this actor is ahead of the learner."""

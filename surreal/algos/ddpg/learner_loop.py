@@ -14,6 +14,10 @@ from surreal.runtime import checkpoint
 from surreal.runtime.common import Component
 from surreal.runtime.learner import build_learner
 
+REPUBLISH_AFTER_S = 2.0
+"""Seconds without a reply from the replay after which the learner publishes its parameters
+again (every second while it lasts)."""
+
 
 def sample_reply_to_arrays(reply: dict) -> dict[str, np.ndarray]:
     """DataFetcher `process` (runs in the fetch worker): a replay reply -> arrays for a slot."""
@@ -79,7 +83,8 @@ def main(run_dir: str, index: int = 0) -> None:
                 handle = fetcher.get(timeout=1.0)
             except WorkerDied:
                 raise
-            except caraml.CaramlError:  # nothing yet (replay refilling): check for stop, wait again
+            except caraml.CaramlError:  # no reply within 1 s (a shard restarting): say so, wait on
+                loop.waiting()
                 continue
             with handle:
                 loop.consume(handle.data)
@@ -106,6 +111,8 @@ class _Loop:
         )
         self.busy_s = 0.0  # seconds spent updating and publishing since the last report
         self.refill_logged = 0.0  # when the learner last said which shard it waits for
+        self.last_batch = self.republished = time.monotonic()  # a reply; a republication
+        self.starved = False  # what the last publication said
         self.save_failed = ""
         """Why the last checkpoint could not be written ("" while every one was)."""
         comp.report(self.start_step, {}, version=self.counters["version"])  # the sink's step
@@ -116,6 +123,7 @@ class _Loop:
         for the learner (a shard refilling after a restart): actors then act without waiting
         for a new version (`surreal.algos.ddpg.actor.Pacer`)."""
         c = self.counters
+        self.starved = starved
         message = {
             "version": c["version"],
             "step": c["global_step"],
@@ -129,6 +137,7 @@ class _Loop:
     def consume(self, data: dict[str, np.ndarray]) -> None:
         """`fetch_batches` learner updates on one reply (or a re-publication if it was empty)."""
         c, algo = self.counters, self.comp.config.algo
+        self.last_batch = time.monotonic()
         c["global_step"] = self.steps.update(
             int(data["shard"][0]), int(data["added"][0]), int(data["boot"][0])
         )
@@ -136,6 +145,10 @@ class _Loop:
             self.publish(starved=True)  # late parameter servers get it; actors stop waiting
             self._refilling(int(data["shard"][0]), int(data["size"][0]))
             return
+        if (
+            self.starved
+        ):  # batches again: the actors are paced from now on, not from the next version
+            self.publish()
         metrics: dict[str, Any] = {}
         t0 = time.perf_counter()
         for j in range(len(data["rew"]) // algo.batch_size):
@@ -149,6 +162,25 @@ class _Loop:
                 self.publish()
         self.busy_s += time.perf_counter() - t0
         self.report(metrics)
+
+    def waiting(self) -> None:
+        """No reply from the replay for a while (its shard killed, restarting): publish the
+        parameters again, at most once a second from REPUBLISH_AFTER_S on, so that a parameter
+        server that restarted meanwhile (it starts empty) gets them now rather than after the
+        learner's next update, which waits for the replay; meanwhile the actors stay paced by
+        the versions they get. Not marked starved: a dead shard takes no transitions, and actors
+        let loose would spend the step budget into the queues in front of it. Logged every 10 s."""
+        now = time.monotonic()
+        if now - self.last_batch < REPUBLISH_AFTER_S or now - self.republished < 1.0:
+            return
+        self.publish()
+        self.republished = now
+        if now - self.refill_logged > 10.0:
+            self.comp.log.info(
+                "no reply from the replay for %.0f s (a shard restarting?); waiting",
+                now - self.last_batch,
+            )
+            self.refill_logged = now
 
     def _refilling(self, shard: int, size: int) -> None:
         """Log, at most every 10 s, which shard the learner waits for and how full it is."""

@@ -1,0 +1,112 @@
+"""Chaos on an off-policy run (issue 49 item 4): `surreal launch td3 --env gym:Pendulum-v1` with
+a kill -9 every 5 s of a replay shard or a parameter server (never the learner) while it runs.
+The run finishes its budget (rc 0) and learns; every kill is one restart in symphony's record.
+
+The run has the defaults' one replay shard and one parameter server, the harshest case: each kill
+takes away the only one (the learner waits while the shard is back and reloads its last saved
+part, or refills; the actors act on without new versions while a parameter server is down). The
+learner checkpoints every 10 s, so the shard saves its part that often and is killed mid-save
+now and then. Issue 49 measured this run stuck at 4,416 of 30,000 steps after 30 kills.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import signal
+import threading
+import time
+
+import pytest
+
+from symphony.testing import FairClock
+from tests.surreal.helpers import describe, metric_records, start_launch, status, wait_until
+
+pytest.importorskip("torch")
+
+VICTIMS = re.compile(r"(replay|param-server)-\d+")
+"""The processes the chaos kills: the replay shards and the parameter servers (not the
+proxies in front of them, nor the learner)."""
+
+# (step budget, eval goal, fair-share seconds the chaos may last). `make test`: a budget a quiet
+# machine runs in ~1.5 min, kills included, and a goal that says it learned (a random policy
+# scores about -1,200 to -1,500); `make test-long`: the issue's goal, -200.
+LEARNS = (8_000, -800.0, 600.0)
+SOLVES = (20_000, -200.0, 1200.0)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+@pytest.mark.timeout(2400)
+@pytest.mark.parametrize(
+    ("steps", "goal", "limit"),
+    [LEARNS, pytest.param(*SOLVES, marks=pytest.mark.long)],
+    ids=["learns", "solves"],
+)
+def test_killing_replay_shards_and_parameter_servers_every_5s_td3_finishes_and_learns(
+    tmp_path, steps, goal, limit
+):
+    home, run = tmp_path / "home", tmp_path / "runs" / "chaos" / "a"
+    args = ["td3", "--env", "gym:Pendulum-v1", "--actors", "2", "--steps", str(steps)]
+    args += ["--folder", str(tmp_path / "runs"), "--name", "chaos", "--trial", "a"]
+    args += ["--set", "eval.every_s=3", "--set", "algo.checkpoint_every_s=10"]
+    proc = start_launch(args, tmp_path, home)
+    out: list[str] = []
+    drain = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+    drain.start()
+    rng, killed, kill_times = random.Random(49), [], []
+    try:
+        wait_until(lambda: status(run).get("version", 0) >= 1, 240, "the learner's first update")
+        started = next_kill = time.monotonic()
+        clock = FairClock(limit)  # a guard against a run that stands still, not a speed claim
+        while proc.poll() is None:
+            if clock.expired():
+                raise AssertionError(
+                    f"the run still ran after {clock.describe()} of chaos ({len(killed)} kills): "
+                    f"step {status(run).get('global_step')} of {steps}"
+                )
+            if time.monotonic() >= next_kill:  # a paced kill loop, not a synchronization
+                victims = [
+                    p
+                    for p in describe(home, "chaos-a").processes
+                    if VICTIMS.fullmatch(p.name) and p.state == "running" and p.pid
+                ]
+                if victims:
+                    victim = rng.choice(victims)
+                    try:
+                        os.kill(victim.pid, signal.SIGKILL)
+                        killed.append(victim.name)
+                        kill_times.append(time.monotonic())
+                    except ProcessLookupError:
+                        pass
+                next_kill += 5.0
+            time.sleep(0.2)
+        ended = time.monotonic()
+        chaos_s = ended - started
+        proc.wait(timeout=60)
+        drain.join(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=120)
+    text = "".join(out)
+    evals = [r["value"] for r in metric_records(run) if r["name"] == "charts/eval_return"]
+    final = status(run)
+    print(
+        f"\nchaos: {len(killed)} kills in {chaos_s:.0f} s ({sorted(set(killed))}); "
+        f"{final.get('global_step')} steps; best eval {max(evals, default=None)}, last "
+        f"{evals[-3:]}"
+    )
+    assert proc.returncode == 0, text[-3000:]
+    assert final["finished"] and final["global_step"] >= steps
+    assert len(killed) >= 6, f"{len(killed)} kills: the run ended too soon for the chaos"
+    assert {name.split("-")[0] for name in killed} == {"replay", "param"}
+    assert max(evals) >= goal, f"evaluation never reached {goal}: {evals[-10:]}"
+    # every kill is one restart, none past a limit (a killed process is restarted, not given
+    # up); a kill in the run's last seconds may not be, the run ending within its restart delay
+    restarts = {p.name: p.restarts for p in describe(home, "chaos-a").processes}
+    early = [name for name, t in zip(killed, kill_times, strict=True) if t < ended - 15]
+    for name, count in restarts.items():
+        assert early.count(name) <= count <= killed.count(name), (name, restarts, killed)
+    assert "(killed by SIGKILL)" in text, text[-3000:]

@@ -1,0 +1,55 @@
+"""The DDPG actors' pacing while the learner is starved (issue 49): a refilling replay shard
+gets a refill's worth of steps from each actor, not the step budget; one still starved at that
+limit (its refill lost to another kill) gets another after a while, so the run never stands
+still."""
+
+from __future__ import annotations
+
+import pytest
+
+from surreal.algos.ddpg.actor import Pacer
+from surreal.api.offpolicy import OffPolicyConfig
+
+pytest.importorskip("torch")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def pacer() -> tuple[Pacer, Clock]:
+    clock = Clock()
+    algo = OffPolicyConfig(replay_start=1000, chunk_size=32, n_step=3, publish_every=20)
+    return Pacer(algo, actors=2, clock=clock), clock
+
+
+def test_an_actor_waits_once_it_is_ahead_of_the_learners_updates():
+    pace, _ = pacer()
+    pace.v0 = 0
+    limit = 1000 / 2 + 35  # the warm-up share and what sits in the writer
+    assert not pace.ahead(int(limit) - 1, version=0)
+    assert pace.ahead(int(limit), version=0)
+    assert not pace.ahead(int(limit), version=1)  # 20 more updates: 10 more steps each
+
+
+def test_a_starved_learner_gets_a_refills_worth_of_steps_not_the_budget():
+    pace, clock = pacer()
+    pace.v0 = 0
+    at = 535  # at its limit when the shard died and came back empty
+    assert pace.ahead(at, version=0)
+    refill = 1000 / 2 + 35
+    assert not pace.ahead(at, version=0, starved=True)  # acts on for the refilling shard
+    assert not pace.ahead(at + int(refill) - 1, version=0, starved=True)
+    assert pace.ahead(at + int(refill), version=0, starved=True)  # and no further
+    clock.now += Pacer.RENEW_S - 0.1
+    assert pace.ahead(at + int(refill), version=0, starved=True)
+    clock.now += 0.2  # still starved at its limit: the refill was lost, another one
+    assert not pace.ahead(at + int(refill), version=0, starved=True)
+    assert pace.ahead(at + 2 * int(refill), version=0, starved=True)
+    # batches again: paced by versions, and a new starvation starts from where it is
+    assert pace.ahead(at + 2 * int(refill), version=0)
+    assert not pace.ahead(at + 2 * int(refill), version=0, starved=True)
