@@ -155,8 +155,7 @@ def table(samples, peaks, cases: Cases, header: str) -> list[str]:
     for name, label in names.items():
         which = "surreal" if name.startswith("surreal") else "plain"
         lines.append(
-            f"| {label} | {cell(samples[name])} | {cases.size_mb(which):.1f} | "
-            f"{peaks[name]:.0f} |"
+            f"| {label} | {cell(samples[name])} | {cases.size_mb(which):.1f} | {peaks[name]:.0f} |"
         )
     lines.append(
         f"| surreal: of the save, sampling paused (the copy under the shard's lock) | "
