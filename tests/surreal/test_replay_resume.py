@@ -1,7 +1,7 @@
 """Issue 49 item 2, end to end: a TD3 Pendulum run's replay shard saves its part beside the
-checkpoint; killed (kill -9) it comes back with that part instead of empty; and `--resume` of the
+checkpoint; killed (kill -9) it comes back with that part instead of empty; `--resume` of the
 finished run starts from the same replay (same size, same contents checksum) and keeps adding to
-it."""
+it; and a part changed on disk is refused with one line, the shard starting empty."""
 
 from __future__ import annotations
 
@@ -79,6 +79,19 @@ def test_a_killed_shard_and_a_resumed_run_start_from_the_saved_replay(tmp_path):
     assert after["rows"] > before["rows"] and status(run)["global_step"] >= 9000
     for key, value in arrays.items():  # the old transitions are still there, unchanged
         np.testing.assert_array_equal(grown[key][: before["rows"]], value)
+
+    # a part changed on disk is refused with one line; the shard starts empty, the run goes on
+    path = replay_save.part_path(run / "checkpoints", 0)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    again = surreal_cli(["launch", "--resume", str(run), "--steps", "11000"], tmp_path, home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    log = (home / "experiments" / "keep-a" / "logs" / "replay-0.log").read_text()
+    refused = [ln for ln in own_lines(log, "replay-0") if "starting empty" in ln]
+    assert len(refused) == 1 and f"replay part {path} is " in refused[0], refused
+    assert status(run)["global_step"] >= 11000
+    assert part(run)[0]["rows"] < after["rows"]  # what the emptied shard took since
 
 
 def _rows(run) -> int:
