@@ -145,9 +145,7 @@ class _Loop:
             self.publish(starved=True)  # late parameter servers get it; actors stop waiting
             self._refilling(int(data["shard"][0]), int(data["size"][0]))
             return
-        if (
-            self.starved
-        ):  # batches again: the actors are paced from now on, not from the next version
+        if self.starved:  # batches again: say so now, not at the next version
             self.publish()
         metrics: dict[str, Any] = {}
         t0 = time.perf_counter()
