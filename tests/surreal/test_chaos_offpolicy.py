@@ -14,7 +14,7 @@ before the pacing bound, a shard's restart let the actors spend 4k steps of the 
 second (surreal.algos.ddpg.actor.Pacer).
 
 Measured here (2026-12-04, 2 cores, load 0.5-4): `learns` 15 kills in 76 s, 8,448 steps, best
-eval -99 (86 s in all); `solves` 48 kills in 241 s, 20,352 steps, best eval -100 (252 s).
+eval -99 (86 s in all; again: 14 kills in 71 s, -75); `solves` 48 kills in 241 s, 20,352 steps, best eval -100 (252 s).
 """
 
 from __future__ import annotations
