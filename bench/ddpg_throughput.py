@@ -37,7 +37,7 @@ def single_process(seconds: float, algo: str = "td3") -> float:
     from surreal.algos.ddpg.loop import make_gym_env, scale_action
     from surreal.algos.ddpg.noise import make_noise
     from surreal.algos.ddpg.nstep import NStepWriter, pack_chunk
-    from surreal.runtime.replay_uniform import UniformSampler, UniformStorage
+    from surreal.runtime.processes.replay_uniform import UniformSampler, UniformStorage
 
     torch.set_num_threads(1)
     config = DDPGConfig.td3(**SETTINGS) if algo == "td3" else DDPGConfig(**SETTINGS)

@@ -46,7 +46,7 @@ GOALS = {
 
 def part_dir(folder: Path, algo: str, env: str) -> Path:
     """Where `surreal launch --name ALGO-ENV` puts a part's runs (it lower-cases the name)."""
-    from surreal.runtime.rundir import slug
+    from surreal.runtime.runfolder.rundir import slug
 
     return folder / slug(f"{algo}-{env}")
 

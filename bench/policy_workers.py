@@ -5,9 +5,9 @@
 
 Each round runs every setup once, in alternating order, for `--seconds` after a warm-up:
 `--actors` actor processes each stepping `--num-envs` environments with the runtime actor's
-rollout loop (`surreal.runtime.split_actor.build_actor`: one `surreal.api.core.Actor`, or with
+rollout loop (`surreal.runtime.processes.split_actor.build_actor`: one `surreal.api.core.Actor`, or with
 remote inference and `--double-buffer` two halves), their policy either local
-(`actor.inference=local`) or a `RemotePolicy` asking policy-worker processes (`surreal.runtime.policy_worker.serve`, as
+(`actor.inference=local`) or a `RemotePolicy` asking policy-worker processes (`surreal.runtime.processes.policy_worker.serve`, as
 `surreal launch` runs them). Parameters come from a parameter server in this process (a freshly
 initialized learner's). No learner, buffer or evaluator runs: the actors and workers are the work.
 Prints medians, ranges and the ratio to local inference per round; machine load and thread
@@ -41,7 +41,7 @@ def _config(algo: str, env: str, num_envs: int, overrides: list[str]):
 def _worker(args: Any, index: int, address: str, params_address: str, stop: Any, cpu: Any) -> None:
     import torch
 
-    from surreal.runtime.policy_worker import serve
+    from surreal.runtime.processes.policy_worker import serve
 
     torch.set_num_threads(1)
     algo_class, config, info = _config(args.algo, args.env, args.num_envs, args.set)
@@ -63,9 +63,9 @@ def _worker(args: Any, index: int, address: str, params_address: str, stop: Any,
 def _actor(args: Any, index: int, address: str | None, params_address: str, out: Any) -> None:
     import torch
 
-    from surreal.runtime.parameter_client import ParameterClient
-    from surreal.runtime.remote_policy import RemotePolicy
-    from surreal.runtime.split_actor import build_actor
+    from surreal.runtime.processes.split_actor import build_actor
+    from surreal.runtime.wire.parameter_client import ParameterClient
+    from surreal.runtime.wire.remote_policy import RemotePolicy
 
     torch.set_num_threads(1)
     algo_class, config, info = _config(args.algo, args.env, args.num_envs, args.set)
@@ -169,9 +169,9 @@ def main() -> None:
     import torch
 
     from caraml.testing import free_port
-    from surreal.runtime.guard import PortGuard
-    from surreal.runtime.param_server import ParameterStore
-    from surreal.runtime.ports import GuardedServer
+    from surreal.runtime.processes.param_server import ParameterStore
+    from surreal.runtime.wire.guard import PortGuard
+    from surreal.runtime.wire.ports import GuardedServer
 
     algo_class, config, info = _config(args.algo, args.env, args.num_envs, args.set)
     torch.manual_seed(0)

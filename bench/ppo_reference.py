@@ -40,7 +40,7 @@ def run(
     from surreal.api.config import Config, apply_overrides
     from surreal.api.core import Actor
     from surreal.envs import VectorEnv, env_info
-    from surreal.runtime.evaluator import evaluate
+    from surreal.runtime.processes.evaluator import evaluate
 
     torch.set_num_threads(1)
     cfg = Config(algo=PPOLearner.config_class())

@@ -2,7 +2,7 @@
 
 A `UniformStorage` holding 1,000,000 transitions shaped like HalfCheetah-v5's (obs 17 float32,
 action 6, n-step reward, discount, next obs: 168 MB of arrays) is saved the way a replay shard
-saves its part when the learner checkpoints (`surreal.runtime.replay_save`: the copy under the
+saves its part when the learner checkpoints (`surreal.runtime.processes.replay_save`: the copy under the
 shard's lock, then SHA-256, an uncompressed .npz, fsync and rename) and loaded the way a shard
 loads it when it starts (`ReplayShard.load_part`: read, checksum, the chunk schema over every
 row, restore). Baseline: a plain `np.save` of the same five arrays (fsynced) and `np.load` of
@@ -29,10 +29,10 @@ import numpy as np
 import report
 
 from surreal.api.spaces import EnvInfo
-from surreal.runtime import replay_save
-from surreal.runtime.replay_shard import ReplayShard
-from surreal.runtime.replay_uniform import UniformStorage
-from surreal.runtime.schemas import ChunkSchema
+from surreal.runtime.processes import replay_save
+from surreal.runtime.processes.replay_shard import ReplayShard
+from surreal.runtime.processes.replay_uniform import UniformStorage
+from surreal.runtime.wire.schemas import ChunkSchema
 
 N, OBS, ACT = 1_000_000, 17, 6  # transitions; HalfCheetah-v5's observation and action sizes
 INFO = EnvInfo((OBS,), False, 0, (ACT,), (-1.0,) * ACT, (1.0,) * ACT)

@@ -52,7 +52,7 @@ def shard(push_backend: str, sample_backend: str, index: int, bind: bool, stop) 
     import threading
 
     import caraml
-    from surreal.runtime.replay_shard import ReplayShard
+    from surreal.runtime.processes.replay_shard import ReplayShard
 
     rs = ReplayShard(capacity=500_000, start=1_000, seed=index, index=index)
     if bind:  # baseline: actors push straight to this shard, no proxy
@@ -73,7 +73,7 @@ def shard(push_backend: str, sample_backend: str, index: int, bind: bool, stop) 
 
 def proxies(addrs: dict[str, str], stop) -> None:
     """The replay proxies in their own process, as in a launched experiment."""
-    from surreal.runtime.sharding import start_replay_proxies
+    from surreal.runtime.processes.sharding import start_replay_proxies
 
     with start_replay_proxies(
         addrs["push"], addrs["push_back"], addrs["sample"], addrs["sample_back"], hwm=16

@@ -5,9 +5,9 @@ over all their sockets and a timer heap, no thread per stand-in. Each stand-in h
 connections a real actor holds, made with caraml's own socket helpers (`make_socket`, `attach`,
 `send_frames`, `serialize`, `decode`; LINGER=0, the run's Curve keys if it has them):
 
-  params      REQ, as `surreal.runtime.parameter_client.ParameterClient`: `{"version": held, "actor": i}`
-              requests, the reply checked by `surreal.runtime.schemas.params_reply`; an attempt waits 1 s,
-              doubling up to 5 s (`surreal.runtime.asking.Asker`'s backoff), plus a long poll's `wait_s`,
+  params      REQ, as `surreal.runtime.wire.parameter_client.ParameterClient`: `{"version": held, "actor": i}`
+              requests, the reply checked by `surreal.runtime.wire.schemas.params_reply`; an attempt waits 1 s,
+              doubling up to 5 s (`surreal.runtime.wire.asking.Asker`'s backoff), plus a long poll's `wait_s`,
               then the socket is replaced and the request sent again (caraml.Client's lazy
               pirate); an error reply is retried after 0.5 s.
   experience  PUSH, high-water mark 4 (actor.py): the run's segment, made by a real rollout
@@ -15,8 +15,8 @@ connections a real actor holds, made with caraml's own socket helpers (`make_soc
   metrics     PUSH, high-water mark 10,000 (common.Component): the actor's report (`actor/sps`,
               env_steps, episode returns/lengths, version) every 2 s or when episodes ended.
 
-PPO stand-ins run surreal/runtime/actor.py's loop: wait for version >= 1, then rollout -> push ->
-fetch -> while the actor's `Pacer` (surreal/runtime/pacing.py: its share of the learner's batches
+PPO stand-ins run surreal/runtime/processes/actor.py's loop: wait for version >= 1, then rollout -> push ->
+fetch -> while the actor's `Pacer` (surreal/runtime/processes/pacing.py: its share of the learner's batches
 over the live actors, `actor.max_ahead`) says it is ahead, a long poll for the version it wants
 (`ParameterClient.wait_for`: answered when the version arrives or after 2 s, then asked again),
 giving up after 15 s (`_wait_for`) -> report. A long poll's reply is not a fetch latency (it waits
@@ -54,9 +54,9 @@ from caraml.curve_env import env_curve
 from caraml.reader import decode
 from caraml.sockets import attach, context, make_socket, recv_frames, send_frames
 from caraml.wire import DEFAULT_MAX_SIZE, KIND_DATA, serialize
-from surreal.runtime import schemas
-from surreal.runtime.guard import Invalid
-from surreal.runtime.pacing import Pacer
+from surreal.runtime.processes.pacing import Pacer
+from surreal.runtime.wire import schemas
+from surreal.runtime.wire.guard import Invalid
 
 BINS_PER_DECADE = 40
 """Latency histogram resolution: bins 10^(1/40) (~6%) wide, from 10 us."""
@@ -354,7 +354,7 @@ class StandIn:
 
 
 class PPOStandIn(StandIn):
-    """surreal/runtime/actor.py's loop with the rollout replaced by a wait."""
+    """surreal/runtime/processes/actor.py's loop with the rollout replaced by a wait."""
 
     def start(self) -> None:
         self.target = 1

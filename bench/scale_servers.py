@@ -28,9 +28,9 @@ import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
 from surreal.launch import experiment as launch
-from surreal.runtime import report_token
-from symphony import proctree
+from surreal.runtime.wire import report_token
 from symphony.addresses import local_endpoints, process_env
+from symphony.local import proctree
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = Path(__file__).resolve().parent / "scale_clients.py"
@@ -80,7 +80,7 @@ class ServerRun:
         self.stop_s, self.killed = 0.0, []
 
     def metrics_token(self) -> str | None:
-        """The run's metrics token (`surreal.runtime.report_token`): the stand-ins report as the
+        """The run's metrics token (`surreal.runtime.wire.report_token`): the stand-ins report as the
         run's own actors do."""
         path = report_token.token_file(self.plan)
         return path.read_text().strip() if path.is_file() else None

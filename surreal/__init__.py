@@ -7,7 +7,7 @@ command line to a running experiment), `surreal.pbt` and `surreal.monitoring`.
 
 from surreal import moved
 from surreal.api import Actor, EnvInfo, Learner, LearnerConfig, Policy
-from surreal.runtime.parameter_client import ParameterClient
+from surreal.runtime.wire.parameter_client import ParameterClient
 
 moved.install()
 

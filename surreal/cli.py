@@ -34,9 +34,9 @@ from surreal.pbt.config import split_overrides, to_dict
 from surreal.pbt.run import prepare_population
 from surreal.pbt.status import population_status
 from surreal.pbt.store import is_population
-from surreal.runtime.component import run_component
-from surreal.runtime.rundir import read_json, resolve_run
-from surreal.runtime.storage_sync import LaunchSync
+from surreal.runtime.processes.component import run_component
+from surreal.runtime.runfolder.rundir import read_json, resolve_run
+from surreal.runtime.runfolder.storage_sync import LaunchSync
 from symphony.backends import backend_names, get_backend
 from symphony.errors import ExperimentNotFound
 from symphony.launcher import ExperimentHandle
@@ -228,7 +228,7 @@ def _plan_and_check(args: dict[str, Any]) -> tuple[Any, Any]:
         plan = launching.plan(args["algo"], env=args["env_id"], overrides=overrides, **given)
         plan.backend = args[
             "backend"
-        ]  # e.g. Curve keys on multi-node backends (surreal.runtime.curve)
+        ]  # e.g. Curve keys on multi-node backends (surreal.runtime.wire.curve)
         plan.command_line = shlex.join(["surreal", *sys.argv[1:]])  # run.json, model cards
         plan.config.run.image = args["image"] or plan.config.run.image
         launching.preflight(plan)  # the algorithm's code on synthetic data, before anything starts

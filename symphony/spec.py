@@ -81,7 +81,7 @@ class Process:
             backend mounts each read-only and sets `SYMPH_SECRET_<NAME>_DIR`; others ignore it).
         preload: modules to import once, before the process starts (local backend: a
             `python -m MODULE ...` command forks from a fork server that imported them, shared
-            by the processes with the same list; see `symphony.forkserver`; others ignore it).
+            by the processes with the same list; see `symphony.local.forkserver`; others ignore it).
     """
 
     name: str

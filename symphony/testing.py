@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import psutil
 
 from symphony.backends import get_backend
-from symphony.proctree import RUN_ID_ENV
+from symphony.local.proctree import RUN_ID_ENV
 from symphony.records import Records
 
 T = TypeVar("T")

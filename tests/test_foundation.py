@@ -65,7 +65,7 @@ def test_the_launch_path_and_the_api_import_no_heavy_package():
     # entry point import light; torch, gymnasium, rich and matplotlib load where they are used.
     light = (
         "surreal.cli, surreal.api, surreal.launch.experiment, surreal.launch.progress, "
-        "surreal.runtime.topology, surreal.runtime.component, surreal.envs, surreal.algos.es"
+        "surreal.runtime.plan.topology, surreal.runtime.processes.component, surreal.envs, surreal.algos.es"
     )
     heavy = ("torch", "gymnasium", "rich", "matplotlib", "robosuite", "boto3")
     result = _run_python(f"import sys, {light}; print([m for m in {heavy!r} if m in sys.modules])")

@@ -133,7 +133,7 @@ def test_a_heavy_bound_module_is_one_that_imports_a_heavy_package_at_its_top():
     assert is_heavy("surreal.api.transfer")  # torch at its top
     assert is_heavy("surreal.launch.live_view")  # rich at its top
     assert not is_heavy("surreal.api.device")  # torch only inside two functions
-    assert not is_heavy("surreal.runtime.rundir") and not is_heavy("json")
+    assert not is_heavy("surreal.runtime.runfolder.rundir") and not is_heavy("json")
     assert top_imports("import a\nif TYPE_CHECKING:\n    import b\ndef f():\n    import c\n") == [
         "a"
     ]

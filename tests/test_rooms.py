@@ -87,7 +87,10 @@ def test_at_most_four_modules_lie_loose_at_surreals_top_level():
     ("statement", "message"),
     [
         ("import surreal.config", "surreal.config moved to surreal.api.config"),
-        ("from surreal.rundir import RunDir", "surreal.rundir moved to surreal.runtime.rundir"),
+        (
+            "from surreal.rundir import RunDir",
+            "surreal.rundir moved to surreal.runtime.runfolder.rundir",
+        ),
         ("import surreal.components.actor", "surreal.components moved to surreal.runtime"),
         ("from surreal.launch import plan", "from surreal.launch.experiment import plan"),
     ],
@@ -103,3 +106,27 @@ def test_the_interfaces_old_address_still_works():
         "from surreal.core import Actor, Learner, LearnerConfig, ParameterClient, Policy", namespace
     )
     assert namespace["Learner"] is surreal.api.Learner and namespace["Policy"] is surreal.Policy
+
+
+RUNTIME_ROOMS = ("processes", "plan", "runfolder", "wire")
+"""surreal/runtime/'s sub-rooms (issue 48), in the order of their layers contract."""
+
+
+def test_the_runtime_is_its_named_sub_rooms_with_nothing_loose():
+    runtime = ROOT / "surreal" / "runtime"
+    loose = sorted(p.name for p in runtime.glob("*.py") if p.name != "__init__.py")
+    rooms = sorted(p.name for p in runtime.iterdir() if (p / "__init__.py").exists())
+    assert loose == [] and rooms == sorted(RUNTIME_ROOMS)
+
+
+def test_symphonys_kube_code_and_local_process_machinery_each_live_in_one_package():
+    symphony = ROOT / "symphony"
+    kube = sorted(
+        str(p.relative_to(symphony))
+        for p in symphony.rglob("*.py")
+        if "kube" in p.name and p.parent.name != "kube"
+    )
+    assert kube == [], f"Kubernetes modules outside symphony/kube/: {kube}"
+    machinery = ("supervisor", "forking", "forkserver", "proctree", "runner")
+    assert all((symphony / "local" / f"{name}.py").exists() for name in machinery)
+    assert not any((symphony / f"{name}.py").exists() for name in machinery)

@@ -70,7 +70,7 @@ class ActorConfig:
     max_ahead: int | None = bounded(1, ge=0)
     """Versions an actor may run ahead of its share of the learner's batches (over the live
     actors) before it waits for newer parameters: bounds the policy lag (0: synchronous PPO;
-    None: never wait, off-policy). See surreal/runtime/pacing.py."""
+    None: never wait, off-policy). See surreal/runtime/processes/pacing.py."""
     inference: str = "local"
     """Where actors' policies run: `local` (in each actor) or `remote` (on `run.policy_workers`
     batched policy workers; actors only step environments; see docs/policy_workers.md)."""

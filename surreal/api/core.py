@@ -72,7 +72,7 @@ class LearnerConfig:
 
     def replay_items(self) -> int:
         """Transitions one replay buffer process stores, for its memory request on compose and
-        kube (`surreal.runtime.sizing`); default 0 (no replay storage: on-policy algorithms).
+        kube (`surreal.runtime.plan.sizing`); default 0 (no replay storage: on-policy algorithms).
         Off-policy configs return their capacity (DDPG/TD3/SAC: `replay_capacity`)."""
         return 0
 
@@ -90,7 +90,7 @@ class Policy(abc.ABC):
     """The torch module `load_params` fills by default (`Learner.make_model(config, env_info)`)."""
     remote_methods: ClassVar[tuple[str, ...]] = ("act", "value")
     """The methods a policy worker serves with `actor.inference=remote`, each called as
-    `method(obs, **kwargs)` on a batch of observations (`surreal.runtime.policy_protocol`); a
+    `method(obs, **kwargs)` on a batch of observations (`surreal.runtime.wire.policy_protocol`); a
     request for any other is refused. Add a subclass's own inference methods (DDPG's
     `unit_action`); never `reset` or `load_params` (the worker calls those itself)."""
     recurrent: ClassVar[bool] = False
@@ -149,7 +149,7 @@ class Learner(abc.ABC):
     keys); `off-policy` gives sampled transitions (docs/new_algorithm.md).
 
     Set in `create` before `__init__` runs: `self.run_config` (a read-only view of the whole
-    run config; None in bare unit tests) and `self.replicas` (`surreal.runtime.distributed.
+    run config; None in bare unit tests) and `self.replicas` (`surreal.runtime.processes.distributed.
     Replicas` with `run.learner_replicas` > 1, else None).
     """
 

@@ -76,8 +76,8 @@ class Recipe:
 
     @classmethod
     def build_experiment(cls, plan: Any) -> Any:
-        """The symphony Experiment of a launch plan (`surreal.runtime.topology.LaunchPlan`), or
-        None: the launcher then builds `surreal.runtime.topology.standard_experiment(plan)`
+        """The symphony Experiment of a launch plan (`surreal.runtime.plan.topology.LaunchPlan`), or
+        None: the launcher then builds `surreal.runtime.plan.topology.standard_experiment(plan)`
         (metrics sink, buffer, learner, parameter server, evaluator, `run.actors` actors)."""
         return None
 
@@ -114,16 +114,16 @@ class Episodes(OnPolicy):
 
 
 RUNTIME_COMPONENTS = {
-    "actor": "surreal.runtime.actor:main",
-    "buffer": "surreal.runtime.replay:main",
-    "learner": "surreal.runtime.learner:main",
-    "param-server": "surreal.runtime.param_server:main",
-    "evaluator": "surreal.runtime.evaluator:main",
-    "metrics": "surreal.runtime.metrics:main",
-    "policy-worker": "surreal.runtime.policy_worker:main",
+    "actor": "surreal.runtime.processes.actor:main",
+    "buffer": "surreal.runtime.processes.replay:main",
+    "learner": "surreal.runtime.processes.learner:main",
+    "param-server": "surreal.runtime.processes.param_server:main",
+    "evaluator": "surreal.runtime.processes.evaluator:main",
+    "metrics": "surreal.runtime.processes.metrics:main",
+    "policy-worker": "surreal.runtime.processes.policy_worker:main",
 }
 """role -> "module:function(run_dir, index)" of the runtime's own processes
-(`Recipe.components`' default; `surreal.runtime.topology` starts them)."""
+(`Recipe.components`' default; `surreal.runtime.plan.topology` starts them)."""
 
 
 def load(ref: str) -> type[Recipe]:

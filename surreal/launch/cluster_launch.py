@@ -6,7 +6,7 @@ symphony config file's `backend_options.<backend>` first; a bare `-o DIR` is `ou
 storage at /runs (`-o volume=CLAIM`: a PersistentVolumeClaim all pods share; without it each
 pod's own scratch volume), and the run is launched detached: its processes live on the cluster,
 and `symphony describe/logs/delete EXPERIMENT` follow it. On compose every process container
-reads the run's private env file (`surreal.runtime.compose_env`: Curve keys, object-store settings), and
+reads the run's private env file (`surreal.runtime.plan.compose_env`: Curve keys, object-store settings), and
 `surreal launch` stays attached; the containers' output becomes `RUN/logs/` at the end.
 """
 
@@ -18,9 +18,10 @@ import symphony
 from cloudwise.spec import ClusterSpec
 from surreal.launch import experiment as launching
 from surreal.launch.cost import experiment_cost
-from surreal.runtime import compose_env, curve
-from surreal.runtime.portable import RUNS_ROOT, run_url
-from surreal.runtime.rundir import write_json
+from surreal.runtime.plan import compose_env
+from surreal.runtime.plan.portable import RUNS_ROOT, run_url
+from surreal.runtime.runfolder.rundir import write_json
+from surreal.runtime.wire import curve
 from symphony.backends import capabilities, get_backend
 from symphony.cli import backend_options
 from symphony.errors import BackendError, SpecError

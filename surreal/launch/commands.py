@@ -10,8 +10,8 @@ import click
 
 from cloudwise.clistyle import InputError
 from surreal.monitoring.plot import RETURNS, plot_runs
-from surreal.runtime.rundir import resolve_run
-from surreal.runtime.storage_sync import reading
+from surreal.runtime.runfolder.rundir import resolve_run
+from surreal.runtime.runfolder.storage_sync import reading
 
 _EXPORT_EXTRA = "pip install 'surreal-stack[export]' (onnx, onnxruntime)"
 

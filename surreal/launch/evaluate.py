@@ -14,10 +14,11 @@ from surreal.envs import VectorEnv, make_env
 from surreal.launch.cost import RunCost, status_line
 from surreal.launch.progress_view import restarts_by_role
 from surreal.monitoring.crash import status_lines
-from surreal.runtime import checkpoint, waits
-from surreal.runtime.evaluator import evaluate
-from surreal.runtime.rundir import RunDir, load_json, resolve_run
-from surreal.runtime.storage_sync import reading
+from surreal.runtime.processes.evaluator import evaluate
+from surreal.runtime.runfolder import checkpoint
+from surreal.runtime.runfolder.rundir import RunDir, load_json, resolve_run
+from surreal.runtime.runfolder.storage_sync import reading
+from surreal.runtime.wire import waits
 from symphony.backends import get_backend
 from symphony.records import Records
 from symphony.states import ALIVE_STATES
@@ -144,7 +145,7 @@ def _status(run: RunDir, where: str) -> str:
         lines.append(f"  checkpoint {where.rstrip('/')}/" + _checkpoint(run, alive))
     lines.append("  processes  " + shown)
     waiting = waits.pick(status.get("waits") or {}, time.time()) if alive else None
-    if waiting:  # what stands still and why (`surreal.runtime.waits`)
+    if waiting:  # what stands still and why (`surreal.runtime.wire.waits`)
         lines.append("  waiting    for " + waiting)
     if info.get("cost"):  # launched on kube with a cluster spec (`cluster_launch.record_cost`)
         lines.append("  cost       " + _cost(run, info, status, alive))

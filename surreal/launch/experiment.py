@@ -20,17 +20,11 @@ from surreal.api.registry import config_class, resolve
 from surreal.envs import check_env, env_info
 from surreal.launch import config_check
 from surreal.launch.preflight import check_algorithm
-from surreal.runtime import (
-    checkpoint,
-    compose_env,
-    curve,
-    portable,
-    preload,
-    report_token,
-    storage_sync,
-)
-from surreal.runtime.policy_topology import check_inference, check_remote_actors
-from surreal.runtime.rundir import (
+from surreal.runtime.plan import compose_env, portable, preload
+from surreal.runtime.plan.policy_topology import check_inference, check_remote_actors
+from surreal.runtime.plan.topology import LaunchPlan, algorithm_experiment
+from surreal.runtime.runfolder import checkpoint, storage_sync
+from surreal.runtime.runfolder.rundir import (
     RunDir,
     check_writable,
     new_remote_run_dir,
@@ -38,8 +32,8 @@ from surreal.runtime.rundir import (
     slug,
     write_json,
 )
-from surreal.runtime.storage_sync import prepare_launch_mirror
-from surreal.runtime.topology import LaunchPlan, algorithm_experiment
+from surreal.runtime.runfolder.storage_sync import prepare_launch_mirror
+from surreal.runtime.wire import curve, report_token
 from symphony.backends import capabilities, get_backend
 from symphony.errors import ExperimentNotFound, SymphonyError
 from symphony.launcher import free_name
@@ -267,9 +261,9 @@ def preflight(p: LaunchPlan) -> None:
 
 def build_experiment(p: LaunchPlan) -> Any:
     """The symphony Experiment of the plan: the algorithm's `Learner.build_experiment(plan)`
-    (the standard topology when it returns None: `surreal.runtime.topology.algorithm_experiment`),
-    with the run's Curve keys on every process when `surreal.runtime.curve.enabled(plan)`, and on
-    compose and kube commands that run in the image (`surreal.runtime.portable`). The learner's end
+    (the standard topology when it returns None: `surreal.runtime.plan.topology.algorithm_experiment`),
+    with the run's Curve keys on every process when `surreal.runtime.wire.curve.enabled(plan)`, and on
+    compose and kube commands that run in the image (`surreal.runtime.plan.portable`). The learner's end
     is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there."""
     exp = preload.apply(portable.apply(curve.apply(algorithm_experiment(p), p), p), p)
     report_token.apply(exp, p)  # local runs: only the run's processes report (their token)
@@ -281,7 +275,7 @@ def build_experiment(p: LaunchPlan) -> Any:
 def _process_facts(p: LaunchPlan) -> dict[str, Any]:
     """What the run's processes read from `run.json` instead of importing the learner (and
     torch): their entry points (`RunDir.components`) and the recipe ("module:Class", None for
-    one made around a learner's own hooks: `surreal.runtime.replay.make_replay`)."""
+    one made around a learner's own hooks: `surreal.runtime.processes.replay.make_replay`)."""
     feeding = recipe_of(p.algo_class)
     return {"components": feeding.components(), "recipe": reference(feeding)}
 

@@ -21,9 +21,9 @@ import torch
 
 from surreal.api.exporting import Exportable
 from surreal.launch.model_card import write_card
-from surreal.runtime import checkpoint
-from surreal.runtime.rundir import RunDir, resolve_run
-from surreal.runtime.storage_sync import reading
+from surreal.runtime.runfolder import checkpoint
+from surreal.runtime.runfolder.rundir import RunDir, resolve_run
+from surreal.runtime.runfolder.storage_sync import reading
 
 FORMATS = {"torchscript": ".pt", "onnx": ".onnx"}
 """--format -> the file suffix of its default name."""

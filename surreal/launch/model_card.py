@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from surreal.api import config as config_io
-from surreal.runtime.rundir import RunDir, read_json
+from surreal.runtime.runfolder.rundir import RunDir, read_json
 
 _LOAD = {
     "torchscript": (

@@ -17,9 +17,9 @@ from surreal.launch.progress_view import (
 from surreal.monitoring.crash import CrashWatch
 from surreal.monitoring.crash import report as crash_report
 from surreal.monitoring.plot import series
-from surreal.runtime import waits
-from surreal.runtime.common import STOP_DEADLINE_S
-from surreal.runtime.rundir import RunDir, read_json
+from surreal.runtime.processes.common import STOP_DEADLINE_S
+from surreal.runtime.runfolder.rundir import RunDir, read_json
+from surreal.runtime.wire import waits
 from symphony.backends.base import ExperimentStatus
 from symphony.launcher import ExperimentHandle
 from symphony.states import ALIVE_STATES
@@ -316,7 +316,7 @@ class Stall:
 
 
 def waiting_for(status: dict[str, Any], stale: bool, now: float | None = None) -> str | None:
-    """What the run waits for (`surreal.runtime.waits.pick`), or the metrics sink itself when
+    """What the run waits for (`surreal.runtime.wire.waits.pick`), or the metrics sink itself when
     its status has not changed for `waits.WAIT_SAY_S` (it is stopped or gone); None."""
     now = time.time() if now is None else now
     found = waits.pick(status.get("waits") or {}, now)

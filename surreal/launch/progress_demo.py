@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from surreal.launch.progress import monitor
-from surreal.runtime.rundir import RunDir
+from surreal.runtime.runfolder.rundir import RunDir
 
 TOTAL = 1000
 

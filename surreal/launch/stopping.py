@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from surreal.launch.cluster_launch import save_container_logs
-from surreal.runtime.rundir import RunDir, read_json, write_ending
+from surreal.runtime.runfolder.rundir import RunDir, read_json, write_ending
 
 OUTCOMES = {0: "finished", 130: "stopped"}
 """`surreal launch`'s exit code -> how symphony's record says the run ended (else "failed")."""

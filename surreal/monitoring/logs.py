@@ -1,6 +1,6 @@
 """What a run's processes write to their logs (`RUN/logs/<process>.log`, `symphony logs EXP PROC`).
 
-Every component process (`surreal.runtime.component.run_component`) sets Python logging up once
+Every component process (`surreal.runtime.processes.component.run_component`) sets Python logging up once
 (`setup`): one handler on stderr, which the backend sends to the process's log file (local,
 tmux, slurm) or to the container's output (compose, kube), flushed at every line so that
 `symphony logs -f` and `tail -f` show it as it happens. A line reads
@@ -272,7 +272,7 @@ class Warnings:
 
 
 class DropReport:
-    """Warns when the messages dropped on some ports (`surreal.runtime.guard.PortGuard`) grew since the
+    """Warns when the messages dropped on some ports (`surreal.runtime.wire.guard.PortGuard`) grew since the
     last `check`: `dropped 12 messages on port experience since the last check (not-a-dict 10,
     bad-shape 2); 15 in all`. Call `check` from the progress tick (it is rate-limited there)."""
 

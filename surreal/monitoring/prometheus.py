@@ -1,6 +1,6 @@
 """Prometheus `/metrics` of every process of a run, through the official `prometheus_client`.
 
-Each process (`surreal.runtime.topology.process`) binds the symphony service `prom-<process name>`
+Each process (`surreal.runtime.plan.topology.process`) binds the symphony service `prom-<process name>`
 (`symphony.scrape`), so its port comes from the backend like every other: a free port on
 127.0.0.1 locally, a Kubernetes Service (and the pod's `prometheus.io/*` annotations) on kube.
 `Component` starts the exporter; the components count into `ProcessMetrics`. Every series

@@ -17,9 +17,9 @@ from surreal.envs.multiagent import make_multiagent_env
 from surreal.multiagent.policy_runs import PolicySpec, policy_run, read_policy_specs
 from surreal.multiagent.rollout import JointRollout
 from surreal.multiagent.selfplay import OpponentPool
-from surreal.runtime.actor import _wait_for
-from surreal.runtime.common import Component
-from surreal.runtime.parameter_client import ParameterClient
+from surreal.runtime.processes.actor import _wait_for
+from surreal.runtime.processes.common import Component
+from surreal.runtime.wire.parameter_client import ParameterClient
 
 
 @dataclass

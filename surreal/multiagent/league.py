@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from surreal.multiagent.policy_runs import policy_run, read_policy_specs
-from surreal.runtime.common import Component
-from surreal.runtime.rundir import RunDir, read_json
+from surreal.runtime.processes.common import Component
+from surreal.runtime.runfolder.rundir import RunDir, read_json
 
 
 def progress(run: RunDir, budget: int) -> tuple[int, dict[str, float], bool]:

@@ -9,8 +9,8 @@ import numpy as np
 
 from surreal.envs.multiagent import JointEnv, make_multiagent_env
 from surreal.multiagent.policy_runs import policy_run, read_policy_specs
-from surreal.runtime import checkpoint
-from surreal.runtime.rundir import resolve_run
+from surreal.runtime.runfolder import checkpoint
+from surreal.runtime.runfolder.rundir import resolve_run
 
 
 def load_policies(path: Path | str) -> tuple[dict[str, Any], Any, dict[str, str]]:

@@ -14,7 +14,7 @@ from surreal.api.config import Config
 from surreal.api.spaces import EnvInfo
 from surreal.envs.multiagent import is_multiagent, make_multiagent_env
 from surreal.multiagent.mapping import policy_groups
-from surreal.runtime.rundir import RunDir, read_json, write_json
+from surreal.runtime.runfolder.rundir import RunDir, read_json, write_json
 
 CENTRAL_MODEL = "surreal.multiagent.central:CentralValueActorCritic"
 

@@ -33,21 +33,21 @@ def _run(module: str, run_dir: str, index: int) -> None:
 
 
 def buffer(run_dir: str, index: int = 0) -> None:
-    """The policy's FIFO buffer (`surreal.runtime.replay`)."""
-    _run("surreal.runtime.replay", run_dir, index)
+    """The policy's FIFO buffer (`surreal.runtime.processes.replay`)."""
+    _run("surreal.runtime.processes.replay", run_dir, index)
 
 
 def learner(run_dir: str, index: int = 0) -> None:
-    """The policy's learner loop (`surreal.runtime.learner`): checkpoints in its folder."""
-    _run("surreal.runtime.learner", run_dir, index)
+    """The policy's learner loop (`surreal.runtime.processes.learner`): checkpoints in its folder."""
+    _run("surreal.runtime.processes.learner", run_dir, index)
 
 
 def param_server(run_dir: str, index: int = 0) -> None:
-    """The policy's parameter server (`surreal.runtime.param_server`)."""
-    _run("surreal.runtime.param_server", run_dir, index)
+    """The policy's parameter server (`surreal.runtime.processes.param_server`)."""
+    _run("surreal.runtime.processes.param_server", run_dir, index)
 
 
 def metrics(run_dir: str, index: int = 0) -> None:
-    """The policy's metrics sink (`surreal.runtime.metrics`): metrics.jsonl, status.json
+    """The policy's metrics sink (`surreal.runtime.processes.metrics`): metrics.jsonl, status.json
     and TensorBoard events in its folder."""
-    _run("surreal.runtime.metrics", run_dir, index)
+    _run("surreal.runtime.processes.metrics", run_dir, index)

@@ -16,7 +16,7 @@ from typing import Any
 
 from surreal.api.recipe import Recipe
 from surreal.multiagent.policy_runs import policy_run, policy_specs, write_policy_runs
-from surreal.runtime.topology import (
+from surreal.runtime.plan.topology import (
     PROCESS_ENV,
     LaunchPlan,
     add_actor_groups,

@@ -28,7 +28,7 @@ import surreal.pbt.store as store
 from surreal.pbt.config import PBTConfig, from_dict
 from surreal.pbt.exploit import Decision, MemberScore, exploit_explore
 from surreal.pbt.store import MemberView
-from surreal.runtime.rundir import read_json, write_json
+from surreal.runtime.runfolder.rundir import read_json, write_json
 
 
 class Manager:

@@ -3,7 +3,7 @@
 Member `m<i>` is a whole run in `RUN/m<i>/` (its config, metrics, status, checkpoints). Its
 processes are the algorithm's own `Learner.build_experiment` for that run, with every process,
 group and service name prefixed `m<i>-` (`m0-learner`, `m0-params`, ...); each process finds its
-member's services through `$SURREAL_SERVICE_PREFIX` (`surreal.runtime.common.Component`).
+member's services through `$SURREAL_SERVICE_PREFIX` (`surreal.runtime.processes.common.Component`).
 One more process, `population-manager` (`surreal.pbt.manager`), runs the exploit/explore rounds.
 """
 
@@ -24,15 +24,15 @@ from surreal.pbt.config import PBTConfig, init_overrides, make_config
 from surreal.pbt.config import from_dict as pbt_from_dict
 from surreal.pbt.config import to_dict as pbt_to_dict
 from surreal.pbt.space import check_space
-from surreal.runtime import curve
-from surreal.runtime.rundir import RunDir, read_json, write_json
-from surreal.runtime.topology import (
+from surreal.runtime.plan.topology import (
     PROCESS_ENV,
     RUNTIME_COMPONENTS,
     LaunchPlan,
     algorithm_experiment,
     restart_policy,
 )
+from surreal.runtime.runfolder.rundir import RunDir, read_json, write_json
+from surreal.runtime.wire import curve
 from symphony import Experiment, Process, ProcessGroup
 
 MANAGER = "population-manager"

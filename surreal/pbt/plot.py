@@ -12,7 +12,7 @@ from pathlib import Path
 import surreal.pbt.store as store
 from surreal.monitoring.plot import pyplot
 from surreal.pbt.config import from_dict, init_overrides
-from surreal.runtime.rundir import read_json
+from surreal.runtime.runfolder.rundir import read_json
 
 
 def curves(run_path: Path) -> dict[str, list[tuple[int, float]]]:

@@ -20,8 +20,8 @@ from surreal.pbt.plan import (
     resume_config,
 )
 from surreal.pbt.status import population_status
-from surreal.runtime import curve
-from surreal.runtime.rundir import read_json
+from surreal.runtime.runfolder.rundir import read_json
+from surreal.runtime.wire import curve
 
 ENDED = ("exited", "failed", "stopped")
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import surreal.pbt.store as store
 from surreal.pbt.config import from_dict
-from surreal.runtime.rundir import read_json
+from surreal.runtime.runfolder.rundir import read_json
 from symphony.backends import get_backend
 from symphony.records import Records
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from surreal.api import config as config_io
 from surreal.pbt.exploit import Decision
-from surreal.runtime.rundir import RunDir, read_json, write_json
+from surreal.runtime.runfolder.rundir import RunDir, read_json, write_json
 
 PBT_FILE, STATE_FILE, LOG_FILE, BEST_FILE = "pbt.json", "pbt_state.json", "pbt.jsonl", "best.json"
 

@@ -9,5 +9,5 @@ peers with `symphony.address(service)`. Services (bound by -> connected by):
     params      param server  <- actors and evaluator ask       (caraml req-rep)
     metrics     metrics sink  <- every component pushes         (caraml push-pull)
 
-A process starts in `surreal.runtime.component.run_component`.
+A process starts in `surreal.runtime.processes.component.run_component`.
 """

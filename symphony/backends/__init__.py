@@ -4,7 +4,7 @@
     tmux    -> symphony.backends.tmux:TmuxBackend            (a tmux session, a window per process)
     test    -> symphony.backends.inprocess:InProcessBackend  (threads, for fast topology tests)
     compose -> symphony.backends.compose:ComposeBackend      (docker compose)
-    kube    -> symphony.backends.kube:KubeBackend            (Kubernetes)
+    kube    -> symphony.kube.backend:KubeBackend            (Kubernetes)
     slurm   -> symphony.backends.slurm:SlurmBackend          (a Slurm job per experiment)
 
 Every class subclasses `symphony.backends.base.Backend`; see that module for the interface.
@@ -26,7 +26,7 @@ BACKENDS: dict[str, str] = {
     "tmux": "symphony.backends.tmux:TmuxBackend",
     "test": "symphony.backends.inprocess:InProcessBackend",
     "compose": "symphony.backends.compose:ComposeBackend",
-    "kube": "symphony.backends.kube:KubeBackend",
+    "kube": "symphony.kube.backend:KubeBackend",
     "slurm": "symphony.backends.slurm:SlurmBackend",
 }
 

@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from symphony import proctree
 from symphony.addresses import Address, address, local_endpoints, process_env
 from symphony.backends.base import (
     ALIVE_STATES,
@@ -38,6 +37,7 @@ from symphony.backends.base import (
     ProcessStatus,
 )
 from symphony.errors import BackendError
+from symphony.local import proctree
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment, Process
 

@@ -9,7 +9,7 @@ RestartPolicy (backoff doubling up to a limit), and runs in its own session so t
 supervisor sees Ctrl-C. Attached (`detach=False`), the supervisor runs in the caller's process;
 detached, it runs as a daemon and `symphony delete` stops it with SIGTERM. A process that
 declares `preload` and runs `python -m MODULE` forks from a fork server that imported those
-modules once (`symphony.forking`; SYMPHONY_FORKSERVER=0 starts every process with Popen).
+modules once (`symphony.local.forking`; SYMPHONY_FORKSERVER=0 starts every process with Popen).
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any
 
 import psutil
 
-from symphony import proctree
 from symphony.addresses import Address, local_endpoints, process_env
 from symphony.backends.base import (
     ALIVE_STATES,
@@ -37,12 +36,13 @@ from symphony.backends.base import (
     ProcessStatus,
 )
 from symphony.errors import BackendError
-from symphony.forking import module_of
+from symphony.local import proctree
+from symphony.local.forking import module_of
+from symphony.local.preflight import check_commands
+from symphony.local.supervisor import Supervisor, read_state
 from symphony.logfiles import follow_file, read_lines
-from symphony.preflight import check_commands
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
-from symphony.supervisor import Supervisor, read_state
 
 READY_TIMEOUT_S = 30.0
 ENDED_BY_SUPERVISOR = ("finished", "failed", "stopped")
@@ -88,7 +88,13 @@ class LocalBackend(Backend):
             record.data["exit_code"] = code
             return
         subprocess.run(
-            [sys.executable, "-m", "symphony.supervisor", str(record.path), str(self.grace_s)],
+            [
+                sys.executable,
+                "-m",
+                "symphony.local.supervisor",
+                str(record.path),
+                str(self.grace_s),
+            ],
             stdin=subprocess.DEVNULL,
             start_new_session=True,
             check=True,

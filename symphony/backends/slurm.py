@@ -34,7 +34,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from symphony import proctree
 from symphony.backends import slurm_jobs
 from symphony.backends.base import (
     ALIVE_STATES,
@@ -53,6 +52,7 @@ from symphony.backends.base import (
 from symphony.backends.slurm_jobs import DEFAULT_TIME_LIMIT, JobInfo
 from symphony.backends.slurm_names import NameStore
 from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused, SymphonyError
+from symphony.local import proctree
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
 

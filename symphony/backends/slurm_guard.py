@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 
-from symphony import proctree
+from symphony.local import proctree
 
 GRACE_S = 2.0
 

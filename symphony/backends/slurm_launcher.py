@@ -28,7 +28,7 @@ from typing import Any
 from symphony.addresses import Address, free_port, process_env
 from symphony.backends.slurm_jobs import guard_id, run_id
 from symphony.backends.slurm_names import NameRecord, NameStore
-from symphony.proctree import RUN_ID_ENV, die_with_parent
+from symphony.local.proctree import RUN_ID_ENV, die_with_parent
 from symphony.spec import Experiment, Process, ProcessGroup
 
 GRACE_S = 10.0

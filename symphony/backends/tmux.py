@@ -5,7 +5,7 @@ Options:
         file's `tmux_socket`, else tmux's default server (so `tmux attach -t EXP` just works).
     grace_s: seconds between SIGTERM and SIGKILL when stopping (default 5).
 
-Each window runs `python -m symphony.runner`, which runs the process's command with its env
+Each window runs `python -m symphony.local.runner`, which runs the process's command with its env
 (the SYMPH_* addresses on free 127.0.0.1 ports), copies all output to the pane and to
 `<record>/logs/<process>.log`, restarts it per its RestartPolicy and writes
 `<record>/tmux/<process>.json` (pid, restarts, exit code). Windows stay open after their process
@@ -30,7 +30,6 @@ from typing import Any
 
 import libtmux
 
-from symphony import proctree
 from symphony.addresses import local_endpoints, process_env
 from symphony.backends.base import (
     ALIVE_STATES,
@@ -45,10 +44,11 @@ from symphony.backends.base import (
 )
 from symphony.backends.local import local_plan, run_beside
 from symphony.errors import BackendError, LaunchRefused
+from symphony.local import proctree
+from symphony.local.preflight import check_commands
+from symphony.local.runner import read_runner_state
 from symphony.logfiles import follow_file, read_lines
-from symphony.preflight import check_commands
 from symphony.records import ExperimentRecord, load_config
-from symphony.runner import read_runner_state
 from symphony.spec import Experiment, Process
 
 INHERITED = (
@@ -161,7 +161,7 @@ class TmuxBackend(Backend):
         runner = [
             sys.executable,
             "-m",
-            "symphony.runner",
+            "symphony.local.runner",
             str(record.file(f"tmux/{proc.name}.json")),
             str(record.log_path(proc.name)),
             json.dumps(asdict(proc.restart)),

@@ -11,7 +11,8 @@ import pytest
 
 from surreal.launch import cluster_launch
 from surreal.launch import experiment as launching
-from surreal.runtime import compose_env, curve, portable, preload, report_token
+from surreal.runtime.plan import compose_env, portable, preload
+from surreal.runtime.wire import curve, report_token
 from symphony.backends import BACKENDS, backend_names
 from symphony.backends.base import Backend, Capabilities
 

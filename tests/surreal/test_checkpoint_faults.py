@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from surreal.runtime import checkpoint
+from surreal.runtime.runfolder import checkpoint
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import start_launch, wait_until
 

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from surreal.runtime import checkpoint
+from surreal.runtime.runfolder import checkpoint
 from surreal.testing import surreal_cli
 
 pytestmark = pytest.mark.timeout(120)

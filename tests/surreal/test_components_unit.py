@@ -8,8 +8,8 @@ import pytest
 
 from surreal.api.normalizer import RunningNormalizer
 from surreal.api.replay import FifoSampler, FifoStorage, Replay
-from surreal.runtime.metrics import MetricsSink
-from surreal.runtime.param_server import ParameterStore
+from surreal.runtime.processes.metrics import MetricsSink
+from surreal.runtime.processes.param_server import ParameterStore
 
 pytestmark = pytest.mark.timeout(30)
 

@@ -1,5 +1,5 @@
 """Curve keys and object-store settings reach compose containers through the run's private env
-file (`surreal.runtime.compose_env`): mode 600, named (never inlined) by the compose file, turned back
+file (`surreal.runtime.plan.compose_env`): mode 600, named (never inlined) by the compose file, turned back
 into a key folder that caraml reads inside each container."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from caraml.curve_env import load_keys
 from surreal.launch import cluster_launch
 from surreal.launch import experiment as launching
-from surreal.runtime import compose_env
+from surreal.runtime.plan import compose_env
 
 pytestmark = pytest.mark.timeout(120)
 

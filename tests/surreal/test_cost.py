@@ -18,7 +18,7 @@ from cloudwise.spec import ClusterSpec, NodePoolSpec
 from surreal.launch import cluster_launch
 from surreal.launch import experiment as launching
 from surreal.launch.cost import RunCost, experiment_cost, status_line
-from surreal.runtime.rundir import write_json
+from surreal.runtime.runfolder.rundir import write_json
 from surreal.testing import surreal_cli
 from symphony.errors import SpecError
 from symphony.placement import allocatable
@@ -219,7 +219,7 @@ def test_status_shows_the_cost_so_far_and_of_the_rest_of_the_budget(tmp_path):
 def test_a_kube_launch_records_the_cost_that_surreal_status_shows(tmp_path, monkeypatch):
     pytest.importorskip("kmock")
     from surreal.cli import main as surreal_main
-    from symphony.testing_kube import KubeEndpoint
+    from symphony.kube.testing_kube import KubeEndpoint
 
     runs = tmp_path / "runs"
     with KubeEndpoint() as endpoint:

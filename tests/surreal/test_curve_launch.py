@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 from surreal.launch import experiment as launching
-from surreal.runtime import compose_env, curve
+from surreal.runtime.plan import compose_env
+from surreal.runtime.wire import curve
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,8 +38,8 @@ def test_keys_and_env_follow_the_backend(tmp_path, backend, overrides, on):
     exp = launching.build_experiment(plan)
     envs = [p.env.get("CARAML_CURVE_KEYS") for p in exp.processes()]
     assert (keys / "server.key_secret").exists() is on  # (a local run's keys/ holds its
-    # metrics token without Curve: surreal.runtime.report_token)
-    # compose: each process writes the keys into its own container (surreal.runtime.compose_env)
+    # metrics token without Curve: surreal.runtime.wire.report_token)
+    # compose: each process writes the keys into its own container (surreal.runtime.plan.compose_env)
     inside = compose_env.CONTAINER_KEYS if backend == "compose" else None
     assert envs == [(inside or str(keys.resolve())) if on else None] * len(envs)
     if on:
@@ -50,8 +51,8 @@ def test_keys_and_env_follow_the_backend(tmp_path, backend, overrides, on):
 
 def test_kube_mounts_the_keys_as_a_secret_and_manifests_validate(tmp_path):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
-    from symphony.backends.kube import KubeBackend
-    from symphony.kube_manifests import SECRETS_ROOT
+    from symphony.kube.backend import KubeBackend
+    from symphony.kube.manifests import SECRETS_ROOT
 
     plan = make_plan(tmp_path, "kube")
     launching.create_run(plan)

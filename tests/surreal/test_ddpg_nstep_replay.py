@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from surreal.algos.ddpg.nstep import NStepWriter, pack_chunk
-from surreal.runtime.replay_uniform import UniformSampler, UniformStorage
+from surreal.runtime.processes.replay_uniform import UniformSampler, UniformStorage
 
 pytestmark = pytest.mark.timeout(60)
 

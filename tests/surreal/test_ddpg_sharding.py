@@ -11,8 +11,8 @@ import pytest
 import caraml
 from caraml.testing import free_port
 from surreal.algos.ddpg.learner_loop import StepCounter, sample_reply_to_arrays
-from surreal.runtime.replay_shard import ReplayShard
-from surreal.runtime.sharding import start_replay_proxies
+from surreal.runtime.processes.replay_shard import ReplayShard
+from surreal.runtime.processes.sharding import start_replay_proxies
 
 pytestmark = pytest.mark.timeout(60)
 

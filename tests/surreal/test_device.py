@@ -15,8 +15,8 @@ from surreal.api.core import Learner, Policy
 from surreal.api.device import check_device, learner_threads, wants_gpu
 from surreal.api.spaces import EnvInfo
 from surreal.api.transfer import Prefetcher, to_device
-from surreal.runtime.rundir import RunDir
-from surreal.runtime.topology import LaunchPlan, learner_process
+from surreal.runtime.plan.topology import LaunchPlan, learner_process
+from surreal.runtime.runfolder.rundir import RunDir
 from surreal.testing import surreal_cli
 
 pytestmark = pytest.mark.timeout(120)
@@ -181,7 +181,7 @@ def test_ddpg_networks_live_on_the_given_device():
 
 
 def test_parameters_are_copied_to_numpy_once_per_version():
-    from surreal.runtime.learner import LearnerLoop
+    from surreal.runtime.processes.learner import LearnerLoop
 
     class Counting:
         calls = 0

@@ -25,7 +25,7 @@ UPDATES, SEGMENTS = 3, 4
 REPLICA = """
 import json, sys
 import numpy as np, torch
-from surreal.runtime.distributed import Replicas
+from surreal.runtime.processes.distributed import Replicas
 sys.path.insert(0, {here!r})
 from test_distributed import SEGMENTS, batches, learner
 

@@ -16,7 +16,7 @@ from surreal.algos.offpolicy import OffPolicy
 from surreal.api.config import Config, RunConfig
 from surreal.api.recipe import recipe_of
 from surreal.api.spaces import EnvInfo
-from surreal.runtime.schemas import ChunkSchema
+from surreal.runtime.wire.schemas import ChunkSchema
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import status
 

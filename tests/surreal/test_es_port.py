@@ -15,7 +15,7 @@ from caraml.testing import free_address  # noqa: E402
 from surreal.algos.es.config import ESConfig  # noqa: E402
 from surreal.algos.es.loop import build  # noqa: E402
 from surreal.algos.es.master import ESMaster  # noqa: E402
-from surreal.runtime.ports import es_master_server  # noqa: E402
+from surreal.runtime.wire.ports import es_master_server  # noqa: E402
 from tests.surreal.port_fuzz import junk_objects  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)

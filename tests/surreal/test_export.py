@@ -19,8 +19,8 @@ from surreal.algos.ppo.vision_learner import RecurrentPPOLearner
 from surreal.api.spaces import EnvInfo
 from surreal.launch import experiment as launching
 from surreal.launch.export import check_file, export_run, trace, write_onnx, write_torchscript
-from surreal.runtime import checkpoint
-from surreal.runtime.rundir import resolve_run
+from surreal.runtime.runfolder import checkpoint
+from surreal.runtime.runfolder.rundir import resolve_run
 from surreal.testing import surreal_cli
 
 pytestmark = pytest.mark.timeout(240)

@@ -22,14 +22,14 @@ pytest.importorskip("kmock")
 from surreal.cli import main as surreal_main  # noqa: E402
 from surreal.launch import cluster_launch  # noqa: E402
 from surreal.launch import experiment as launching  # noqa: E402
-from surreal.runtime import portable  # noqa: E402
-from surreal.runtime.rundir import RunDir  # noqa: E402
+from surreal.runtime.plan import portable  # noqa: E402
+from surreal.runtime.runfolder.rundir import RunDir  # noqa: E402
 from symphony import spec_store  # noqa: E402
-from symphony.backends.kube import KubeBackend  # noqa: E402
 from symphony.cli import main as symphony_main  # noqa: E402
-from symphony.kube_manifests import ANNOTATION_SPEC  # noqa: E402
-from symphony.testing_kube import KubeEndpoint  # noqa: E402
-from symphony.testing_kube_controllers import Controllers  # noqa: E402
+from symphony.kube.backend import KubeBackend  # noqa: E402
+from symphony.kube.manifests import ANNOTATION_SPEC  # noqa: E402
+from symphony.kube.testing_kube import KubeEndpoint  # noqa: E402
+from symphony.kube.testing_kube_controllers import Controllers  # noqa: E402
 from tests.surreal.helpers import own_lines  # noqa: E402
 from tests.symphony.kube_env import config_maps, container_env  # noqa: E402
 

@@ -26,7 +26,7 @@ from tests.surreal.helpers import (
 )
 
 RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
-"""The line a learner that loaded its checkpoint writes (`surreal.runtime.learner`)."""
+"""The line a learner that loaded its checkpoint writes (`surreal.runtime.processes.learner`)."""
 
 
 def resumed_steps(log: str) -> list[int]:

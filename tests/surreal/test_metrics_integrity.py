@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 
 import caraml
-from surreal.runtime import checkpoint, report_token, schemas
-from surreal.runtime.guard import Invalid
-from surreal.runtime.metrics import MetricsSink
+from surreal.runtime.processes.metrics import MetricsSink
+from surreal.runtime.runfolder import checkpoint
+from surreal.runtime.wire import report_token, schemas
+from surreal.runtime.wire.guard import Invalid
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import describe, metric_records, start_launch, status, wait_until
 from tests.surreal.run_ports import endpoints

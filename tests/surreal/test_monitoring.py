@@ -22,7 +22,7 @@ from surreal.launch import experiment as launching
 from surreal.launch.progress import monitor
 from surreal.monitoring import crash, wandb_sink
 from surreal.monitoring.prometheus import METRICS, ProcessMetrics, service_name
-from surreal.runtime.rundir import RunDir
+from surreal.runtime.runfolder.rundir import RunDir
 from tests.surreal.port_fuzz import http_junk
 
 pytestmark = pytest.mark.timeout(120)
@@ -58,7 +58,7 @@ def test_the_exporter_serves_labelled_series_and_survives_garbage():
 
 
 def test_every_process_binds_its_metrics_service_and_kube_pods_are_annotated(tmp_path):
-    from symphony.kube_manifests import RenderOptions, render
+    from symphony.kube.manifests import RenderOptions, render
 
     plan = launching.plan("ppo", folder=str(tmp_path / "runs"), actors=3)
     exp = launching.build_experiment(plan)

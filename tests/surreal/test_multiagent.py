@@ -14,7 +14,7 @@ from surreal.multiagent.mapping import policy_groups
 from surreal.multiagent.policy_runs import policy_config, policy_specs
 from surreal.multiagent.rollout import JointRollout
 from surreal.multiagent.selfplay import OpponentPool
-from surreal.runtime.schemas import SegmentSchema
+from surreal.runtime.wire.schemas import SegmentSchema
 from surreal.testing import surreal_cli
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -202,7 +202,7 @@ def test_dry_run_declares_one_stream_per_policy(tmp_path):
 def test_the_league_ends_the_run_when_every_policy_reached_the_budget(tmp_path):
     from surreal.multiagent.league import progress
     from surreal.multiagent.policy_runs import policy_run, write_policy_runs
-    from surreal.runtime.rundir import RunDir, write_json
+    from surreal.runtime.runfolder.rundir import RunDir, write_json
 
     cfg = config("ma:pair", policy_mapping=EXAMPLE_MAPPING)
     run = RunDir(tmp_path / "run")

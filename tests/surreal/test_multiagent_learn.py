@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from surreal.runtime import checkpoint
+from surreal.runtime.runfolder import checkpoint
 from surreal.testing import surreal_cli
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from surreal.runtime.rundir import RunFileError, load_json
+from surreal.runtime.runfolder.rundir import RunFileError, load_json
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import ctrl_c, processes_of, start_launch, wait_until
 

@@ -1,4 +1,4 @@
-"""Pacing over live actors (surreal.runtime.pacing) and the parameter server's long poll.
+"""Pacing over live actors (surreal.runtime.processes.pacing) and the parameter server's long poll.
 
 An actor may run `actor.max_ahead` versions ahead of its share of the learner's batches. The
 share is over the actors alive (they asked the parameter server lately), so stopped actors do
@@ -15,9 +15,9 @@ import pytest
 
 import caraml
 from caraml.testing import free_address
-from surreal.runtime.pacing import WARMUP_S, LiveActors, Pacer
-from surreal.runtime.param_server import ParameterStore
-from surreal.runtime.parameter_client import ParameterClient
+from surreal.runtime.processes.pacing import WARMUP_S, LiveActors, Pacer
+from surreal.runtime.processes.param_server import ParameterStore
+from surreal.runtime.wire.parameter_client import ParameterClient
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,7 @@ from surreal.pbt.config import PBTConfig, make_config
 from surreal.pbt.exploit import MemberScore, cut, exploit_explore
 from surreal.pbt.manager import Manager
 from surreal.pbt.space import Hyperparameter, check_space, parse_space
-from surreal.runtime.member import Member
+from surreal.runtime.processes.member import Member
 
 LR = Hyperparameter("algo.lr", 1e-5, 1e-2, log=True)
 ENT = Hyperparameter("algo.ent_coef", 0.0, 0.05)
@@ -127,7 +127,7 @@ def population(tmp_path, lrs: list[float], interval: int = 100, learners: bool =
     from surreal.algos.ppo.config import PPOConfig
     from surreal.api.config import Config
     from surreal.pbt.config import to_dict
-    from surreal.runtime import checkpoint
+    from surreal.runtime.runfolder import checkpoint
 
     pbt = PBTConfig(
         members=len(lrs), interval=interval, fraction=0.5, space=["algo.lr:1e-4:1e-2:log"]
@@ -146,7 +146,7 @@ def population(tmp_path, lrs: list[float], interval: int = 100, learners: bool =
 
 
 def store_run(path, config):
-    from surreal.runtime.rundir import RunDir
+    from surreal.runtime.runfolder.rundir import RunDir
 
     run = RunDir(path)
     run.create(config, {"algo": "ppo", "env_info": {}})

@@ -19,10 +19,10 @@ from surreal.algos.ppo.vision_policy import VisionPolicy
 from surreal.algos.sac.config import SACConfig
 from surreal.algos.sac.learner import SACPolicy
 from surreal.api.core import LearnerConfig, Policy
-from surreal.runtime.guard import Invalid
-from surreal.runtime.policy_protocol import inference_methods
-from surreal.runtime.policy_worker import PolicyServer, is_recurrent
-from surreal.runtime.sizing import memory_gb, replay_gb
+from surreal.runtime.plan.sizing import memory_gb, replay_gb
+from surreal.runtime.processes.policy_worker import PolicyServer, is_recurrent
+from surreal.runtime.wire.guard import Invalid
+from surreal.runtime.wire.policy_protocol import inference_methods
 
 SERVED_BEFORE = {  # what the name rule (`obs` first) served for each built-in policy
     PPOPolicy: {"act", "value"},

@@ -14,7 +14,7 @@ from surreal.api.config import Config, ConfigError
 from surreal.api.core import Policy
 from surreal.api.registry import resolve
 from surreal.api.spaces import EnvInfo
-from surreal.runtime.policy_worker import place
+from surreal.runtime.processes.policy_worker import place
 from tests.surreal.test_policy_workers import CARTPOLE, PENDULUM, VISION, Service, _remote
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,13 +20,13 @@ from surreal.api.config import Config, ConfigError
 from surreal.api.core import Policy
 from surreal.api.registry import resolve
 from surreal.api.spaces import EnvInfo
-from surreal.runtime import policy_worker
-from surreal.runtime.guard import PortGuard
-from surreal.runtime.param_server import ParameterStore
-from surreal.runtime.policy_protocol import PolicyRequest, inference_methods
-from surreal.runtime.policy_worker import PolicyServer
-from surreal.runtime.ports import GuardedServer
-from surreal.runtime.remote_policy import RemotePolicy, VersionClient
+from surreal.runtime.processes import policy_worker
+from surreal.runtime.processes.param_server import ParameterStore
+from surreal.runtime.processes.policy_worker import PolicyServer
+from surreal.runtime.wire.guard import PortGuard
+from surreal.runtime.wire.policy_protocol import PolicyRequest, inference_methods
+from surreal.runtime.wire.ports import GuardedServer
+from surreal.runtime.wire.remote_policy import RemotePolicy, VersionClient
 
 pytestmark = pytest.mark.timeout(120)
 CARTPOLE = EnvInfo(obs_shape=(4,), discrete=True, num_actions=2)
@@ -348,7 +348,7 @@ def test_double_buffered_halves_give_one_segment_in_env_order(ppo):
     """`build_actor` with remote inference: two halves (clients actor-0/0 and actor-0/1), each
     stepped in its own thread; the segment has the shapes and keys of one `Actor`'s, envs in
     order, and its actions are the policy's answers for its observations."""
-    from surreal.runtime.split_actor import SplitActor, build_actor
+    from surreal.runtime.processes.split_actor import SplitActor, build_actor
 
     address = ppo.start_worker()
     ppo.config.env.id, ppo.config.env.num_envs = "gym:CartPole-v1", 5

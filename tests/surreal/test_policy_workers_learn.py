@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from surreal.runtime.parameter_client import ParameterClient
+from surreal.runtime.wire.parameter_client import ParameterClient
 from tests.surreal.helpers import (
     metric_records,
     processes_of,

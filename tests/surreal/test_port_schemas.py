@@ -11,13 +11,13 @@ import caraml
 from caraml.testing import free_address
 from surreal.api.replay import FifoSampler, FifoStorage, Replay
 from surreal.api.spaces import EnvInfo
-from surreal.runtime.batch_protocol import BatchRequests, ReplyCache
-from surreal.runtime.guard import Invalid, PortGuard
-from surreal.runtime.metrics import MetricsSink
-from surreal.runtime.param_server import ParameterStore
-from surreal.runtime.replay import BatchHandler, batch_arrays
-from surreal.runtime.replay_shard import ReplayShard
-from surreal.runtime.schemas import (
+from surreal.runtime.processes.metrics import MetricsSink
+from surreal.runtime.processes.param_server import ParameterStore
+from surreal.runtime.processes.replay import BatchHandler, batch_arrays
+from surreal.runtime.processes.replay_shard import ReplayShard
+from surreal.runtime.wire.batch_protocol import BatchRequests, ReplyCache
+from surreal.runtime.wire.guard import Invalid, PortGuard
+from surreal.runtime.wire.schemas import (
     ChunkSchema,
     ParamsSchema,
     SegmentSchema,
@@ -269,7 +269,7 @@ def _undecodable() -> list:
 
 
 def test_a_message_caraml_fails_to_decode_is_a_drop_not_a_dead_server():
-    from surreal.runtime.ports import NOTHING, GuardedServer, receive
+    from surreal.runtime.wire.ports import NOTHING, GuardedServer, receive
 
     guard = PortGuard("experience", out=io.StringIO())
     assert receive(lambda: caraml.deserialize(_undecodable()), guard) is NOTHING

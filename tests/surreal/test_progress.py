@@ -33,7 +33,7 @@ def test_the_fifo_buffer_shows_its_segment_count_and_a_missing_one_a_dash():
 def test_a_replay_shard_reports_the_size_the_progress_line_sums():
     import numpy as np
 
-    from surreal.runtime.replay_shard import ReplayShard, _report_loop
+    from surreal.runtime.processes.replay_shard import ReplayShard, _report_loop
 
     shard = ReplayShard(capacity=1_000_000, start=10, index=1)
     n = 8

@@ -18,7 +18,7 @@ from surreal.algos.families import describe, summary, user_keys
 from surreal.launch.experiment import plan
 from surreal.launch.progress import StatusReader, best_eval, format_status, monitor
 from surreal.launch.progress_view import fields, policy_lag
-from surreal.runtime.rundir import RunDir
+from surreal.runtime.runfolder.rundir import RunDir
 from surreal.testing import surreal_cli
 
 pytestmark = pytest.mark.timeout(120)

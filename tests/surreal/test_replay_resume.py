@@ -12,8 +12,8 @@ import signal
 import numpy as np
 import pytest
 
-from surreal.runtime import replay_save
-from surreal.runtime.replay_uniform import UniformStorage
+from surreal.runtime.processes import replay_save
+from surreal.runtime.processes.replay_uniform import UniformStorage
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import describe, own_lines, start_launch, status, wait_until
 

@@ -20,10 +20,10 @@ import caraml
 from caraml.testing import free_port
 from surreal.algos.ddpg.nstep import NStepWriter, pack_chunk
 from surreal.api.spaces import EnvInfo
-from surreal.runtime import replay_save
-from surreal.runtime.replay_shard import PartKeeper, ReplayShard
-from surreal.runtime.replay_uniform import UniformStorage
-from surreal.runtime.schemas import ChunkSchema
+from surreal.runtime.processes import replay_save
+from surreal.runtime.processes.replay_shard import PartKeeper, ReplayShard
+from surreal.runtime.processes.replay_uniform import UniformStorage
+from surreal.runtime.wire.schemas import ChunkSchema
 from symphony.testing import FairClock
 
 OBS, ACT = 3, 1  # Pendulum

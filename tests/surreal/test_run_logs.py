@@ -21,8 +21,8 @@ from surreal.launch.experiment import _free_experiment_name, plan
 from surreal.launch.stopping import ending_why, keep_log
 from surreal.monitoring import logs
 from surreal.monitoring.logs import PROGRESS_ENV, DropReport, Progress, Warnings, ending, setup
-from surreal.runtime.guard import PortGuard
-from surreal.runtime.rundir import RunDir, stop_reason, write_ending, write_json
+from surreal.runtime.runfolder.rundir import RunDir, stop_reason, write_ending, write_json
+from surreal.runtime.wire.guard import PortGuard
 from surreal.testing import surreal_cli
 from symphony.records import Records
 from tests.surreal.helpers import QUICK, env_for

@@ -14,10 +14,10 @@ import pytest
 import caraml
 from caraml.testing import free_address
 from surreal.launch.progress import monitor
-from surreal.runtime.actor import _wait_for
-from surreal.runtime.param_server import ParameterStore
-from surreal.runtime.parameter_client import ParameterClient
-from surreal.runtime.rundir import RunDir
+from surreal.runtime.processes.actor import _wait_for
+from surreal.runtime.processes.param_server import ParameterStore
+from surreal.runtime.runfolder.rundir import RunDir
+from surreal.runtime.wire.parameter_client import ParameterClient
 
 pytestmark = pytest.mark.timeout(60)
 

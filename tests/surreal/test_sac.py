@@ -26,7 +26,7 @@ from surreal.api.config import Config
 from surreal.api.spaces import EnvInfo
 from surreal.launch.experiment import plan
 from surreal.launch.preflight import check_algorithm
-from surreal.runtime.policy_protocol import inference_methods
+from surreal.runtime.wire.policy_protocol import inference_methods
 from surreal.testing import surreal_cli
 from tests.surreal.helpers import describe, processes_of, start_launch, status, wait_until
 
@@ -190,7 +190,7 @@ def test_ddpg_explores_with_mu_plus_noise_and_sac_samples_its_policy():
 def test_with_remote_inference_the_policy_worker_draws_the_exploratory_sample():
     """`actor.inference=remote`: `explore` runs on the actor's weightless local policy and
     asks the worker for `unit_action(obs, deterministic=False)`."""
-    from surreal.runtime.remote_policy import RemotePolicy
+    from surreal.runtime.wire.remote_policy import RemotePolicy
     from tests.surreal.test_policy_workers import Service
 
     service = Service("sac", PENDULUM)

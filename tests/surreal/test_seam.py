@@ -252,7 +252,7 @@ def actor_lengths_are_unreported(segment: dict) -> bool:
 
 def test_one_component_entry_point_names_the_runs_roles_for_an_unknown_one(tmp_path):
     from surreal.launch.experiment import create_run, plan
-    from surreal.runtime.component import run_component
+    from surreal.runtime.processes.component import run_component
 
     p = plan("es", env="gym:CartPole-v1", folder=str(tmp_path))
     create_run(p)

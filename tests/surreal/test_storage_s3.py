@@ -197,7 +197,7 @@ def test_an_unreachable_store_is_a_usage_error_before_anything_starts(tmp_path, 
 def test_each_process_uploads_what_it_wrote_and_never_the_keys(store, tmp_path):
     """Two processes share one machine's mirror: each uploads only the files it wrote; the
     run's key pair stays local."""
-    from surreal.runtime import storage_sync
+    from surreal.runtime.runfolder import storage_sync
 
     root, client = store
     url = f"s3://{BUCKET}/unit/run"

@@ -13,12 +13,12 @@ import pytest
 
 from surreal.api.config import Config, RunConfig
 from surreal.launch.progress import PlainView, Stall, _Watch, waiting_for
-from surreal.runtime import schemas
-from surreal.runtime.metrics import MetricsSink
-from surreal.runtime.param_server import ParameterStore
-from surreal.runtime.rundir import RunDir
-from surreal.runtime.topology import learner_restart_policy
-from surreal.runtime.waits import SILENT, WAIT_REPORT_S, WAIT_SAY_S, Waits, pick
+from surreal.runtime.plan.topology import learner_restart_policy
+from surreal.runtime.processes.metrics import MetricsSink
+from surreal.runtime.processes.param_server import ParameterStore
+from surreal.runtime.runfolder.rundir import RunDir
+from surreal.runtime.wire import schemas
+from surreal.runtime.wire.waits import SILENT, WAIT_REPORT_S, WAIT_SAY_S, Waits, pick
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -172,7 +172,7 @@ def test_the_learner_restarts_on_failure_under_run_max_restarts_unless_that_is_0
 
 
 def test_a_restarted_learner_publishes_past_every_version_the_killed_one_could_have(monkeypatch):
-    from surreal.runtime import learner
+    from surreal.runtime.processes import learner
 
     comp = SimpleNamespace(
         config=SimpleNamespace(run=RunConfig(checkpoint_every=5)), log=logging.getLogger("x")

@@ -20,7 +20,7 @@ import pytest
 import symphony
 from symphony import Experiment, Process, RestartPolicy
 from symphony.errors import SpecError
-from symphony.supervisor import read_state
+from symphony.local.supervisor import read_state
 from symphony.testing import processes_with_run_id, wait_for
 
 pytestmark = pytest.mark.timeout(180)
@@ -284,7 +284,7 @@ def test_preload_round_trips_through_the_spec_and_is_checked():
 
 
 def test_a_preload_on_a_command_that_is_not_python_m_starts_with_popen_and_says_so(tmp_path):
-    from symphony.forking import ForkServers
+    from symphony.local.forking import ForkServers
 
     notes = []
     forks = ForkServers(notes.append, str(tmp_path / "supervisor.log"))

@@ -1,6 +1,6 @@
 """The kube backend's API calls against a running endpoint on 127.0.0.1.
 
-`symphony.testing_kube.KubeEndpoint` serves kmock's Kubernetes emulator for namespaced
+`symphony.kube.testing_kube.KubeEndpoint` serves kmock's Kubernetes emulator for namespaced
 objects plus a small emulation of Namespaces and pod logs (which kmock lacks); no controllers or
 kubelets run, so tests add the pods they would create. Websocket exec is not exercised here.
 """
@@ -15,11 +15,11 @@ import pytest
 pytest.importorskip("kmock")
 pytest.importorskip("kubernetes")
 
-from symphony.backends.kube import KubeBackend  # noqa: E402
 from symphony.errors import BackendError, LaunchRefused  # noqa: E402
-from symphony.kube_manifests import LABEL_EXPERIMENT, LABEL_GROUP, LABEL_OWNER  # noqa: E402
+from symphony.kube.backend import KubeBackend  # noqa: E402
+from symphony.kube.manifests import LABEL_EXPERIMENT, LABEL_GROUP, LABEL_OWNER  # noqa: E402
+from symphony.kube.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.records import Records  # noqa: E402
-from symphony.testing_kube import KubeEndpoint  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -132,7 +132,7 @@ def test_launch_creates_exactly_the_rendered_objects_and_copies_secrets_by_value
 
 
 def test_secrets_are_copied_from_the_secrets_namespace(endpoint, records):
-    from symphony.backends.kube_api import KubeApi
+    from symphony.kube.api import KubeApi
 
     api = KubeApi.connect(host=endpoint.url)
     api.create(

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 pytest.importorskip("kmock")
 
 from symphony.cli import main  # noqa: E402
-from symphony.testing_kube import KubeEndpoint  # noqa: E402
+from symphony.kube.testing_kube import KubeEndpoint  # noqa: E402
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -10,7 +10,7 @@ import pytest
 
 from cloudwise.spec import ClusterSpec
 from symphony import Experiment, Process
-from symphony.kube_manifests import RenderOptions, render
+from symphony.kube.manifests import RenderOptions, render
 
 pytestmark = pytest.mark.timeout(120)
 

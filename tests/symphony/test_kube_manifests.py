@@ -16,7 +16,7 @@ from cloudwise import labels as cw
 from cloudwise.spec import ClusterSpec
 from symphony import spec_store
 from symphony.addresses import env_prefix
-from symphony.kube_manifests import LABEL_EXPERIMENT, LABEL_OWNER, RenderOptions, render
+from symphony.kube.manifests import LABEL_EXPERIMENT, LABEL_OWNER, RenderOptions, render
 from symphony.spec import Experiment, Process
 
 pytestmark = pytest.mark.timeout(60)
@@ -275,7 +275,7 @@ def test_servers_run_under_deployments_and_ending_processes_under_jobs():
 
 
 def test_secrets_are_mounted_by_reference_and_no_value_reaches_a_manifest(tmp_path):
-    from symphony.backends.kube import KubeBackend
+    from symphony.kube.backend import KubeBackend
 
     value = "s3cr3t-" + base64.b16encode(__import__("os").urandom(8)).decode()
     key = tmp_path / "key.json"

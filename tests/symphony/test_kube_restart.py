@@ -6,7 +6,7 @@ import pytest
 
 from symphony import Experiment, Process, ProcessGroup, RestartPolicy
 from symphony.errors import SpecError
-from symphony.kube_manifests import LABEL_WORKLOAD, RenderOptions, render
+from symphony.kube.manifests import LABEL_WORKLOAD, RenderOptions, render
 
 pytestmark = pytest.mark.timeout(120)
 VERSIONS = ["1.29", "1.30", "1.31", "1.32", "1.33"]
@@ -94,10 +94,10 @@ def test_a_split_name_over_63_characters_is_a_clear_error():
 
 def test_each_policy_holds_in_the_emulated_lifecycle(tmp_path, monkeypatch):
     pytest.importorskip("kmock")
-    from symphony.backends.kube import KubeBackend
+    from symphony.kube.backend import KubeBackend
+    from symphony.kube.testing_kube import KubeEndpoint
+    from symphony.kube.testing_kube_controllers import Controllers
     from symphony.records import Records
-    from symphony.testing_kube import KubeEndpoint
-    from symphony.testing_kube_controllers import Controllers
 
     monkeypatch.setenv("SYMPHONY_OWNER", "alice")
     records = Records(tmp_path)

@@ -14,15 +14,15 @@ from click.testing import CliRunner
 from cloudwise.spec import ClusterSpec
 from symphony import Experiment, Process, ProcessGroup, Resources, spec_store
 from symphony.addresses import env_prefix
-from symphony.backends.kube import KubeBackend, _groups_from_spec
-from symphony.backends.kube_output import PRINT_LIMIT, file_names, plan_text
 from symphony.cli import main as symphony_main
 from symphony.errors import BackendError, SpecError
-from symphony.kube_manifests import ANNOTATION_SPEC, RenderOptions, render
-from symphony.kube_resources import SHARE_ENV_MIN
+from symphony.kube.backend import KubeBackend, _groups_from_spec
+from symphony.kube.manifests import ANNOTATION_SPEC, RenderOptions, render
+from symphony.kube.output import PRINT_LIMIT, file_names, plan_text
+from symphony.kube.resources import SHARE_ENV_MIN
+from symphony.kube.testing_kube import KubeEndpoint
 from symphony.loader import load_experiment
 from symphony.records import Records
-from symphony.testing_kube import KubeEndpoint
 from tests.symphony.kube_env import POD_IP, config_maps, container_env
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")

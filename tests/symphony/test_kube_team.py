@@ -12,11 +12,11 @@ import yaml
 pytest.importorskip("kmock")
 
 from symphony import Experiment, Process, RestartPolicy  # noqa: E402
-from symphony.backends.kube import KubeBackend  # noqa: E402
 from symphony.errors import LaunchRefused  # noqa: E402
+from symphony.kube.backend import KubeBackend  # noqa: E402
+from symphony.kube.testing_kube import KubeEndpoint  # noqa: E402
+from symphony.kube.testing_kube_controllers import Controllers  # noqa: E402
 from symphony.records import Records  # noqa: E402
-from symphony.testing_kube import KubeEndpoint  # noqa: E402
-from symphony.testing_kube_controllers import Controllers  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 RBAC = Path(__file__).resolve().parents[2] / "symphony" / "schemas" / "team-namespace-rbac.yaml"

@@ -9,7 +9,7 @@ import yaml
 
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
-from symphony.backends.kube import KubeBackend  # noqa: E402
+from symphony.kube.backend import KubeBackend  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -212,7 +212,7 @@ def test_a_port_taken_after_allocation_is_replaced_before_start(records):
     import socket
 
     from symphony import Experiment, Process
-    from symphony.supervisor import Supervisor
+    from symphony.local.supervisor import Supervisor
 
     exp = Experiment("ports").add(
         Process("p", ["sh", "-c", "echo port=$SYMPH_SVC_PORT"]).binds("svc")
@@ -268,13 +268,13 @@ def test_the_end_of_an_ends_with_process_ends_the_experiment(records, code, outc
 
 
 def test_tmux_s_runner_marks_each_restart_in_the_log_as_the_supervisor_does(tmp_path):
-    """The command a tmux window runs (`symphony.runner`), without tmux: the same log."""
+    """The command a tmux window runs (`symphony.local.runner`), without tmux: the same log."""
     log, policy = (
         tmp_path / "flaky.log",
         '{"mode": "on-failure", "max_restarts": 1, "backoff_s": 0.01}',
     )
     command = ["sh", "-c", "echo try; exit 3"]  # (a kill -9 is never a crash: no limit)
-    runner = [sys.executable, "-m", "symphony.runner", str(tmp_path / "state.json"), str(log)]
+    runner = [sys.executable, "-m", "symphony.local.runner", str(tmp_path / "state.json"), str(log)]
     result = subprocess.run([*runner, policy, "--", *command], capture_output=True, timeout=60)
     assert result.returncode == 3, result.stderr
     attempts = [line for line in log.read_text().splitlines() if "[symphony]" not in line]

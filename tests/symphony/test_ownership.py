@@ -74,7 +74,7 @@ def _as(monkeypatch, tmp_path: Path, user: str) -> Path:
 
 def test_two_users_one_name_on_kube(monkeypatch, tmp_path):
     pytest.importorskip("kmock")
-    from symphony.testing_kube import KubeEndpoint
+    from symphony.kube.testing_kube import KubeEndpoint
 
     def run(*args):
         return CliRunner().invoke(main, list(args), catch_exceptions=False)

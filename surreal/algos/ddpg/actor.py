@@ -10,8 +10,8 @@ import torch
 import caraml
 from surreal.algos.ddpg.nstep import NStepWriter, Transition, pack_chunk
 from surreal.envs import VectorEnv
-from surreal.runtime.common import Component
-from surreal.runtime.remote_policy import actor_inference
+from surreal.runtime.processes.common import Component
+from surreal.runtime.wire.remote_policy import actor_inference
 
 
 class ChunkWriter:

@@ -10,9 +10,9 @@ import numpy as np
 
 import caraml
 from caraml.errors import WorkerDied
-from surreal.runtime import checkpoint
-from surreal.runtime.common import Component
-from surreal.runtime.learner import build_learner
+from surreal.runtime.processes.common import Component
+from surreal.runtime.processes.learner import build_learner
+from surreal.runtime.runfolder import checkpoint
 
 REPUBLISH_AFTER_S = 2.0
 """Seconds without a reply from the replay after which the learner publishes its parameters
@@ -207,7 +207,7 @@ class _Loop:
 
     def save(self) -> None:
         """Write the checkpoint, then tell the replay shards (`checkpoint` on `params-pub`:
-        each saves its part of the replay on its own, `surreal.runtime.replay_shard`). One that
+        each saves its part of the replay on its own, `surreal.runtime.processes.replay_shard`). One that
         cannot be written (a full disk, a state that is not finite) stops the learner with one
         error line; the checkpoints before it stay."""
         if not self.save_failed:

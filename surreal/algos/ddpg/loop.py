@@ -15,7 +15,7 @@ from surreal.algos.ddpg.config import DDPGConfig
 from surreal.algos.ddpg.learning import DDPG
 from surreal.algos.ddpg.noise import make_noise
 from surreal.algos.ddpg.nstep import NStepWriter, pack_chunk
-from surreal.runtime.replay_uniform import UniformSampler, UniformStorage
+from surreal.runtime.processes.replay_uniform import UniformSampler, UniformStorage
 
 
 def make_gym_env(env_id: str, seed: int | None = None):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from surreal.runtime.topology import (
+from surreal.runtime.plan.topology import (
     LaunchPlan,
     add_actor_groups,
     add_evaluator,
@@ -25,10 +25,10 @@ from surreal.runtime.topology import (
 COMPONENTS = {
     "actor": "surreal.algos.ddpg.actor:main",
     "learner": "surreal.algos.ddpg.learner_loop:main",
-    "replay-proxy": "surreal.runtime.sharding:replay_proxy_main",
-    "replay-shard": "surreal.runtime.replay_shard:main",
-    "param-proxy": "surreal.runtime.sharding:param_proxy_main",
-    "param-shard": "surreal.runtime.sharding:param_shard_main",
+    "replay-proxy": "surreal.runtime.processes.sharding:replay_proxy_main",
+    "replay-shard": "surreal.runtime.processes.replay_shard:main",
+    "param-proxy": "surreal.runtime.processes.sharding:param_proxy_main",
+    "param-shard": "surreal.runtime.processes.sharding:param_shard_main",
 }
 """role -> "module:function(run_dir, index)" of the DDPG processes (beside the runtime's)."""
 

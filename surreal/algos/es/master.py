@@ -31,7 +31,7 @@ from surreal.algos.es.noise_table import SharedNoiseTable
 from surreal.algos.es.policy import ESPolicy
 from surreal.algos.es.rollout import PairResult
 from surreal.algos.es.state import ESState
-from surreal.runtime.ports import es_master_server
+from surreal.runtime.wire.ports import es_master_server
 
 KEEP_RECORDS = 16  # a worker further behind than this gets the full state instead
 POLLS_PER_S = 1000  # waiting workers together ask about this often (each: 2 ms to 50 ms apart)

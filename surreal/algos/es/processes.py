@@ -13,8 +13,8 @@ import caraml
 from surreal.algos.es.master import ESMaster, serve
 from surreal.algos.es.worker import run_worker
 from surreal.envs import make_env
-from surreal.runtime import checkpoint
-from surreal.runtime.common import Component
+from surreal.runtime.processes.common import Component
+from surreal.runtime.runfolder import checkpoint
 
 
 @dataclass

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from surreal.api.recipe import Recipe
-from surreal.runtime.topology import (
+from surreal.runtime.plan.topology import (
     LaunchPlan,
     add_actor_groups,
     add_evaluator,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from surreal.runtime.topology import LaunchPlan, standard_experiment
+from surreal.runtime.plan.topology import LaunchPlan, standard_experiment
 
 
 def build_experiment(plan: LaunchPlan) -> Any:

@@ -1,0 +1,298 @@
+"""Replay parts: each replay shard's transitions, saved beside the run's checkpoint and loaded back.
+
+Replay shard k of an off-policy run keeps its part in `RUN/checkpoints/replay-k.npz` (on by
+default; `--set algo.save_replay=false` turns it off). It writes one when the learner says it
+wrote its checkpoint (a `checkpoint` publication on `params-pub`) and once more when it is
+stopped; `--resume` and a shard restarted after a crash load the last one.
+
+A part is a plain uncompressed `.npz` (no pickle: `np.load(..., allow_pickle=False)` reads it)
+holding the filled rows of the shard's arrays and `meta`, a JSON header as uint8 bytes: the
+ring's counters (`added`, `obs_added`), its shape (`capacity`, `dedup`), the learner's step
+and a SHA-256 over the header and every array (`digest`).
+
+Saving holds the shard's lock only while the arrays are copied (`snapshot`: the copies are
+allocated and their pages touched before the lock is taken); checksum and disk write run after
+it, outside the learner's path. Writing is atomic (`write`: a temporary file, fsynced, renamed
+over the part; a failed write removes it), so a kill at any moment leaves the last whole part.
+
+Loading (`read`) checks a part as a file a stranger could have written: stored (uncompressed)
+zip entries only, the header's fields, the checksum, each array's rows against the header and
+the rows themselves against the shard's chunk schema (shapes from the env, finite floats,
+discounts in [0, 1], valid actions). Any failure is a `ReplayPartError` naming the file; the
+shard then logs one line and starts empty (`ReplayShard.restore`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from surreal.runtime.processes.replay_uniform import UniformStorage
+from surreal.runtime.runfolder.storage_sync import track
+
+FORMAT = "surreal-replay/1"
+"""The `format` of a part's header."""
+
+_OBS_KEYS = ("obs_table",)  # arrays with one row per stored observation (dedup), not transition
+_META_INTS = ("shard", "capacity", "obs_capacity", "added", "obs_added", "rows", "obs_rows")
+
+
+class ReplayPartError(ValueError):
+    """A replay part cannot be written or read; the message names the file and why."""
+
+
+def part_path(checkpoints: Path, index: int) -> Path:
+    """Where replay shard `index` keeps its part: `checkpoints/replay-<index>.npz`."""
+    return checkpoints / f"replay-{index}.npz"
+
+
+def remove_stale_temporaries(path: Path) -> list[Path]:
+    """Delete the temporary files an earlier incarnation of this shard left when it was killed
+    mid-write (`.replay-k.npz.<pid>.tmp`); returns them."""
+    stale = sorted(path.parent.glob(f".{path.name}.*.tmp")) if path.parent.is_dir() else []
+    for tmp in stale:
+        tmp.unlink(missing_ok=True)
+    return stale
+
+
+@dataclass
+class Snapshot:
+    """A consistent copy of a storage's filled rows, with its header (no `sha256` yet)."""
+
+    meta: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    pause_s: float
+    """Seconds the lock was held for the copy."""
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in self.arrays.values())
+
+
+def _rows(storage: UniformStorage) -> tuple[int, int]:
+    """(transition rows, observation rows) in use: the ring fills rows 0.. before it wraps."""
+    return len(storage), min(storage.obs_added, storage.obs_capacity) if storage.dedup else 0
+
+
+def snapshot(
+    storage: UniformStorage, lock: threading.Lock, shard: int = 0, step: int = 0
+) -> Snapshot | None:
+    """Copy the storage's filled rows under `lock` (None when it holds nothing). The copies
+    are allocated and touched first, outside the lock, with room for what may arrive before
+    the lock is taken; only the copy itself holds it (a rare larger fill copies into new
+    arrays under the lock)."""
+    with lock:
+        if not storage.arrays or not len(storage):
+            return None
+        shapes = {k: (a.shape[1:], a.dtype) for k, a in storage.arrays.items()}
+        rows, obs_rows = _rows(storage)
+    margin = 4096 + storage.capacity // 16
+
+    def room(key: str) -> int:
+        cap, have = (
+            (storage.obs_capacity, obs_rows) if key in _OBS_KEYS else (storage.capacity, rows)
+        )
+        return min(cap, have + margin)
+
+    spare = {k: np.ones((room(k), *shape), dtype) for k, (shape, dtype) in shapes.items()}
+    t0 = time.perf_counter()
+    with lock:
+        rows, obs_rows = _rows(storage)
+        arrays = {}
+        for key, live in storage.arrays.items():
+            n = obs_rows if key in _OBS_KEYS else rows
+            fits = len(spare[key]) >= n
+            out = spare[key][:n] if fits else np.empty((n, *live.shape[1:]), live.dtype)
+            np.copyto(out, live[:n])
+            arrays[key] = out
+        meta = {
+            "format": FORMAT,
+            "shard": int(shard),
+            "capacity": storage.capacity,
+            "obs_capacity": storage.obs_capacity,
+            "dedup": storage.dedup,
+            "added": storage.added,
+            "obs_added": storage.obs_added,
+            "rows": rows,
+            "obs_rows": obs_rows,
+        }
+    pause = time.perf_counter() - t0
+    meta.update({"step": int(step), "time": time.time()})
+    return Snapshot(meta, arrays, pause)
+
+
+def digest(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of the header (without its own `sha256`) and of every array: name, dtype,
+    shape and bytes, in name order."""
+    sha = hashlib.sha256()
+    header = {k: v for k, v in meta.items() if k != "sha256"}
+    sha.update(json.dumps(header, sort_keys=True).encode())
+    for key in sorted(arrays):
+        array = np.ascontiguousarray(arrays[key])
+        sha.update(f"{key}:{array.dtype.str}:{array.shape}".encode())
+        sha.update(memoryview(array).cast("B"))
+    return sha.hexdigest()
+
+
+def write(path: Path, snap: Snapshot) -> int:
+    """Write `snap` to `path` atomically and durably; returns the bytes written.
+
+    Raises:
+        ReplayPartError: it could not be written (a full disk, an unwritable folder); the part
+            already there is untouched and no temporary file is left.
+    """
+    meta = dict(snap.meta, sha256=digest(snap.meta, snap.arrays))
+    header = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), np.uint8)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as out:
+            np.savez(out, meta=header, **snap.arrays)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as err:
+        kept = "the last part is kept" if path.is_file() else "there is none yet"
+        raise ReplayPartError(
+            f"cannot write the replay part {path}: {err.strerror or err}; {kept}"
+        ) from err
+    finally:
+        tmp.unlink(missing_ok=True)  # renamed, or failed: never left behind
+    track(path)  # a run in an object store uploads it
+    return path.stat().st_size
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _bad(path: Path, why: str) -> ReplayPartError:
+    return ReplayPartError(f"replay part {path} is {why}")
+
+
+def read(
+    path: Path,
+    storage: UniformStorage,
+    check: Callable[[dict[str, np.ndarray]], Any] | None = None,
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The verified (header, arrays) of the part at `path`, for `storage` (its capacity and
+    dedup must be the part's). `check(chunk)` is the shard's chunk schema: it gets every row as
+    one chunk (as an actor would push it) and raises on anything wrong.
+
+    Raises:
+        ReplayPartError: the file is not a whole part, fails its checksum, does not fit this
+            shard (capacity, dedup, shapes) or holds values the schema refuses.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            packed = [i.filename for i in archive.infolist() if i.compress_type != 0]
+        if packed:  # we write stored entries only; a compressed one could unpack to any size
+            raise _bad(path, f"not a surreal replay part (compressed entries {packed[:3]})")
+        with np.load(path, allow_pickle=False) as npz:
+            names = set(npz.files)
+            if "meta" not in names:
+                raise _bad(path, "not a surreal replay part (no meta)")
+            meta = json.loads(bytes(npz["meta"]).decode())
+            arrays = {k: npz[k] for k in sorted(names - {"meta"})}
+    except ReplayPartError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as err:
+        reason = (str(err).splitlines() or [type(err).__name__])[0][:120]
+        raise _bad(path, f"truncated or corrupt ({reason})") from None
+    _check_meta(path, meta, storage)
+    if digest(meta, arrays) != meta.get("sha256"):
+        raise _bad(path, "changed since it was written (its checksum does not match)")
+    _check_arrays(path, meta, arrays, storage, check)
+    return meta, arrays
+
+
+def _check_meta(path: Path, meta: Any, storage: UniformStorage) -> None:
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise _bad(path, f"not a surreal replay part (format is not {FORMAT!r})")
+    for key in _META_INTS:
+        value = meta.get(key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise _bad(path, f"not a surreal replay part (its {key} is {value!r})")
+    want = {"capacity": storage.capacity, "dedup": storage.dedup}
+    if storage.dedup:
+        want["obs_capacity"] = storage.obs_capacity
+    have = {k: meta.get(k) for k in want}
+    if have != want:
+        raise _bad(path, f"for another replay ({have}; this shard has {want})")
+    if meta["rows"] != min(meta["added"], meta["capacity"]) or meta["rows"] < 1:
+        raise _bad(path, f"inconsistent (rows {meta['rows']}, added {meta['added']})")
+    if meta["obs_rows"] != (min(meta["obs_added"], meta["obs_capacity"]) if storage.dedup else 0):
+        raise _bad(path, f"inconsistent (obs_rows {meta['obs_rows']})")
+
+
+def _check_arrays(
+    path: Path,
+    meta: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    storage: UniformStorage,
+    check: Callable[[dict[str, np.ndarray]], Any] | None,
+) -> None:
+    keys = {"act", "rew", "discount"}
+    keys |= {"obs_table", "obs_seq", "next_obs_seq"} if storage.dedup else {"obs", "next_obs"}
+    if set(arrays) != keys:
+        raise _bad(path, f"not a surreal replay part (arrays {sorted(arrays)})")
+    for key, array in arrays.items():
+        rows = meta["obs_rows"] if key in _OBS_KEYS else meta["rows"]
+        if array.ndim < 1 or len(array) != rows:
+            raise _bad(path, f"inconsistent ({key} has shape {list(array.shape)}, {rows} rows)")
+    chunk = {k: arrays[k] for k in ("act", "rew", "discount")}
+    if storage.dedup:
+        for key in ("obs_seq", "next_obs_seq"):
+            seq = arrays[key]
+            if seq.dtype.kind not in "iu" or seq.ndim != 1:
+                raise _bad(path, f"inconsistent ({key} is {seq.dtype} {list(seq.shape)})")
+            if len(seq) and (seq.min() < 0 or seq.max() >= meta["obs_added"]):
+                raise _bad(path, f"inconsistent ({key} points past the observations stored)")
+        chunk["obs_table"] = arrays["obs_table"]
+        chunk["obs_idx"] = arrays["obs_seq"] % meta["obs_capacity"]
+        chunk["next_obs_idx"] = arrays["next_obs_seq"] % meta["obs_capacity"]
+    else:
+        chunk.update(obs=arrays["obs"], next_obs=arrays["next_obs"])
+    for key, array in arrays.items():
+        if array.dtype.kind == "f" and not np.isfinite(array).all():
+            raise _bad(path, f"not finite ({key})")
+    if check is not None:
+        try:
+            check(chunk)
+        except ValueError as err:  # the schema's Invalid
+            raise _bad(path, f"not this run's replay ({str(err)[:160]})") from None
+
+
+def restore(storage: UniformStorage, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Put a verified part's rows back into an empty `storage` (full-capacity arrays; a
+    part that filled the ring is used as it is, without a copy)."""
+    storage.arrays = {}
+    for key, array in arrays.items():
+        size = storage.obs_capacity if key in _OBS_KEYS else storage.capacity
+        if len(array) == size:
+            storage.arrays[key] = array
+        else:
+            full = np.zeros((size, *array.shape[1:]), array.dtype)
+            full[: len(array)] = array
+            storage.arrays[key] = full
+    storage.added, storage.obs_added = int(meta["added"]), int(meta["obs_added"])

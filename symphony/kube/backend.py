@@ -1,0 +1,442 @@
+"""The kube backend: an experiment is a labelled namespace on a Kubernetes cluster.
+
+Rendering is `symphony.kube.manifests` (pure); API calls are `symphony.kube.api`; pod to
+status translation is `symphony.kube.status`. This class only wires them together.
+Experiments are found through their namespaces (label `symphony.io/experiment`), so teammates on
+one cluster see each other's experiments even without sharing a symphony state directory.
+Attached (`detach=False`), launch polls the pods until every process ended; Ctrl-C deletes the
+experiment's namespace. Detached, it returns once every object is created.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from symphony import spec_store
+from symphony.backends.base import (
+    ALIVE_STATES,
+    UNKNOWN,
+    Backend,
+    Capabilities,
+    ExperimentStatus,
+    ExperimentSummary,
+    ProcessStatus,
+    overall_status,
+)
+from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused
+from symphony.kube import team as kube_team
+from symphony.kube.manifests import (
+    ANNOTATION_SPEC,
+    LABEL_EXPERIMENT,
+    LABEL_GROUP,
+    LABEL_MANAGED,
+    LABEL_OWNER,
+    MANAGER,
+    SECRETS_ROOT,
+    RenderOptions,
+    namespace_of,
+    render,
+    secrets_of,
+)
+from symphony.kube.options import KubeOptions, resolve
+from symphony.kube.output import plan_text
+from symphony.kube.status import group_pod, pod_phases, process_statuses
+from symphony.ownership import current_owner
+from symphony.records import ExperimentRecord, Records
+from symphony.spec import Experiment
+
+
+class KubeBackend(Backend):
+    """Launch and manage experiments on Kubernetes (see docs/kubernetes.md)."""
+
+    name = "kube"
+    capabilities = Capabilities(
+        runs_in_image=True,
+        secret_mount_root=SECRETS_ROOT,
+        run_volume_option="volume_path",
+        stays_attached=False,
+        plan_is_submission=True,
+        logs_on_launch_disk=False,
+    )
+
+    def __init__(self, records: Records | None = None, **options: Any) -> None:
+        super().__init__(records, **options)
+        self.config: KubeOptions = resolve(options)
+        self._api = None
+
+    @property
+    def api(self):  # noqa: ANN201 - KubeApi, imported lazily with the kubernetes client
+        """The API client wrapper, connected on first use."""
+        if self._api is None:
+            from symphony.kube.api import KubeApi
+
+            self._api = KubeApi.connect(
+                self.config.context, self.config.kubeconfig, self.config.host
+            )
+        return self._api
+
+    def render_options(self, owner: str | None = None) -> RenderOptions:
+        """The options rendering needs (loads the cloudwise cluster spec if one is set).
+
+        `owner` labels every object (default: the current user, `symphony.ownership`).
+        """
+        cluster = None
+        if self.config.cluster_spec:
+            from cloudwise.spec import ClusterSpec
+
+            cluster = ClusterSpec.load(self.config.cluster_spec)
+        return RenderOptions(
+            owner=owner or current_owner(),
+            namespace=self.config.team_namespace or self.config.namespace,
+            team=bool(self.config.team_namespace),
+            image=self.config.image,
+            cluster=cluster,
+            secrets=self.config.secrets,
+            shm_gb=self.config.shm_gb,
+            volume=self.config.volume,
+            volume_path=self.config.volume_path,
+        )
+
+    def manifests(self, experiment: Experiment) -> list[dict]:
+        """Every object `launch` creates, in order (Secrets excluded: they are copied by value)."""
+        return render(experiment, self.render_options())
+
+    def plan(self, experiment: Experiment) -> str:
+        """The manifests as YAML; with the `output` option also written there (and, when they
+        are large, a summary instead: `kube_output.plan_text`). Touches no cluster."""
+        return plan_text(self.manifests(experiment), self.config.output or None)
+
+    def cluster_spec(self) -> str | None:
+        """The `cluster_spec` option: the cloudwise spec of the cluster (None: none given)."""
+        return self.config.cluster_spec
+
+    def launch(
+        self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
+    ) -> None:
+        """Create the namespace, copy the Secrets in, then the policies, services and workloads.
+
+        In team mode (`team_namespace`), inside that namespace instead (see `kube_team`).
+        """
+        from symphony.kube.api import short_error
+
+        options = self.render_options(record.owner)
+        objects = render(experiment, options)
+        ns = namespace_of(experiment, options)
+        if options.team:
+            context = {"context": self.config.context, "host": self.config.host}
+            kube_team.launch(self.api, objects, ns, experiment.name)
+            record.data.update({"namespace": ns, "team": True, **context})
+            record.set_status("running")
+            if not detach:
+                self._attend(record)
+            return
+        existing = self.api.read_namespace(ns)
+        if existing is not None:
+            raise _taken(ns, experiment.name, existing)
+        try:
+            self.api.create(objects[0])
+        except Exception as err:
+            if getattr(err, "status", None) == 409:  # created by someone else meanwhile
+                raise _taken(ns, experiment.name, self.api.read_namespace(ns)) from None
+            raise BackendError(
+                f"cannot create namespace {ns!r}: {short_error(err)}; check the context "
+                "(`kubectl config current-context`) and your rights (`kubectl auth can-i create namespaces`)"
+            ) from err
+        # ours from here on: recorded only now, so a failed launch never deletes another's namespace
+        record.data.update(
+            {"namespace": ns, "context": self.config.context, "host": self.config.host}
+        )
+        record.save()
+        try:
+            for secret in self._secrets(experiment, ns, options):
+                self.api.create(secret)
+            for obj in objects[1:]:
+                self.api.create(obj)
+        except Exception as err:
+            self.api.delete_namespace(ns, wait_s=None)
+            raise BackendError(
+                f"launch failed: {short_error(err)}; namespace {ns!r} was deleted again"
+            ) from err
+        record.set_status("running")
+        if not detach:
+            self._attend(record)
+
+    def _attend(self, record: ExperimentRecord) -> None:
+        """Attached launch: poll until every process ended; Ctrl-C deletes the experiment."""
+        try:
+            while True:
+                status = self.describe(record)
+                if status.processes and not any(p.state in ALIVE_STATES for p in status.processes):
+                    break
+                time.sleep(
+                    self.config.poll_s
+                )  # the pods live on the cluster; there is nothing to wait on
+        except KeyboardInterrupt:
+            self.delete(record, force=False)
+            record.data["exit_code"] = 130
+            record.set_status("stopped")
+            return
+        record.data["exit_code"] = 0 if status.status == "finished" else 1
+        record.set_status(status.status)
+
+    def _secrets(self, experiment: Experiment, ns: str, options: RenderOptions) -> list[dict]:
+        """Secret objects for the experiment's namespace, read from files or the secrets namespace."""
+        names = sorted({s for p in experiment.processes() for s in secrets_of(p, options)})
+        out = []
+        for name in names:
+            if name in self.config.secret_files:
+                data = _files_data(Path(self.config.secret_files[name]).expanduser())
+            else:
+                try:
+                    data = self.api.read_secret_data(self.config.secrets_namespace, name)
+                except Exception as err:
+                    from symphony.kube.api import short_error
+
+                    raise BackendError(
+                        f"secret {name!r} is not in namespace {self.config.secrets_namespace!r} "
+                        f"({short_error(err)}); "
+                        f"create it there (`kubectl -n {self.config.secrets_namespace} create secret "
+                        f"generic {name} --from-file=...`) or pass secret_files={{{name!r}: PATH}}"
+                    ) from None
+            out.append(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "type": "Opaque",
+                    "metadata": {
+                        "name": name,
+                        "namespace": ns,
+                        "labels": {LABEL_EXPERIMENT: experiment.name, LABEL_MANAGED: MANAGER},
+                    },
+                    "data": data,
+                }
+            )
+        return out
+
+    def _use(self, record: ExperimentRecord) -> None:
+        """Talk to the cluster the record was launched on, unless a context/host was given now."""
+        data = record.data or {}
+        if self.config.context or self.config.host or not (data.get("context") or data.get("host")):
+            return
+        if self._api is None:
+            from symphony.kube.api import KubeApi
+
+            self._api = KubeApi.connect(
+                data.get("context"), self.config.kubeconfig, data.get("host")
+            )
+
+    def _namespace(self, record: ExperimentRecord) -> str:
+        self._use(record)
+        ns = (record.data or {}).get("namespace")
+        if ns:
+            return ns
+        if self.config.team_namespace:
+            return self.config.team_namespace
+        if record.path is not None:  # a record of this state directory whose launch created nothing
+            raise ExperimentNotFound(
+                f"experiment {record.name!r} created no namespace (its launch did not get that far)"
+            )
+        found = self.api.namespaces(f"{LABEL_EXPERIMENT}={record.name}")
+        if not found:
+            raise ExperimentNotFound(
+                f"no namespace on the cluster holds experiment {record.name!r}; see `symphony list`"
+            )
+        return found[0].metadata.name
+
+    def _groups(self, record: ExperimentRecord, ns: str) -> dict[str, list[str]]:
+        if record.spec:
+            return _groups_from_spec(yaml.safe_dump(record.spec))
+        if self._team(record):
+            groups = kube_team.groups_of(self.api, ns, record.name)
+            if groups:
+                return groups
+        meta = self.api.read_namespace(ns)
+        groups = _groups_from_spec(
+            ((meta.metadata.annotations or {}) if meta else {}).get(ANNOTATION_SPEC)
+        )
+        if not groups:
+            raise BackendError(
+                f"experiment {record.name!r} has no spec in its record or namespace {ns!r}"
+            )
+        return groups
+
+    def _team(self, record: ExperimentRecord) -> bool:
+        return bool((record.data or {}).get("team") or self.config.team_namespace)
+
+    def _pods(self, ns: str, experiment: str) -> list[Any]:
+        """The experiment's pods (a team namespace also holds other experiments' pods)."""
+        pods = self.api.pods(ns, kube_team.selector(experiment))
+        return [p for p in pods if (p.metadata.labels or {}).get(LABEL_EXPERIMENT) == experiment]
+
+    def describe(self, record: ExperimentRecord) -> ExperimentStatus:
+        """Each process with its container state, restarts, pod and node.
+
+        A namespace that is gone (deleted behind symphony's back) makes every process `unknown`.
+        """
+        ns = self._namespace(record)
+        if (
+            record.path is not None
+            and not self._team(record)
+            and self.api.read_namespace(ns) is None
+        ):
+            processes = [
+                ProcessStatus(p, UNKNOWN, group=g, location=f"namespace {ns} is gone")
+                for g, procs in _groups_from_spec(yaml.safe_dump(record.spec)).items()
+                for p in procs
+            ]
+            return self.status_from_record(record, processes, namespace=ns, pods={})
+        pods = self._pods(ns, record.name)
+        processes = process_statuses(pods, self._groups(record, ns))
+        return self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
+
+    def _locate(self, record: ExperimentRecord, process: str) -> tuple[str, str]:
+        ns = self._namespace(record)
+        groups = self._groups(record, ns)
+        group = next((g for g, procs in groups.items() if process in procs), None)
+        if group is None:
+            raise BackendError(
+                f"no process {process!r} in {record.name!r}; processes: {sum(groups.values(), [])}"
+            )
+        pod = group_pod(self._pods(ns, record.name), group, process)
+        if pod is None:
+            raise BackendError(
+                f"process {process!r} has no pod yet; see `symphony describe {record.name}`"
+            )
+        return ns, pod.metadata.name
+
+    def logs(
+        self,
+        record: ExperimentRecord,
+        process: str,
+        *,
+        follow: bool = False,
+        tail: int | None = None,
+    ) -> Iterator[str]:
+        """The process's container output (its newest pod); `follow` streams it."""
+        ns, pod = self._locate(record, process)
+        return self.api.logs(ns, pod, process, follow=follow, tail=tail)
+
+    def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
+        """Run `command` in the process's container; returns its exit code."""
+        ns, pod = self._locate(record, process)
+        return self.api.exec(ns, pod, process, command, out=sys.stdout, err=sys.stderr)
+
+    def delete(self, record: ExperimentRecord, *, force: bool = False) -> None:
+        """Delete the namespace and wait until it is gone (BackendError if it outlives the wait)."""
+        try:
+            ns = self._namespace(record)
+        except ExperimentNotFound:
+            if force:
+                return
+            raise
+        if self._team(record):
+            wait = self.config.delete_wait_s
+            if not kube_team.delete(
+                self.api, ns, record.name, force=force, wait_s=wait, poll_s=self.config.poll_s
+            ):
+                raise BackendError(
+                    f"pods of {record.name!r} are still in namespace {ns!r} after {wait:.0f} s; "
+                    f"check `kubectl -n {ns} get pods -l {kube_team.selector(record.name)}`"
+                )
+            return
+        if not self.api.delete_namespace(
+            ns, force=force, wait_s=self.config.delete_wait_s, poll_s=self.config.poll_s
+        ):
+            raise BackendError(
+                f"namespace {ns!r} is still terminating after {self.config.delete_wait_s:.0f} s; "
+                f"check `kubectl get ns {ns} -o yaml` for finalizers"
+            )
+
+    def list(self) -> list[ExperimentSummary]:
+        """Every symphony namespace on the cluster, with owner and live status.
+
+        Experiments recorded here show as `describe` shows them (the same status, also when
+        their namespace is gone); the others from their namespaces' labels.
+        """
+        rows = []
+        recorded: set[str] = set()
+        for record in self.records.all():
+            if record.backend != self.name:
+                continue
+            try:
+                status = self.describe(record)
+            except ExperimentNotFound:
+                continue  # its launch created nothing (yet)
+            recorded.add(status.details.get("namespace", ""))
+            rows.append(status.summary())
+        if self.config.team_namespace:
+            names = {r.name for r in rows}
+            return rows + kube_team.summaries(
+                self.api, self.config.team_namespace, self.name, names
+            )
+        pods = self.api.all_pods(f"{LABEL_MANAGED}={MANAGER}")
+        for ns in self.api.namespaces(f"{LABEL_MANAGED}={MANAGER}"):
+            if ns.metadata.name in recorded:
+                continue
+            labels = ns.metadata.labels or {}
+            mine = [p for p in pods if p.metadata.namespace == ns.metadata.name]
+            groups = _groups_from_spec((ns.metadata.annotations or {}).get(ANNOTATION_SPEC))
+            states = [s.state for s in process_statuses(mine, groups or _groups_from_pods(mine))]
+            created = ns.metadata.creation_timestamp
+            status = (
+                "deleting"
+                if (ns.status and ns.status.phase == "Terminating")
+                else (overall_status(states) if states else "pending")
+            )
+            rows.append(
+                ExperimentSummary(
+                    name=labels.get(LABEL_EXPERIMENT, ns.metadata.name),
+                    backend=self.name,
+                    owner=labels.get(LABEL_OWNER, "unknown"),
+                    status=status,
+                    created=created.timestamp() if created else 0.0,
+                    processes=len(states),
+                    running=sum(s == "running" for s in states),
+                )
+            )
+        return rows
+
+
+def _taken(ns: str, experiment: str, existing: Any) -> LaunchRefused:
+    """The refusal for a namespace that exists already (it is left as it is)."""
+    labels = (existing.metadata.labels or {}) if existing is not None else {}
+    owner = labels.get(LABEL_OWNER)
+    whose = f"experiment {labels.get(LABEL_EXPERIMENT)!r} of {owner}" if owner else "not symphony's"
+    return LaunchRefused(
+        f"namespace {ns!r} already exists on the cluster ({whose}) and was left as it is; "
+        f"launch under another name (--name) or namespace (-o namespace=NAME)"
+        + (f", or `symphony delete {experiment} -b kube` it if it is yours" if owner else "")
+    )
+
+
+def _groups_from_spec(text: str | None) -> dict[str, list[str]]:
+    """Group name -> process names, from a stored spec (`symphony.spec_store`; {} for none)."""
+    exp = spec_store.decode(text)
+    if exp is None:
+        return {}
+    return {g.name: [p.name for p in g.processes] for g in exp.groups()}
+
+
+def _groups_from_pods(pods: list[Any]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for pod in pods:
+        group = (pod.metadata.labels or {}).get(LABEL_GROUP)
+        if group and pod.spec is not None:  # a group mixing restart modes has a pod per mode
+            known = groups.setdefault(group, [])
+            known += [c.name for c in pod.spec.containers if c.name not in known]
+    return groups
+
+
+def _files_data(path: Path) -> dict[str, str]:
+    """Base64 Secret data from a file (key: its name) or every file in a folder."""
+    if not path.exists():
+        raise BackendError(f"secret file {path} does not exist; check the secret_files option")
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    return {f.name: base64.b64encode(f.read_bytes()).decode() for f in files}
