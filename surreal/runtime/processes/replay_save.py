@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from surreal.runtime.processes.replay_uniform import UniformStorage
+from surreal.runtime.runfolder.storage import fsync_dir
 from surreal.runtime.runfolder.storage_sync import track
 
 FORMAT = "surreal-replay/1"
@@ -161,7 +162,7 @@ def write(path: Path, snap: Snapshot) -> int:
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except OSError as err:
         kept = "the last part is kept" if path.is_file() else "there is none yet"
         raise ReplayPartError(
@@ -171,19 +172,6 @@ def write(path: Path, snap: Snapshot) -> int:
         tmp.unlink(missing_ok=True)  # renamed, or failed: never left behind
     track(path)  # a run in an object store uploads it
     return path.stat().st_size
-
-
-def _fsync_dir(folder: Path) -> None:
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _bad(path: Path, why: str) -> ReplayPartError:

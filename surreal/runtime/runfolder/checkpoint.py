@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from surreal.api.core import Learner
+from surreal.runtime.runfolder.storage import fsync_dir
 from surreal.runtime.runfolder.storage_sync import track
 
 PREVIOUS = "previous.pt"
@@ -150,7 +151,7 @@ def _save_state(path: Path, state: dict[str, Any], keep: bool) -> None:
         if keep and path.is_file():
             _keep(path, previous(path))
         os.replace(tmp, path)
-        _fsync_dir(path.parent)
+        fsync_dir(path.parent)
     except (OSError, RuntimeError) as err:  # torch's writer raises RuntimeError on ENOSPC
         kept = "the last good one is kept" if path.is_file() else "there is none yet"
         why = getattr(err, "strerror", None) or str(err).splitlines()[0][:120]
@@ -184,20 +185,6 @@ def _keep(path: Path, kept: Path) -> None:
         os.replace(link, kept)
     finally:
         link.unlink(missing_ok=True)
-
-
-def _fsync_dir(folder: Path) -> None:
-    """Make the renames in `folder` durable (where the filesystem allows it)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def _digest(state: Any, torch: Any) -> tuple[str, str]:

@@ -38,6 +38,21 @@ def is_remote(ref: str | os.PathLike[str] | None) -> bool:
     return str(ref or "").startswith(SCHEME)
 
 
+def fsync_dir(folder: Path) -> None:
+    """Make the renames in a local `folder` durable (where the filesystem allows it): what a
+    checkpoint or a replay part written as temp file + rename needs after the rename."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def join(url: str, *parts: str) -> str:
     """`url/part/...` without doubled slashes."""
     return "/".join([url.rstrip("/"), *(p.strip("/") for p in parts if p.strip("/"))])
