@@ -164,12 +164,16 @@ def clock_text(values: dict[str, str] | None) -> str:
 
 
 class PlainView:
-    """Plain lines, each printed only when its content changed (and at most every `every_s`)."""
+    """Plain lines, each printed only when its content changed, and at most every `every_s`
+    within one phase: an urgent line (a failure, the budget used, a run starting) is printed at
+    once when it opens a new phase, so 64 actors coming up one by one make one line per
+    `every_s`, not one per actor."""
 
     def __init__(self, out: TextIO, every_s: float = 2.0) -> None:
         self.out, self.every_s = out, every_s
         self.started = time.monotonic()
         self.last_text: str | None = None
+        self.last_phase: str | None = None
         self.last_print = float("-inf")
 
     def show(self, phase: str, text: str, urgent: bool = False, values: dict | None = None) -> None:
@@ -177,12 +181,13 @@ class PlainView:
         a training line ends with the clock (`elapsed 2:00 ETA 3:01`), which alone never makes
         a new line."""
         now = time.monotonic()
-        if text == self.last_text or (not urgent and now - self.last_print < self.every_s):
+        at_once = urgent and phase != self.last_phase
+        if text == self.last_text or (not at_once and now - self.last_print < self.every_s):
             return
         shown = " | ".join(filter(None, (text, clock_text(values) if values else "")))
         self.out.write(f"[{now - self.started:6.1f}s] {shown}\n")
         self.out.flush()
-        self.last_text, self.last_print = text, now
+        self.last_text, self.last_phase, self.last_print = text, phase, now
 
     def close(self) -> None:
         """Nothing to clean up."""

@@ -130,3 +130,14 @@ def test_on_a_terminal_one_panel_updates_in_place(tmp_path):
     ):
         assert expected in text, (expected, screen)
     assert "starting" not in screen  # the start-up phase was replaced in place
+
+
+def test_quiet_lines_of_64_actors_starting_one_by_one_are_one_line_and_a_failure_shows_at_once():
+    out = io.StringIO()
+    view = PlainView(out, every_s=30.0)  # --quiet
+    for running in range(1, 65):  # every poll sees one more process running
+        view.show("starting", f"starting: {running}/64 processes running", urgent=True)
+    view.show("failed", "the learner ended (failed, exit code 1)", urgent=True)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2, lines
+    assert "starting: 1/64" in lines[0] and "the learner ended" in lines[1]
