@@ -125,15 +125,20 @@ def test_status_and_resume_say_in_one_line_that_a_checkpoint_is_torn(tmp_path):
     assert len(errors) == 1 and "truncated or corrupt" in errors[0], refused.stderr
 
 
+ES_SMALL = ["--set", "algo.hidden=32,32", "--set", "algo.population=16"]
+
+
 @pytest.mark.integration
+@pytest.mark.parametrize("algo", ["ppo", "es"])
 def test_a_run_folder_that_fills_up_stops_the_run_in_one_line_and_eval_reads_it_after(
-    tmp_path, run_disk
+    tmp_path, run_disk, algo
 ):
     home, run = tmp_path / "home", run_disk / "runs" / "full" / "a"
     proc = start_launch(
-        ["ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "10000000"]
+        [algo, "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "10000000"]
         + ["--folder", str(run_disk / "runs"), "--name", "full", "--trial", "a"]
-        + ["--set", "run.checkpoint_every=2"],
+        + ["--set", "run.checkpoint_every=2"]
+        + (ES_SMALL if algo == "es" else []),
         tmp_path,
         home,
     )

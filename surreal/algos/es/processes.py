@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,9 +24,16 @@ class _MasterRun:
     learner: Any
     counters: dict[str, int]
     publisher: Any
-    save: Callable[[], None]
-    """Writes the run's checkpoint (learner and counters)."""
     start_steps: int = 0
+    save_failed: str = ""
+    """Why the last checkpoint could not be written ("" while every one was)."""
+
+    def save(self) -> None:
+        """Write the run's checkpoint (learner and counters). One that cannot be written (a full
+        disk) is one error line and stops the master, as it stops the other learners; the
+        checkpoints before it stay."""
+        if not self.save_failed:
+            self.save_failed = checkpoint.save_or_stop(self.comp, self.learner, self.counters)
 
     def publish(self) -> None:
         """Publish the current parameters with their version and step."""
@@ -107,7 +113,6 @@ def master_main(run_dir: str, index: int = 0) -> None:
         learner,
         counters,
         publisher=caraml.Publisher(comp.address("params-pub").bind_tcp),
-        save=lambda: checkpoint.save(comp.run.checkpoint, learner, counters),
         start_steps=counters["global_step"],
     )
     run.publish()
@@ -122,6 +127,8 @@ def master_main(run_dir: str, index: int = 0) -> None:
         with master.lock:
             run.save()
         run.close()
+    if run.save_failed:
+        raise SystemExit(checkpoint.UNWRITABLE_EXIT)  # never restarted (a full disk stays full)
 
 
 def worker_main(run_dir: str, index: int = 0) -> None:
