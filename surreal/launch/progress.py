@@ -215,12 +215,17 @@ class _Watch:
         failed = [p.name for p in processes if p.state == "failed" and p.name != "learner"]
         if failed and _reached_budget(status, self.total):
             failed = []  # the learner is finishing its last steps: a helper's end is no failure
-        return (
-            self.learner_ended(learner, now)
-            or self.helpers_failed(failed)
-            or self.goal()
-            or self.stalled(status, now, waiting)
+        verdicts = (
+            lambda: self.learner_ended(learner, now),
+            lambda: self.helpers_failed(failed),
+            self.goal,  # 0: a verdict too (an `or` chain would read it as none)
+            lambda: self.stalled(status, now, waiting),
         )
+        for verdict in verdicts:
+            code = verdict()
+            if code is not None:
+                return code
+        return None
 
     def show(
         self, status: dict, stale: bool, processes: list, now: float, waiting: str | None = None

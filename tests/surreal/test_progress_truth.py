@@ -206,3 +206,31 @@ def test_a_ddpg_run_reports_the_learners_busy_share_and_the_policy_lag(tmp_path)
     assert "| lag -" not in format_status(status, 1.0, 5000)
     progress = [line for line in result.stdout.splitlines() if line.startswith("[")]
     assert any("% busy" in line and "| lag -" not in line for line in progress), progress
+
+
+class _Reaching:
+    """A fresh run: its second status has an eval at the goal; its learner exits at the fifth
+    look (so a watch that missed the goal ends, later)."""
+
+    name = "reaching"
+
+    def __init__(self, run: RunDir) -> None:
+        self.run, self.tick = run, 0
+
+    def status(self):
+        self.tick += 1
+        eval_return = -150.0 if self.tick >= 2 else -900.0
+        state = {"global_step": 1000 * self.tick, "total_steps": 15000, "updated": time.time()}
+        state |= {"charts/eval_return": eval_return, "best_eval_return": eval_return}
+        self.run.status_file.write_text(json.dumps(state))
+        state = "exited" if self.tick >= 5 else "running"
+        learner = SimpleNamespace(name="learner", state=state, exit_code=None, restarts=0)
+        return SimpleNamespace(processes=[learner])
+
+
+def test_an_eval_at_the_goal_ends_the_watch_with_0_while_the_learner_still_runs(tmp_path):
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    handle = _Reaching(run)
+    code = monitor(handle, run, stop_at_return=-200.0, out=io.StringIO(), total=15000)
+    assert code == 0 and handle.tick == 2  # the goal is a verdict: the watch ends at once
