@@ -114,7 +114,10 @@ def test_dqn_learns_cartpole_and_its_budget_counts_the_actors_env_steps(tmp_path
     assert out.returncode == 0, out.stdout + out.stderr
     state = status(tmp_path / "runs" / "dqn-cartpole-v1" / "t1")
     assert state["best_eval_return"] >= 150  # random play: ~20
-    assert state["actor_steps"] >= state["global_step"] > 10_000  # env steps, not samples
+    # env steps, not replayed samples (those run ~100x ahead: 128 per update). The actors report
+    # their count every 2 s or episode, the learner the shards' at each batch: at the stop either
+    # may be a report behind (CI: 149,976 reported by the actors, 150,080 stored)
+    assert 10_000 < state["global_step"] <= 1.05 * state["actor_steps"]
 
 
 @pytest.mark.long

@@ -151,7 +151,8 @@ def test_the_step_never_goes_back_across_a_learner_crash_and_a_resume(tmp_path):
     home, run = tmp_path / "home", tmp_path / "runs" / "mono" / "a"
     proc = start_launch(
         [*QUICK_RUN, "--steps", "10000000", "--name", "mono", "--trial", "a"]
-        + ["--set", "run.checkpoint_every=4"],
+        + ["--set", "run.checkpoint_every=4"]
+        + ["--set", "run.max_restarts=0"],  # the killed learner stays dead: the run ends
         tmp_path,
         home,
     )

@@ -111,6 +111,8 @@ class _Loop:
         )
         self.busy_s = 0.0  # seconds spent updating and publishing since the last report
         self.refill_logged = 0.0  # when the learner last said which shard it waits for
+        self.silence_logged = 0.0  # ... and that the replay did not answer (its own clock: a
+        # shard that comes back then says `refilling` at once)
         self.last_batch = self.republished = time.monotonic()  # a reply; a republication
         self.starved = False  # what the last publication said
         self.save_failed = ""
@@ -173,12 +175,12 @@ class _Loop:
             return
         self.publish()
         self.republished = now
-        if now - self.refill_logged > 10.0:
+        if now - self.silence_logged > 10.0:
             self.comp.log.info(
                 "no reply from the replay for %.0f s (a shard restarting?); waiting",
                 now - self.last_batch,
             )
-            self.refill_logged = now
+            self.silence_logged = now
 
     def _refilling(self, shard: int, size: int) -> None:
         """Log, at most every 10 s, which shard the learner waits for and how full it is."""
