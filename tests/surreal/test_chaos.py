@@ -1,5 +1,5 @@
-"""Chaos: kill -9 of a random non-learner process every 2.5 s for a minute (`make test`) or
-every 5 s for 3 minutes (`make test-long`); the run still finishes (rc 0) and learns CartPole.
+"""Chaos: kill -9 of a random non-learner process every 2.5 s for a minute or every 5 s for 3
+minutes (both `make test-long`); the run still finishes (rc 0) and learns CartPole.
 
 Slow (a real run, several minutes here). Every helper (actors, buffer, parameter server,
 evaluator, metrics sink) dies several times; each comes back under the restart policy (a kill
@@ -34,7 +34,13 @@ THREE_MINUTES = (180.0, 5.0, 3_200_000, 400.0)
 @pytest.mark.timeout(1800)
 @pytest.mark.parametrize(
     ("chaos", "every", "steps", "goal"),
-    [MINUTE, pytest.param(*THREE_MINUTES, marks=pytest.mark.long)],
+    # both `make test-long` (CONTRIBUTING.md): in `make test`, test_chaos_learner kills random
+    # helpers and the learner every 5 s, and test_chaos_offpolicy replay shards and parameter
+    # servers, on runs that must reach their budget (and learn, off-policy)
+    [
+        pytest.param(*MINUTE, marks=pytest.mark.long),
+        pytest.param(*THREE_MINUTES, marks=pytest.mark.long),
+    ],
     ids=["a-minute", "three-minutes"],
 )
 def test_killing_random_helpers_does_not_stop_a_run_from_learning(
