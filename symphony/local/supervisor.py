@@ -313,8 +313,11 @@ def daemon_main(argv: list[str]) -> None:
     if os.fork() > 0:
         os._exit(0)  # the launcher reaps this middle process; the supervisor is adopted by init
     os.setsid()
-    record = ExperimentRecord.load(folder)
-    log = os.open(record.file(SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        record = ExperimentRecord.load(folder)
+        log = os.open(record.file(SUPERVISOR_LOG), os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    except FileNotFoundError:  # the launch was interrupted and removed its record: no run
+        os._exit(0)
     for fd in (1, 2):
         os.dup2(log, fd)
     os._exit(Supervisor(record, grace_s=grace_s).run())

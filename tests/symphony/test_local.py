@@ -279,3 +279,16 @@ def test_tmux_s_runner_marks_each_restart_in_the_log_as_the_supervisor_does(tmp_
     assert result.returncode == 3, result.stderr
     attempts = [line for line in log.read_text().splitlines() if "[symphony]" not in line]
     assert attempts == ["try", "--- restarted after exit code 3 (attempt 2) ---", "try"]
+
+
+def test_a_supervisor_whose_record_was_removed_by_an_interrupted_launch_exits_silently(tmp_path):
+    """Ctrl-C while a local run starts removes its record: the supervisor daemon, a moment
+    behind, finds no folder and ends without a word (it printed a FileNotFoundError traceback
+    on the launcher's terminal)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "symphony.local.supervisor", str(tmp_path / "gone"), "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,  # the daemon shares the pipes, so this waits for it too
+    )
+    assert done.returncode == 0 and done.stdout == "" and done.stderr == "", done.stderr
