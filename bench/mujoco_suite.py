@@ -51,14 +51,16 @@ def part_dir(folder: Path, algo: str, env: str) -> Path:
     return folder / slug(f"{algo}-{env}")
 
 
-def launch(algo: str, env: str, seed: int, steps: int, actors: int, folder: Path, extra: list[str]):
-    """One part: `surreal launch ALGO --env gym:ENV` with `run.seed=SEED`; returns the run folder."""
+def launch_command(
+    algo: str, env: str, seed: int, steps: int, actors: int, folder: Path, extra: list[str]
+) -> tuple[Path, list[str] | None]:
+    """One part's run folder and the `surreal launch` that starts (or `--resume`s) it; None for
+    a part that finished before."""
     run = part_dir(folder, algo, env) / f"s{seed}"
     if (run / "status.json").is_file() and json.loads((run / "status.json").read_text()).get(
         "finished"
     ):
-        print(f"{run}: finished before, kept")
-        return run
+        return run, None
     cmd = [sys.executable, "-m", "surreal", "launch", algo, "--env", f"gym:{env}"]
     cmd += ["--actors", str(actors), "--steps", str(steps), "--folder", str(folder)]
     cmd += ["--name", f"{algo}-{env}", "--quiet", "--set", f"run.seed={seed}"]
@@ -69,6 +71,15 @@ def launch(algo: str, env: str, seed: int, steps: int, actors: int, folder: Path
         cmd += ["--trial", f"s{seed}"]
     for item in extra:
         cmd += ["--set", item]
+    return run, cmd
+
+
+def launch(algo: str, env: str, seed: int, steps: int, actors: int, folder: Path, extra: list[str]):
+    """One part: `surreal launch ALGO --env gym:ENV` with `run.seed=SEED`; returns the run folder."""
+    run, cmd = launch_command(algo, env, seed, steps, actors, folder, extra)
+    if cmd is None:
+        print(f"{run}: finished before, kept")
+        return run
     started = time.monotonic()
     print(" ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)

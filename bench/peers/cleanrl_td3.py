@@ -8,33 +8,22 @@ networks, a 1M-transition replay. The replay is a numpy ring sampled uniformly (
 stable-baselines3's ReplayBuffer, also uniform; sb3 is not installed here); time-limit ends are
 not treated as terminal, as there. Progress goes to stdout as JSON lines: `{"t", "step"}` every
 1,000 env steps or 1 s (each step after `learning_starts` is one update) and `{"t", "step", "return"}`
-per finished episode.
+per finished episode. `--checkpoint F` lets a long run stop and resume, `--eval-episodes N` ends
+it with a greedy evaluation (bench/peers/cleanrl_common.py; neither is in CleanRL's file).
 
     python bench/peers/cleanrl_td3.py --env HalfCheetah-v5 --seconds 60 --threads 1
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import time
 
 import numpy as np
-
-
-def emit(**fields: float) -> None:
-    print(json.dumps({"t": round(time.time(), 3), **fields}), flush=True)
+from cleanrl_common import Replay, Stop, emit, greedy_eval, load, parser, save
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--env", default="HalfCheetah-v5")
-    p.add_argument("--seconds", type=float, default=60.0, help="stop after this much wall time")
-    p.add_argument("--total-timesteps", type=int, default=1_000_000)
-    p.add_argument("--learning-starts", type=int, default=25_000)
-    p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads")
-    p.add_argument("--seed", type=int, default=1)
-    a = p.parse_args()
+    a = parser(__doc__, learning_starts=25_000).parse_args()
     import gymnasium as gym
     import torch
     import torch.nn.functional as F
@@ -96,14 +85,27 @@ def main() -> None:
         target.load_state_dict(src.state_dict())
     q_opt = torch.optim.Adam([*qf1.parameters(), *qf2.parameters()], lr=lr)
     actor_opt = torch.optim.Adam(actor.parameters(), lr=lr)
-    cap = min(1_000_000, a.total_timesteps)
-    b_obs, b_next = np.zeros((cap, obs_dim), np.float32), np.zeros((cap, obs_dim), np.float32)
-    b_act = np.zeros((cap, act_dim), np.float32)
-    b_rew, b_term = np.zeros(cap, np.float32), np.zeros(cap, np.float32)
-    obs, _ = env.reset(seed=a.seed)
+    replay = Replay(min(1_000_000, a.total_timesteps), obs_dim, act_dim)
+    nets = {"actor": actor, "qf1": qf1, "qf2": qf2, "actor_t": actor_t, "qf1_t": qf1_t}
+    nets |= {"qf2_t": qf2_t, "q_opt": q_opt, "actor_opt": actor_opt}
+    state = load(a.checkpoint, replay, rng)
+    first = 1
+    if state:
+        for k, m in nets.items():
+            m.load_state_dict(state[k])
+        first = state["step"] + 1
+    stop = Stop()
+
+    def checkpoint(step: int) -> None:
+        save(
+            a.checkpoint, {"step": step} | {k: m.state_dict() for k, m in nets.items()}, replay, rng
+        )
+
+    obs, _ = env.reset(seed=a.seed + first - 1)
     start = last_emit = time.time()
-    emit(step=0, event="start")
-    for step in range(1, a.total_timesteps + 1):
+    emit(step=first - 1, event="start")
+    step = first - 1
+    for step in range(first, a.total_timesteps + 1):
         if step < a.learning_starts:
             action = env.action_space.sample()
         else:
@@ -112,16 +114,14 @@ def main() -> None:
                 action += torch.normal(0.0, scale * expl_noise)
                 action = action.numpy().clip(low, high)
         next_obs, reward, term, trunc, info = env.step(action)
-        i = (step - 1) % cap
-        b_obs[i], b_next[i], b_act[i], b_rew[i], b_term[i] = obs, next_obs, action, reward, term
+        replay.add(step, obs=obs, next=next_obs, act=action, rew=reward, term=term)
         obs = next_obs
         if term or trunc:
             emit(step=step, **{"return": float(info["episode"]["r"])})
             obs, _ = env.reset()
         if step > a.learning_starts:
-            idx = rng.integers(0, min(step, cap), batch)
-            o, o2, act = (torch.from_numpy(x[idx]) for x in (b_obs, b_next, b_act))
-            r, d = torch.from_numpy(b_rew[idx]), torch.from_numpy(b_term[idx])
+            data = {k: torch.from_numpy(v) for k, v in replay.sample(rng, batch).items()}
+            o, o2, act, r, d = (data[k] for k in Replay.FIELDS)
             with torch.no_grad():
                 clipped = (torch.randn_like(act) * policy_noise).clamp(
                     -noise_clip, noise_clip
@@ -143,12 +143,26 @@ def main() -> None:
                 for target_net, src in ((actor_t, actor), (qf1_t, qf1), (qf2_t, qf2)):
                     for tp, sp in zip(target_net.parameters(), src.parameters(), strict=True):
                         tp.data.copy_(tau * sp.data + (1 - tau) * tp.data)
+        if step % a.checkpoint_every == 0:
+            checkpoint(step)
+        if stop.asked:
+            checkpoint(step)
+            emit(step=step, event="stopped")
+            return
         if step % 1000 == 0 or time.time() - last_emit > 1.0:
             emit(step=step)
             last_emit = time.time()
             if last_emit - start > a.seconds:
                 break
     env.close()
+    if step % a.checkpoint_every:
+        checkpoint(step)
+
+    def greedy(o: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            return actor(torch.tensor(o[None], dtype=torch.float32))[0].numpy()
+
+    greedy_eval(a.env, greedy, a.eval_episodes, a.seed)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,220 @@
+"""TD3 and SAC on MuJoCo through `surreal launch`, side by side with CleanRL's files, in sittings.
+
+For each algorithm, one `surreal launch` part (bench/mujoco_suite.py's, the MuJoCo family's
+defaults) and CleanRL's file for it (bench/peers/cleanrl_td3.py, cleanrl_sac.py) run at the same
+time on the same machine, for the same env steps and seed, so both see the same load in the same
+window. Both resume where they stopped: Ctrl-C (or SIGTERM to this script) stops both with a
+checkpoint, and the same command goes on in a later sitting. Each sitting's start, end and the
+load average every 30 s are kept in FOLDER/sittings.jsonl; a system's wall time is the sum of its
+sittings (the gaps between sittings left out).
+
+    python bench/offpolicy_peers.py --algo td3 --env HalfCheetah-v5 --steps 300000   # a sitting
+    python bench/offpolicy_peers.py --report-only                                    # the table
+
+The report (`bench/out/offpolicy_peers.md` and one curve plot per algorithm and env) gives, for
+each system: env steps reached, a greedy evaluation at the end (10 episodes: `surreal eval RUN`
+of the last checkpoint; the CleanRL file's own `--eval-episodes 10`), the mean training return
+over the last 5% of steps, the wall time summed over sittings, and the load average seen.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import mujoco_suite  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+ALGOS = ("td3", "sac")
+EVAL_EPISODES = mujoco_suite.FINAL_EPISODES
+LOAD_EVERY_S = 30.0
+STOPPED: list[int] = []
+"""The stop signal this script got (it stops both systems and starts no other sitting)."""
+
+
+def peer_dir(folder: Path, algo: str, env: str, seed: int) -> Path:
+    return folder / f"cleanrl-{algo}-{env.lower()}" / f"s{seed}"
+
+
+def peer_records(run: Path) -> list[dict]:
+    path = run / "progress.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
+
+
+def peer_command(algo: str, env: str, seed: int, steps: int, run: Path) -> list[str] | None:
+    """CleanRL's file for ALGO, resuming from RUN/state.pt; None once it has evaluated."""
+    if any("eval" in r for r in peer_records(run)):
+        return None
+    return [
+        sys.executable,
+        str(HERE / "peers" / f"cleanrl_{algo}.py"),
+        *("--env", env, "--total-timesteps", str(steps), "--seconds", "1e9", "--threads", "1"),
+        *("--seed", str(seed), "--checkpoint", str(run / "state.pt")),
+        *("--eval-episodes", str(EVAL_EPISODES)),
+    ]
+
+
+def sitting(algo: str, env: str, seed: int, steps: int, actors: int, folder: Path, extra: list):
+    """Both systems for one algorithm at once, until both finish or a stop signal."""
+    surreal_run, surreal_cmd = mujoco_suite.launch_command(
+        algo, env, seed, steps, actors, folder, extra
+    )
+    peer_run = peer_dir(folder, algo, env, seed)
+    peer_run.mkdir(parents=True, exist_ok=True)
+    cmds = {"surreal": surreal_cmd, "cleanrl": peer_command(algo, env, seed, steps, peer_run)}
+    threads = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    procs: dict[str, subprocess.Popen] = {}
+    with open(peer_run / "progress.jsonl", "a") as peer_log:
+        for system, cmd in cmds.items():
+            if cmd is None:
+                print(f"{algo} {env} s{seed} {system}: finished before, kept", flush=True)
+                continue
+            print(" ".join(cmd), flush=True)
+            out = peer_log if system == "cleanrl" else None
+            procs[system] = subprocess.Popen(cmd, stdout=out, env=threads, start_new_session=True)
+        started, loads, codes = time.time(), [], {}
+
+        def forward(signum: int, frame: object) -> None:
+            STOPPED.append(signum)
+            for proc in procs.values():
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGINT)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, forward)
+        ended = {}
+        while len(codes) < len(procs):
+            loads.append(round(os.getloadavg()[0], 2))
+            running = [s for s in procs if s not in codes]
+            for system in running:
+                try:
+                    codes[system] = procs[system].wait(timeout=LOAD_EVERY_S / len(running))
+                    ended[system] = time.time()
+                except subprocess.TimeoutExpired:
+                    pass
+    with open(folder / "sittings.jsonl", "a") as f:
+        for system in procs:
+            row = {"algo": algo, "env": env, "seed": seed, "system": system, "start": started}
+            row |= {"end": ended[system], "code": codes[system], "load": loads}
+            f.write(json.dumps(row) + "\n")
+    print(f"{algo} {env} s{seed}: exit codes {codes}, {time.time() - started:.0f} s", flush=True)
+    return surreal_run, peer_run
+
+
+def _sittings(folder: Path, algo: str, env: str, seed: int, system: str) -> list[dict]:
+    path = folder / "sittings.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()] if path.is_file() else []
+    key = {"algo": algo, "env": env, "seed": seed, "system": system}
+    return [r for r in rows if all(r[k] == v for k, v in key.items())]
+
+
+def peer_summary(run: Path) -> dict:
+    records = peer_records(run)
+    steps = max((int(r["step"]) for r in records if "step" in r), default=0)
+    returns = [(int(r["step"]), float(r["return"])) for r in records if "return" in r]
+    tail = [v for s, v in returns if s >= 0.95 * steps]
+    evals = [r for r in records if "eval" in r]
+    return {
+        "steps": steps,
+        "final": evals[-1]["eval"] if evals else float("nan"),
+        "train": sum(tail) / len(tail) if tail else float("nan"),
+        "curve": returns,
+    }
+
+
+def report(folder: Path, out: Path, seeds: list[int], envs: list[str]) -> str:
+    rows = [
+        f"| algo | env | seed | system | env steps | greedy eval at the end ({EVAL_EPISODES} "
+        "episodes) | train return, last 5% | wall (min, sittings summed) | sittings | "
+        "load average |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for algo in ALGOS:
+        for env in envs:
+            for seed in seeds:
+                surreal_run = mujoco_suite.part_dir(folder, algo, env) / f"s{seed}"
+                peer_run = peer_dir(folder, algo, env, seed)
+                found = {}
+                if (surreal_run / "metrics.jsonl").is_file():
+                    s = mujoco_suite.summary(surreal_run)
+                    curve = mujoco_suite.curves(surreal_run)["train"]
+                    found["surreal"] = s | {"curve": curve}
+                if peer_records(peer_run):
+                    found["cleanrl"] = peer_summary(peer_run)
+                for system, s in found.items():
+                    sits = _sittings(folder, algo, env, seed, system)
+                    wall = sum(r["end"] - r["start"] for r in sits) / 60
+                    load = [x for r in sits for x in r["load"]]
+                    span = f"{min(load):.1f}-{max(load):.1f}" if load else "-"
+                    final = f"{s['final']:,.0f}" if s["final"] == s["final"] else "-"
+                    train = f"{s['train']:,.0f}" if s["train"] == s["train"] else "-"
+                    rows.append(
+                        f"| {algo} | {env} | {seed} | {system} | {s['steps']:,} | {final} | "
+                        f"{train} | {wall:.1f} | {len(sits)} | {span} |"
+                    )
+                if found:
+                    _plot(algo, env, seed, {k: v["curve"] for k, v in found.items()}, out)
+    return "\n".join(rows)
+
+
+def _plot(algo: str, env: str, seed: int, curves: dict[str, list], out: Path) -> None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for i, (system, points) in enumerate(sorted(curves.items())):
+        if points:
+            ax.plot(
+                *mujoco_suite._smooth(points, 20), color=f"C{i}", label=f"{system} (20-ep mean)"
+            )
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("training episode return")
+    ax.set_title(f"{algo} {env} seed {seed}: surreal launch and CleanRL's file, same window")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    fig.savefig(out / f"offpolicy_peers_{algo}_{env}.png", dpi=90)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--algo", nargs="+", default=list(ALGOS), choices=ALGOS)
+    parser.add_argument("--env", nargs="+", default=["HalfCheetah-v5"], choices=mujoco_suite.ENVS)
+    parser.add_argument("--seed", nargs="+", type=int, default=[1])
+    parser.add_argument("--steps", type=int, default=300_000)
+    parser.add_argument("--actors", type=int, default=2)
+    parser.add_argument("--folder", type=Path, default=Path("runs/offpolicy-peers"))
+    parser.add_argument("--set", action="append", default=[], dest="extra", help="KEY=VALUE")
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--out", type=Path, default=mujoco_suite.OUT)
+    args = parser.parse_args()
+    args.folder.mkdir(parents=True, exist_ok=True)
+    if not args.report_only:
+        for algo in args.algo:
+            for env in args.env:
+                for seed in args.seed:
+                    if not STOPPED:
+                        sitting(algo, env, seed, args.steps, args.actors, args.folder, args.extra)
+    table = report(args.folder, args.out, args.seed, args.env)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "offpolicy_peers.md").write_text(table + "\n")
+    print(table)
+    print(f"table: {args.out / 'offpolicy_peers.md'}")
+
+
+if __name__ == "__main__":
+    main()
