@@ -147,6 +147,8 @@ def report(folder: Path, out: Path, seeds: list[int], envs: list[str]) -> str:
                 if (surreal_run / "metrics.jsonl").is_file():
                     s = mujoco_suite.summary(surreal_run)
                     curve = mujoco_suite.curves(surreal_run)["train"]
+                    status = json.loads((surreal_run / "status.json").read_text())
+                    s["steps"] = max(s["steps"], int(status.get("global_step") or 0))
                     found["surreal"] = s | {"curve": curve}
                 if peer_records(peer_run):
                     found["cleanrl"] = peer_summary(peer_run)

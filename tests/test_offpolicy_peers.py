@@ -1,0 +1,89 @@
+"""bench/offpolicy_peers.py and the CleanRL peer files it runs: a long run stops with a checkpoint
+and goes on where it stopped, and a sitting puts both systems in one table."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("mujoco")
+
+ROOT = Path(__file__).resolve().parents[1]
+PEERS = ROOT / "bench" / "peers"
+
+
+def _records(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("algo", ["td3", "sac"])
+def test_a_cleanrl_file_stopped_by_sigint_saves_and_resumes_where_it_stopped(tmp_path, algo):
+    ckpt = tmp_path / "state.pt"
+    args = [sys.executable, str(PEERS / f"cleanrl_{algo}.py"), "--total-timesteps", "900"]
+    args += ["--learning-starts", "300", "--checkpoint", str(ckpt), "--seconds", "600"]
+    args += ["--eval-episodes", "2", "--checkpoint-every", "100000"]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
+    seen = []
+    for line in proc.stdout:  # stop it once it is learning (its first line past 300 steps)
+        seen.append(json.loads(line))
+        if seen[-1].get("step", 0) > 400 and "event" not in seen[-1]:
+            proc.send_signal(signal.SIGINT)
+            break
+    rest, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0
+    ends = _records(rest)
+    stopped = [r for r in ends if r.get("event") == "stopped"]
+    assert stopped and any(r.get("event") == "saved" for r in ends), ends
+    at = stopped[0]["step"]
+    assert 400 < at < 900 and not any("eval" in r for r in ends)  # stopped, not finished
+    with_replay = ckpt.with_name(ckpt.name + ".npz")
+    assert ckpt.is_file() and with_replay.is_file()
+    again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=240)
+    assert again.returncode == 0, again.stderr[-2000:]
+    records = _records(again.stdout)
+    assert records[0] == {"t": records[0]["t"], "step": at, "event": "resumed"}
+    assert max(r.get("step", 0) for r in records) == 900
+    (result,) = [r for r in records if "eval" in r]
+    assert result["episodes"] == 2 and result["eval"] == result["eval"]  # a number, not NaN
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.integration
+def test_a_sitting_runs_surreal_and_cleanrl_side_by_side_and_reports_both(tmp_path):
+    env = dict(os.environ, SYMPHONY_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
+    cmd = [sys.executable, str(ROOT / "bench" / "offpolicy_peers.py"), "--algo", "td3"]
+    cmd += ["--steps", "3000", "--folder", str(tmp_path / "runs"), "--out", str(tmp_path)]
+    cmd += ["--set", "algo.replay_start=500"]
+    first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    table = (tmp_path / "offpolicy_peers.md").read_text()
+    rows = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[:3] == ["td3", "HalfCheetah-v5", "1"]:
+            rows[cells[3]] = cells
+    assert set(rows) == {"surreal", "cleanrl"}, table
+    for system, cells in rows.items():
+        assert int(cells[4].replace(",", "")) >= 2800, (system, cells)  # the budget, both
+        float(cells[5].replace(",", ""))  # a greedy evaluation at the end ("-" before one)
+        assert cells[8] == "1", cells  # one sitting
+    sittings = [
+        json.loads(x) for x in (tmp_path / "runs" / "sittings.jsonl").read_text().splitlines()
+    ]
+    assert {s["system"] for s in sittings} == {"surreal", "cleanrl"}
+    assert all(s["code"] == 0 and s["end"] > s["start"] and s["load"] for s in sittings)
+    assert (tmp_path / "offpolicy_peers_td3_HalfCheetah-v5.png").is_file()
+    # both finished: the same command starts neither again and adds no sitting
+    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert again.stdout.count("finished before, kept") == 2
+    assert len((tmp_path / "runs" / "sittings.jsonl").read_text().splitlines()) == len(sittings)
