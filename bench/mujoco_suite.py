@@ -57,16 +57,17 @@ def launch_command(
     """One part's run folder and the `surreal launch` that starts (or `--resume`s) it; None for
     a part that finished before."""
     run = part_dir(folder, algo, env) / f"s{seed}"
-    if (run / "status.json").is_file() and json.loads((run / "status.json").read_text()).get(
-        "finished"
-    ):
+    state = json.loads((run / "status.json").read_text()) if (run / "status.json").is_file() else {}
+    if state.get("finished") and int(state.get("global_step") or 0) >= steps:
         return run, None
     cmd = [sys.executable, "-m", "surreal", "launch", algo, "--env", f"gym:{env}"]
     cmd += ["--actors", str(actors), "--steps", str(steps), "--folder", str(folder)]
     cmd += ["--name", f"{algo}-{env}", "--quiet", "--set", f"run.seed={seed}"]
     cmd += ["--set", "eval.every_s=60", "--set", "eval.episodes=5"]
     if run.exists():
+        # a larger --steps than the part's budget goes on from its end (e.g. 300k, then 1M)
         cmd = [sys.executable, "-m", "surreal", "launch", "--resume", str(run), "--quiet"]
+        cmd += ["--steps", str(steps)]
     else:
         cmd += ["--trial", f"s{seed}"]
     for item in extra:
@@ -104,13 +105,17 @@ FINAL_EPISODES = 10
 
 def final_eval(run: Path) -> dict[str, float] | None:
     """The greedy evaluation of a finished part's last checkpoint (`surreal eval RUN`), made once
-    and kept in RUN/final_eval.json; None while the part is unfinished."""
-    path = run / "final_eval.json"
+    per finished budget: kept in RUN/final_eval.json and added to RUN/final_evals.jsonl (a part
+    resumed with a larger `--steps` is evaluated again when it finishes that); None while the
+    part is unfinished."""
+    path, status = run / "final_eval.json", run / "status.json"
+    state = json.loads(status.read_text()) if status.is_file() else {}
+    if not state.get("finished"):
+        return json.loads(path.read_text()) if path.is_file() else None
     if path.is_file():
-        return json.loads(path.read_text())
-    status = run / "status.json"
-    if not (status.is_file() and json.loads(status.read_text()).get("finished")):
-        return None
+        kept = json.loads(path.read_text())
+        if kept.get("for_step", state.get("global_step")) == state.get("global_step"):
+            return kept
     cmd = [sys.executable, "-m", "surreal", "eval", str(run), "--episodes", str(FINAL_EPISODES)]
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
     found = re.search(r"at step ([\d,]+): return (-?[\d.]+) \+- ([\d.]+)", out)
@@ -121,9 +126,18 @@ def final_eval(run: Path) -> dict[str, float] | None:
         "mean": float(found[2]),
         "std": float(found[3]),
         "episodes": FINAL_EPISODES,
+        "for_step": state.get("global_step"),
     }
     path.write_text(json.dumps(result))
+    with open(run / "final_evals.jsonl", "a") as history:
+        history.write(json.dumps(result) + "\n")
     return result
+
+
+def final_evals(run: Path) -> list[dict]:
+    """Every greedy evaluation `final_eval` made of RUN, one per finished budget, oldest first."""
+    path = run / "final_evals.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
 
 def wall_s(run: Path) -> float:

@@ -51,8 +51,9 @@ def peer_records(run: Path) -> list[dict]:
 
 
 def peer_command(algo: str, env: str, seed: int, steps: int, run: Path) -> list[str] | None:
-    """CleanRL's file for ALGO, resuming from RUN/state.pt; None once it has evaluated."""
-    if any("eval" in r for r in peer_records(run)):
+    """CleanRL's file for ALGO, resuming from RUN/state.pt; None once it has evaluated after
+    `steps` env steps (a larger `steps` goes on from there)."""
+    if any(r.get("step", 0) >= steps for r in peer_records(run) if "eval" in r):
         return None
     return [
         sys.executable,
@@ -101,13 +102,37 @@ def sitting(algo: str, env: str, seed: int, steps: int, actors: int, folder: Pat
                     ended[system] = time.time()
                 except subprocess.TimeoutExpired:
                     pass
+    key = {"algo": algo, "env": env, "seed": seed}
     with open(folder / "sittings.jsonl", "a") as f:
         for system in procs:
-            row = {"algo": algo, "env": env, "seed": seed, "system": system, "start": started}
-            row |= {"end": ended[system], "code": codes[system], "load": loads}
-            f.write(json.dumps(row) + "\n")
+            row = key | {"system": system, "start": started, "end": ended[system]}
+            f.write(json.dumps(row | {"code": codes[system], "load": loads}) + "\n")
     print(f"{algo} {env} s{seed}: exit codes {codes}, {time.time() - started:.0f} s", flush=True)
-    return surreal_run, peer_run
+    runs = {"surreal": surreal_run, "cleanrl": peer_run}
+    for system in procs:
+        found = finished(system, runs[system], steps)
+        if codes[system] == 0 and found:
+            sits = _sittings(folder, algo, env, seed, system)
+            load = [x for r in sits for x in r["load"]]
+            found |= {"wall_s": sum(r["end"] - r["start"] for r in sits), "sittings": len(sits)}
+            found |= {"load": [min(load), max(load)] if load else None}
+            with open(folder / "results.jsonl", "a") as f:
+                f.write(json.dumps(key | {"system": system, "budget": steps} | found) + "\n")
+
+
+def finished(system: str, run: Path, steps: int) -> dict | None:
+    """Steps, greedy evaluation and last-5% training return of a system that finished `steps`
+    (surreal: `surreal eval RUN` of its last checkpoint), else None."""
+    if system == "cleanrl":
+        s = peer_summary(run)
+        return s if s["final"] == s["final"] and s["steps"] >= steps else None
+    status = (
+        json.loads((run / "status.json").read_text()) if (run / "status.json").is_file() else {}
+    )
+    if not (status.get("finished") and int(status.get("global_step") or 0) >= steps):
+        return None
+    s = mujoco_suite.summary(run)
+    return s | {"steps": int(status["global_step"]), "curve": []}
 
 
 def _sittings(folder: Path, algo: str, env: str, seed: int, system: str) -> list[dict]:
@@ -122,7 +147,7 @@ def peer_summary(run: Path) -> dict:
     steps = max((int(r["step"]) for r in records if "step" in r), default=0)
     returns = [(int(r["step"]), float(r["return"])) for r in records if "return" in r]
     tail = [v for s, v in returns if s >= 0.95 * steps]
-    evals = [r for r in records if "eval" in r]
+    evals = [r for r in records if "eval" in r and r.get("step", 0) >= steps]
     return {
         "steps": steps,
         "final": evals[-1]["eval"] if evals else float("nan"),
@@ -131,40 +156,52 @@ def peer_summary(run: Path) -> dict:
     }
 
 
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if value == value else "-"  # NaN: none yet
+
+
 def report(folder: Path, out: Path, seeds: list[int], envs: list[str]) -> str:
+    """One row per system and finished budget (FOLDER/results.jsonl), and one for a system still
+    short of its next budget (its steps so far, no evaluation yet)."""
     rows = [
-        f"| algo | env | seed | system | env steps | greedy eval at the end ({EVAL_EPISODES} "
-        "episodes) | train return, last 5% | wall (min, sittings summed) | sittings | "
-        "load average |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---|",
+        f"| algo | env | seed | system | budget | env steps | greedy eval at the end "
+        f"({EVAL_EPISODES} episodes) | train return, last 5% | wall (min, sittings summed) | "
+        "sittings | load average |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
+    path = folder / "results.jsonl"
+    results = [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
     for algo in ALGOS:
         for env in envs:
             for seed in seeds:
                 surreal_run = mujoco_suite.part_dir(folder, algo, env) / f"s{seed}"
-                peer_run = peer_dir(folder, algo, env, seed)
-                found = {}
+                now = {}
                 if (surreal_run / "metrics.jsonl").is_file():
-                    s = mujoco_suite.summary(surreal_run)
-                    curve = mujoco_suite.curves(surreal_run)["train"]
                     status = json.loads((surreal_run / "status.json").read_text())
-                    s["steps"] = max(s["steps"], int(status.get("global_step") or 0))
-                    found["surreal"] = s | {"curve": curve}
-                if peer_records(peer_run):
-                    found["cleanrl"] = peer_summary(peer_run)
-                for system, s in found.items():
-                    sits = _sittings(folder, algo, env, seed, system)
-                    wall = sum(r["end"] - r["start"] for r in sits) / 60
-                    load = [x for r in sits for x in r["load"]]
-                    span = f"{min(load):.1f}-{max(load):.1f}" if load else "-"
-                    final = f"{s['final']:,.0f}" if s["final"] == s["final"] else "-"
-                    train = f"{s['train']:,.0f}" if s["train"] == s["train"] else "-"
-                    rows.append(
-                        f"| {algo} | {env} | {seed} | {system} | {s['steps']:,} | {final} | "
-                        f"{train} | {wall:.1f} | {len(sits)} | {span} |"
-                    )
-                if found:
-                    _plot(algo, env, seed, {k: v["curve"] for k, v in found.items()}, out)
+                    steps = int(status.get("global_step") or 0)
+                    now["surreal"] = {"steps": steps}
+                    now["surreal"]["curve"] = mujoco_suite.curves(surreal_run)["train"]
+                if peer_records(peer_dir(folder, algo, env, seed)):
+                    now["cleanrl"] = peer_summary(peer_dir(folder, algo, env, seed))
+                for system, state in now.items():
+                    key = {"algo": algo, "env": env, "seed": seed, "system": system}
+                    done = [r for r in results if all(r[k] == v for k, v in key.items())]
+                    for r in done:
+                        load = f"{r['load'][0]:.1f}-{r['load'][1]:.1f}" if r["load"] else "-"
+                        rows.append(
+                            f"| {algo} | {env} | {seed} | {system} | {r['budget']:,} | "
+                            f"{r['steps']:,} | {_num(r['final'])} | {_num(r['train'])} | "
+                            f"{r['wall_s'] / 60:.1f} | {r['sittings']} | {load} |"
+                        )
+                    if not done or state["steps"] > max(r["steps"] for r in done):
+                        sits = _sittings(folder, algo, env, seed, system)
+                        wall = sum(r["end"] - r["start"] for r in sits) / 60
+                        rows.append(
+                            f"| {algo} | {env} | {seed} | {system} | (running) | "
+                            f"{state['steps']:,} | - | - | {wall:.1f} | {len(sits)} | - |"
+                        )
+                if now:
+                    _plot(algo, env, seed, {k: v["curve"] for k, v in now.items()}, out)
     return "\n".join(rows)
 
 

@@ -65,20 +65,14 @@ def test_a_sitting_runs_surreal_and_cleanrl_side_by_side_and_reports_both(tmp_pa
     cmd += ["--set", "algo.replay_start=500"]
     first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
-    table = (tmp_path / "offpolicy_peers.md").read_text()
-    rows = {}
-    for line in table.splitlines():
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        if cells[:3] == ["td3", "HalfCheetah-v5", "1"]:
-            rows[cells[3]] = cells
-    assert set(rows) == {"surreal", "cleanrl"}, table
-    for system, cells in rows.items():
-        assert int(cells[4].replace(",", "")) >= 2800, (system, cells)  # the budget, both
-        float(cells[5].replace(",", ""))  # a greedy evaluation at the end ("-" before one)
-        assert cells[8] == "1", cells  # one sitting
-    sittings = [
-        json.loads(x) for x in (tmp_path / "runs" / "sittings.jsonl").read_text().splitlines()
-    ]
+    rows = _rows(tmp_path)
+    assert set(rows) == {("surreal", "3,000"), ("cleanrl", "3,000")}, rows
+    for (system, _), cells in rows.items():
+        assert int(cells[5].replace(",", "")) >= 3000, (system, cells)  # the budget, both
+        float(cells[6].replace(",", ""))  # a greedy evaluation at the end ("-" before one)
+        assert cells[9] == "1", cells  # one sitting
+    sittings_file = tmp_path / "runs" / "sittings.jsonl"
+    sittings = [json.loads(x) for x in sittings_file.read_text().splitlines()]
     assert {s["system"] for s in sittings} == {"surreal", "cleanrl"}
     assert all(s["code"] == 0 and s["end"] > s["start"] and s["load"] for s in sittings)
     assert (tmp_path / "offpolicy_peers_td3_HalfCheetah-v5.png").is_file()
@@ -86,4 +80,26 @@ def test_a_sitting_runs_surreal_and_cleanrl_side_by_side_and_reports_both(tmp_pa
     again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.count("finished before, kept") == 2
-    assert len((tmp_path / "runs" / "sittings.jsonl").read_text().splitlines()) == len(sittings)
+    assert len(sittings_file.read_text().splitlines()) == len(sittings)
+    # a larger budget goes on from the end of the first (300k, then 1M): a row for each budget
+    cmd[cmd.index("3000")] = "4000"
+    longer = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert longer.returncode == 0, longer.stdout[-2000:] + longer.stderr[-2000:]
+    rows = _rows(tmp_path)
+    assert set(rows) == {(s, b) for s in ("surreal", "cleanrl") for b in ("3,000", "4,000")}
+    for system in ("surreal", "cleanrl"):
+        first, second = rows[system, "3,000"], rows[system, "4,000"]
+        assert int(second[5].replace(",", "")) >= 4000 and second[9] == "2", second
+        assert float(second[8]) > float(first[8])  # wall time sums both sittings
+    peer = (tmp_path / "runs" / "cleanrl-td3-halfcheetah-v5" / "s1" / "progress.jsonl").read_text()
+    assert '"step": 3000, "event": "resumed"' in peer
+
+
+def _rows(tmp_path: Path) -> dict[tuple[str, str], list[str]]:
+    """The report's td3 rows by (system, budget)."""
+    rows = {}
+    for line in (tmp_path / "offpolicy_peers.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if cells[:3] == ["td3", "HalfCheetah-v5", "1"]:
+            rows[cells[3], cells[4]] = cells
+    return rows

@@ -114,8 +114,8 @@ def load(path: Path | None, replay: Replay, rng: np.random.Generator) -> dict | 
 
     state = torch.load(path, weights_only=True)
     with np.load(path.with_name(path.name + ".npz")) as saved:
-        for k in Replay.FIELDS:
-            replay.arrays[k][:] = saved[k]
+        for k in Replay.FIELDS:  # a larger --total-timesteps than the saved run's: a longer ring
+            replay.arrays[k][: len(saved[k])] = saved[k]
     replay.size = int(state["replay_size"])
     rng.bit_generator.state = json.loads(state["np_rng"])
     torch.set_rng_state(state["torch_rng"])
@@ -123,9 +123,9 @@ def load(path: Path | None, replay: Replay, rng: np.random.Generator) -> dict | 
     return state
 
 
-def greedy_eval(env_id: str, act, episodes: int, seed: int) -> None:
-    """`episodes` episodes of `act(obs) -> action` (no exploration) on a fresh env; prints
-    {'eval': mean, 'std', 'episodes'}."""
+def greedy_eval(env_id: str, act, episodes: int, seed: int, step: int) -> None:
+    """`episodes` episodes of `act(obs) -> action` (no exploration) on a fresh env after `step`
+    env steps; prints {'eval': mean, 'std', 'episodes', 'step'}."""
     if episodes <= 0:
         return
     import gymnasium as gym
@@ -140,4 +140,4 @@ def greedy_eval(env_id: str, act, episodes: int, seed: int) -> None:
             total, done = total + float(reward), term or trunc
         returns.append(total)
     env.close()
-    emit(eval=float(np.mean(returns)), std=float(np.std(returns)), episodes=episodes)
+    emit(eval=float(np.mean(returns)), std=float(np.std(returns)), episodes=episodes, step=step)

@@ -175,7 +175,7 @@ def main() -> None:
         with torch.no_grad():
             return actor.get_action(torch.tensor(o[None], dtype=torch.float32))[2][0].numpy()
 
-    greedy_eval(a.env, greedy, a.eval_episodes, a.seed)
+    greedy_eval(a.env, greedy, a.eval_episodes, a.seed, step)
 
 
 if __name__ == "__main__":
