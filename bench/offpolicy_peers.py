@@ -50,10 +50,21 @@ def peer_records(run: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.startswith("{")]
 
 
+def peer_evals(records: list[dict]) -> list[tuple[int, float]]:
+    """(env step, greedy return) of each evaluation in a CleanRL file's progress lines (a line
+    without its step is at the step printed before it)."""
+    found, step = [], 0
+    for r in records:
+        step = int(r.get("step", step))
+        if "eval" in r:
+            found.append((step, float(r["eval"])))
+    return found
+
+
 def peer_command(algo: str, env: str, seed: int, steps: int, run: Path) -> list[str] | None:
     """CleanRL's file for ALGO, resuming from RUN/state.pt; None once it has evaluated after
     `steps` env steps (a larger `steps` goes on from there)."""
-    if any(r.get("step", 0) >= steps for r in peer_records(run) if "eval" in r):
+    if any(at >= steps for at, _ in peer_evals(peer_records(run))):
         return None
     return [
         sys.executable,
@@ -125,14 +136,14 @@ def finished(system: str, run: Path, steps: int) -> dict | None:
     (surreal: `surreal eval RUN` of its last checkpoint), else None."""
     if system == "cleanrl":
         s = peer_summary(run)
+        s.pop("curve")
         return s if s["final"] == s["final"] and s["steps"] >= steps else None
     status = (
         json.loads((run / "status.json").read_text()) if (run / "status.json").is_file() else {}
     )
     if not (status.get("finished") and int(status.get("global_step") or 0) >= steps):
         return None
-    s = mujoco_suite.summary(run)
-    return s | {"steps": int(status["global_step"]), "curve": []}
+    return mujoco_suite.summary(run) | {"steps": int(status["global_step"])}
 
 
 def _sittings(folder: Path, algo: str, env: str, seed: int, system: str) -> list[dict]:
@@ -147,10 +158,10 @@ def peer_summary(run: Path) -> dict:
     steps = max((int(r["step"]) for r in records if "step" in r), default=0)
     returns = [(int(r["step"]), float(r["return"])) for r in records if "return" in r]
     tail = [v for s, v in returns if s >= 0.95 * steps]
-    evals = [r for r in records if "eval" in r and r.get("step", 0) >= steps]
+    evals = [value for at, value in peer_evals(records) if at >= steps]
     return {
         "steps": steps,
-        "final": evals[-1]["eval"] if evals else float("nan"),
+        "final": evals[-1] if evals else float("nan"),
         "train": sum(tail) / len(tail) if tail else float("nan"),
         "curve": returns,
     }
