@@ -212,11 +212,26 @@ def report(folder: Path, out: Path, seeds: list[int], envs: list[str]) -> str:
                             f"{state['steps']:,} | - | - | {wall:.1f} | {len(sits)} | - |"
                         )
                 if now:
-                    _plot(algo, env, seed, {k: v["curve"] for k, v in now.items()}, out)
+                    marks = {
+                        k: [
+                            (r["steps"], r["final"])
+                            for r in results
+                            if r["algo"] == algo
+                            and r["env"] == env
+                            and r["seed"] == seed
+                            and r["system"] == k
+                        ]
+                        for k in now
+                    }
+                    if "surreal" in now:
+                        now["surreal"]["evals"] = mujoco_suite.curves(surreal_run)["eval"]
+                    _plot(algo, env, seed, now, marks, out)
     return "\n".join(rows)
 
 
-def _plot(algo: str, env: str, seed: int, curves: dict[str, list], out: Path) -> None:
+def _plot(algo: str, env: str, seed: int, now: dict, marks: dict, out: Path) -> None:
+    """Each system's training return (a 20-episode running mean), surreal's periodic greedy
+    evaluations (dots) and each finished budget's greedy evaluation (stars)."""
     try:
         import matplotlib
 
@@ -226,13 +241,18 @@ def _plot(algo: str, env: str, seed: int, curves: dict[str, list], out: Path) ->
         return
     out.mkdir(parents=True, exist_ok=True)
     fig, ax = plt.subplots(figsize=(7, 4.2))
-    for i, (system, points) in enumerate(sorted(curves.items())):
-        if points:
-            ax.plot(
-                *mujoco_suite._smooth(points, 20), color=f"C{i}", label=f"{system} (20-ep mean)"
-            )
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("training episode return")
+    for i, system in enumerate(sorted(now)):
+        color = f"C{i}"
+        if now[system]["curve"]:
+            steps, values = mujoco_suite._smooth(now[system]["curve"], 20)
+            ax.plot(steps, values, color=color, label=f"{system} training (20-ep mean)")
+        if now[system].get("evals"):
+            steps, values = zip(*now[system]["evals"], strict=True)
+            ax.plot(steps, values, "o", color=color, ms=3, label=f"{system} greedy eval (5 ep)")
+        for step, value in marks.get(system, []):
+            ax.plot([step], [value], "*", color=color, ms=11)
+    ax.set_xlabel(f"env steps (stars: greedy evaluation, {EVAL_EPISODES} episodes, at the end)")
+    ax.set_ylabel("return")
     ax.set_title(f"{algo} {env} seed {seed}: surreal launch and CleanRL's file, same window")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
