@@ -24,6 +24,7 @@ def _records(text: str) -> list[dict]:
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.integration  # ~20 s each: torch and MuJoCo in two processes
 @pytest.mark.parametrize("algo", ["td3", "sac"])
 def test_a_cleanrl_file_stopped_by_sigint_saves_and_resumes_where_it_stopped(tmp_path, algo):
     ckpt = tmp_path / "state.pt"
