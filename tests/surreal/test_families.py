@@ -51,6 +51,7 @@ def test_launch_applies_the_family_defaults_and_the_users_settings_win(tmp_path)
     assert td3.config.algo.lr == 3e-4 and td3.config.algo.replay_start == 10_000
     assert td3.config.algo.twin_critics is True
     assert td3.config.env.num_envs == 1  # 16 parallel envs explored too little (issue 49)
+    assert td3.config.algo.n_step == 1 and td3.config.algo.sigma_spread == 1.0  # CleanRL's
     assert plan("td3", env="gym:Pendulum-v1", folder=str(tmp_path)).config.env.num_envs == 8
 
 
