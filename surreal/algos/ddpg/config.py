@@ -62,8 +62,9 @@ class DDPGConfig(OffPolicyConfig):
         actor sigma 0.1) and 1-step returns. Measured on HalfCheetah (bench/reports/learning.md):
         2 actors x 8 envs reached 1,625 at 100k steps; 1 env per actor with 3-step returns and
         sigma 0.1/0.4 a greedy 6,180 at 300k (CleanRL's file beside it: 7,523); with 1-step
-        returns and one sigma as well, 7,308 (CleanRL 7,523 again). Classic tasks keep the defaults above (Pendulum
-        learns in a few thousand steps with them); robosuite: not measured, none."""
+        returns and one sigma as well, 7,308 (CleanRL 7,523 again). Classic tasks keep the
+        defaults above (Pendulum learns in a few thousand steps with them); robosuite: not
+        measured, none."""
         if family == "mujoco":
             return {
                 "algo.lr": 3e-4,
