@@ -190,13 +190,15 @@ def report(folder: Path, out: Path, seeds: list[int], envs: list[str]) -> str:
                 if (surreal_run / "metrics.jsonl").is_file():
                     status = json.loads((surreal_run / "status.json").read_text())
                     steps = int(status.get("global_step") or 0)
-                    now["surreal"] = {"steps": steps}
-                    now["surreal"]["curve"] = mujoco_suite.curves(surreal_run)["train"]
+                    c = mujoco_suite.curves(surreal_run)
+                    now["surreal"] = {"steps": steps, "curve": c["train"], "evals": c["eval"]}
                 if peer_records(peer_dir(folder, algo, env, seed)):
                     now["cleanrl"] = peer_summary(peer_dir(folder, algo, env, seed))
+                marks = {}
                 for system, state in now.items():
                     key = {"algo": algo, "env": env, "seed": seed, "system": system}
                     done = [r for r in results if all(r[k] == v for k, v in key.items())]
+                    marks[system] = [(r["steps"], r["final"]) for r in done]
                     for r in done:
                         load = f"{r['load'][0]:.1f}-{r['load'][1]:.1f}" if r["load"] else "-"
                         rows.append(
@@ -212,19 +214,6 @@ def report(folder: Path, out: Path, seeds: list[int], envs: list[str]) -> str:
                             f"{state['steps']:,} | - | - | {wall:.1f} | {len(sits)} | - |"
                         )
                 if now:
-                    marks = {
-                        k: [
-                            (r["steps"], r["final"])
-                            for r in results
-                            if r["algo"] == algo
-                            and r["env"] == env
-                            and r["seed"] == seed
-                            and r["system"] == k
-                        ]
-                        for k in now
-                    }
-                    if "surreal" in now:
-                        now["surreal"]["evals"] = mujoco_suite.curves(surreal_run)["eval"]
                     _plot(algo, env, seed, now, marks, out)
     return "\n".join(rows)
 
