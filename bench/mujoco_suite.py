@@ -105,9 +105,8 @@ FINAL_EPISODES = 10
 
 def final_eval(run: Path) -> dict[str, float] | None:
     """The greedy evaluation of a finished part's last checkpoint (`surreal eval RUN`), made once
-    per finished budget: kept in RUN/final_eval.json and added to RUN/final_evals.jsonl (a part
-    resumed with a larger `--steps` is evaluated again when it finishes that); None while the
-    part is unfinished."""
+    per finished budget and kept in RUN/final_eval.json (a part resumed with a larger `--steps`
+    is evaluated again when it finishes that); None while the part is unfinished."""
     path, status = run / "final_eval.json", run / "status.json"
     state = json.loads(status.read_text()) if status.is_file() else {}
     if not state.get("finished"):
@@ -129,15 +128,7 @@ def final_eval(run: Path) -> dict[str, float] | None:
         "for_step": state.get("global_step"),
     }
     path.write_text(json.dumps(result))
-    with open(run / "final_evals.jsonl", "a") as history:
-        history.write(json.dumps(result) + "\n")
     return result
-
-
-def final_evals(run: Path) -> list[dict]:
-    """Every greedy evaluation `final_eval` made of RUN, one per finished budget, oldest first."""
-    path = run / "final_evals.jsonl"
-    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
 
 def wall_s(run: Path) -> float:

@@ -1,7 +1,7 @@
 """Chaos on an off-policy run (issue 49 item 4): `surreal launch td3 --env gym:Pendulum-v1` with
-a kill -9 every 5 s (of a fair share of the machine: `FairClock`) of a replay shard or a parameter
-server (never the learner, nor the proxies) while it runs. The run finishes its budget (rc 0) and learns; every kill is one restart in
-symphony's record.
+a kill -9 every 5 s (of a fair share of the machine: `FairClock`) of a replay shard or a
+parameter server (never the learner, nor the proxies) while it runs. The run finishes its budget
+(rc 0) and learns; every kill is one restart in symphony's record.
 
 The run has the defaults' one replay shard and one parameter server, the harshest case: each kill
 takes away the only one. The learner waits while the shard is back (it reloads its last saved
