@@ -130,7 +130,11 @@ def test_config_errors_name_the_setting_that_fixes_them(tmp_path):
         plan("sac", env="gym:Pendulum-v1", overrides=("algo.init_alpha=-1",), folder=str(tmp_path))
     assert not list(tmp_path.iterdir())  # a refused launch writes nothing
     assert SACConfig().n_step == 1 and SACConfig().twin_critics is True
-    assert SACConfig.family_defaults("mujoco") == {"algo.lr": 3e-4, "algo.replay_start": 5000}
+    assert SACConfig.family_defaults("mujoco") == {
+        "algo.lr": 3e-4,
+        "algo.replay_start": 5000,
+        "env.num_envs": 1,
+    }
     assert SACConfig.family_defaults("classic") == {}
 
 
