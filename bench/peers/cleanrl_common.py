@@ -84,6 +84,30 @@ class Stop:
         self.asked = True
 
 
+class Loop:
+    """What both files do after each env step: a checkpoint every `--checkpoint-every` steps,
+    save and stop on SIGINT/SIGTERM, a progress line every 1,000 steps or 1 s, and the end of
+    `--seconds`. `after(step)` returns "stopped", "time" or None (go on)."""
+
+    def __init__(self, a: argparse.Namespace, checkpoint) -> None:
+        self.a, self.checkpoint, self.stop = a, checkpoint, Stop()
+        self.start = self.last = time.time()
+
+    def after(self, step: int) -> str | None:
+        if step % self.a.checkpoint_every == 0:
+            self.checkpoint(step)
+        if self.stop.asked:
+            self.checkpoint(step)
+            emit(step=step, event="stopped")
+            return "stopped"
+        if step % 1000 == 0 or time.time() - self.last > 1.0:
+            emit(step=step)
+            self.last = time.time()
+            if self.last - self.start > self.a.seconds:
+                return "time"
+        return None
+
+
 def save(path: Path | None, state: dict, replay: Replay, rng: np.random.Generator) -> None:
     """torch state (networks, optimizers, counters) to PATH and the replay to PATH.npz, each
     written to a temporary file and renamed, so a stop mid-save leaves the previous pair."""

@@ -15,10 +15,8 @@ cleanrl_td3.py (bench/peers/cleanrl_common.py).
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
-from cleanrl_common import Replay, Stop, emit, greedy_eval, load, parser, save
+from cleanrl_common import Loop, Replay, emit, greedy_eval, load, parser, save
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -103,14 +101,13 @@ def main() -> None:
             log_alpha.copy_(state["log_alpha"])
         first = state["step"] + 1
     alpha = log_alpha.exp().item()
-    stop = Stop()
 
     def checkpoint(step: int) -> None:
         saved = {"step": step, "log_alpha": log_alpha.detach().clone()}
         save(a.checkpoint, saved | {k: m.state_dict() for k, m in nets.items()}, replay, rng)
 
     obs, _ = env.reset(seed=a.seed + first - 1)
-    start = last_emit = time.time()
+    loop = Loop(a, checkpoint)
     emit(step=first - 1, event="start")
     step = first - 1
     for step in range(first, a.total_timesteps + 1):
@@ -156,17 +153,11 @@ def main() -> None:
             for target_net, src in ((qf1_t, qf1), (qf2_t, qf2)):
                 for tp, sp in zip(target_net.parameters(), src.parameters(), strict=True):
                     tp.data.copy_(tau * sp.data + (1 - tau) * tp.data)
-        if step % a.checkpoint_every == 0:
-            checkpoint(step)
-        if stop.asked:
-            checkpoint(step)
-            emit(step=step, event="stopped")
+        ended = loop.after(step)
+        if ended == "stopped":
             return
-        if step % 1000 == 0 or time.time() - last_emit > 1.0:
-            emit(step=step)
-            last_emit = time.time()
-            if last_emit - start > a.seconds:
-                break
+        if ended:
+            break
     env.close()
     if step % a.checkpoint_every:
         checkpoint(step)

@@ -16,10 +16,8 @@ it with a greedy evaluation (bench/peers/cleanrl_common.py; neither is in CleanR
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
-from cleanrl_common import Replay, Stop, emit, greedy_eval, load, parser, save
+from cleanrl_common import Loop, Replay, emit, greedy_eval, load, parser, save
 
 
 def main() -> None:
@@ -94,7 +92,6 @@ def main() -> None:
         for k, m in nets.items():
             m.load_state_dict(state[k])
         first = state["step"] + 1
-    stop = Stop()
 
     def checkpoint(step: int) -> None:
         save(
@@ -102,7 +99,7 @@ def main() -> None:
         )
 
     obs, _ = env.reset(seed=a.seed + first - 1)
-    start = last_emit = time.time()
+    loop = Loop(a, checkpoint)
     emit(step=first - 1, event="start")
     step = first - 1
     for step in range(first, a.total_timesteps + 1):
@@ -143,17 +140,11 @@ def main() -> None:
                 for target_net, src in ((actor_t, actor), (qf1_t, qf1), (qf2_t, qf2)):
                     for tp, sp in zip(target_net.parameters(), src.parameters(), strict=True):
                         tp.data.copy_(tau * sp.data + (1 - tau) * tp.data)
-        if step % a.checkpoint_every == 0:
-            checkpoint(step)
-        if stop.asked:
-            checkpoint(step)
-            emit(step=step, event="stopped")
+        ended = loop.after(step)
+        if ended == "stopped":
             return
-        if step % 1000 == 0 or time.time() - last_emit > 1.0:
-            emit(step=step)
-            last_emit = time.time()
-            if last_emit - start > a.seconds:
-                break
+        if ended:
+            break
     env.close()
     if step % a.checkpoint_every:
         checkpoint(step)
