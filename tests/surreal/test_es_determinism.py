@@ -187,6 +187,9 @@ def test_a_drifting_worker_resyncs_and_its_tasks_are_not_waited_for(tmp_path):
     assert master.state.generation == 8
     assert stats["drift"]["syncs"] >= 2  # it drifted after an update and was resynced
     assert stats["ok"]["syncs"] == 1 and stats["ok"]["checksum"] == master.state.checksum()
-    # every task the drifting worker dropped was handed out again at once, none by the timeout
-    assert master.released >= stats["drift"]["dropped"] >= 1
+    # every task the drifting worker dropped was handed out again at once, none by the timeout.
+    # Whether it drifts on a reply that hands it a task (dropped) or on a "wait" reply at the
+    # generation barrier (nothing to drop) is the scheduler's choice: a CI run saw only the
+    # latter; test_a_dropped_task_is_handed_out_again_at_the_next_request pins the drop itself
+    assert master.released >= stats["drift"]["dropped"]
     assert master.reissued == 0
