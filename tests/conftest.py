@@ -38,6 +38,10 @@ _gpu_skipped: list[str] = []
 # summary lists any that are not), so no long test lands beside the others by accident.
 SLOW_S = float(os.environ.get("SURREAL_TEST_SLOW_S", "120"))
 _unmarked_slow: list[tuple[float, str]] = []
+# Seconds each xdist group and each worker spent in its tests (setup, call, teardown): where the
+# suite's wall time goes, and what to shorten when CI runs long (printed at the end under xdist).
+_group_s: dict[str, float] = {}
+_worker_s: dict[str, float] = {}
 # Resource groups in the order they start (see the module docstring); the rest go by module.
 FIRST_GROUPS = ("heavy", "readme", "eks", "docker", "slurm")
 
@@ -122,6 +126,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _gpu_skipped.append(f"{_plain_id(report.nodeid)}: {reason}")
     if report.when == "call" and report.duration > SLOW_S and "slow" not in report.keywords:
         _unmarked_slow.append((report.duration, _plain_id(report.nodeid)))
+    if report.nodeid.rfind("@") > report.nodeid.rfind("]"):  # under xdist's loadgroup
+        group = report.nodeid.rpartition("@")[2]
+        _group_s[group] = _group_s.get(group, 0.0) + report.duration
+        worker = getattr(report, "worker_id", "?")  # set by xdist on the controller's copy
+        _worker_s[worker] = _worker_s.get(worker, 0.0) + report.duration
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -140,6 +149,12 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Co
         )
         for duration, nodeid in sorted(_unmarked_slow, reverse=True):
             terminalreporter.line(f"{duration:7.1f} s  {nodeid}")
+    if _group_s:
+        terminalreporter.section("test seconds per worker, and the 10 longest groups")
+        for name, seconds in sorted(_worker_s.items()):
+            terminalreporter.line(f"{seconds:7.1f} s  worker {name}")
+        for name, seconds in sorted(_group_s.items(), key=lambda kv: -kv[1])[:10]:
+            terminalreporter.line(f"{seconds:7.1f} s  {name}")
     if _gpu_skipped:
         terminalreporter.section(f"GPU-only tests skipped ({len(_gpu_skipped)}): no GPU here")
         for line in _gpu_skipped:
