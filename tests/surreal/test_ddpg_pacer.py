@@ -53,3 +53,24 @@ def test_a_starved_learner_gets_a_refills_worth_of_steps_not_the_budget():
     # batches again: paced by versions, and a new starvation starts from where it is
     assert pace.ahead(at + 2 * int(refill), version=0)
     assert not pace.ahead(at + 2 * int(refill), version=0, starved=True)
+
+
+def test_after_a_resume_an_actor_keeps_pace_from_its_first_step():
+    pace, _ = pacer()
+    pace.start(version=14_501, learner_step=300_032)  # the resumed learner's first publication
+    slack = 32 + 3  # only what sits in the writer: the replay was restored, no warm-up share
+    assert not pace.ahead(slack - 1, version=14_501)
+    assert pace.ahead(slack, version=14_501)
+    assert not pace.ahead(slack, version=14_502)  # 20 more updates: 10 more steps each
+    # a new run's first parameters (the learner has counted no env step) keep the warm-up share
+    fresh, _ = pacer()
+    fresh.start(version=0, learner_step=0)
+    assert not fresh.ahead(1000 // 2 + slack - 1, version=0)
+
+
+def test_a_resumed_run_takes_no_random_warm_up_before_the_learners_parameters():
+    clock = Clock()
+    algo = OffPolicyConfig(replay_start=1000, chunk_size=32, n_step=3, publish_every=20)
+    pace = Pacer(algo, actors=2, clock=clock, resumed=True)
+    assert pace.ahead(35, version=0)  # waits for the learner after what fills its writer
+    assert not Pacer(algo, actors=2, clock=clock).ahead(35, version=0)  # a new run acts on
