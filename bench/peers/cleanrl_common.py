@@ -107,6 +107,21 @@ class Loop:
                 return "time"
         return None
 
+    def finish(self, step: int, env, act) -> None:
+        """The end of a run that was not stopped: close its env, write the last checkpoint (if
+        the last step did not) and evaluate `act(obs) -> action` greedily (`greedy_eval`)."""
+        env.close()
+        if step % self.a.checkpoint_every:
+            self.checkpoint(step)
+        greedy_eval(self.a.env, act, self.a.eval_episodes, self.a.seed, step)
+
+
+def soft_update(pairs, tau: float) -> None:
+    """Polyak averaging of each (target, source) pair of torch modules, as CleanRL writes it."""
+    for target, source in pairs:
+        for tp, sp in zip(target.parameters(), source.parameters(), strict=True):
+            tp.data.copy_(tau * sp.data + (1 - tau) * tp.data)
+
 
 def save(path: Path | None, state: dict, replay: Replay, rng: np.random.Generator) -> None:
     """torch state (networks, optimizers, counters) to PATH and the replay to PATH.npz, each

@@ -16,7 +16,7 @@ cleanrl_td3.py (bench/peers/cleanrl_common.py).
 from __future__ import annotations
 
 import numpy as np
-from cleanrl_common import Loop, Replay, emit, greedy_eval, load, parser, save
+from cleanrl_common import Loop, Replay, emit, load, parser, save, soft_update
 
 LOG_STD_MIN, LOG_STD_MAX = -5.0, 2.0
 
@@ -150,23 +150,18 @@ def main() -> None:
                     alpha_loss.backward()
                     a_opt.step()
                     alpha = log_alpha.exp().item()
-            for target_net, src in ((qf1_t, qf1), (qf2_t, qf2)):
-                for tp, sp in zip(target_net.parameters(), src.parameters(), strict=True):
-                    tp.data.copy_(tau * sp.data + (1 - tau) * tp.data)
+            soft_update(((qf1_t, qf1), (qf2_t, qf2)), tau)
         ended = loop.after(step)
         if ended == "stopped":
             return
         if ended:
             break
-    env.close()
-    if step % a.checkpoint_every:
-        checkpoint(step)
 
     def greedy(o: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             return actor.get_action(torch.tensor(o[None], dtype=torch.float32))[2][0].numpy()
 
-    greedy_eval(a.env, greedy, a.eval_episodes, a.seed, step)
+    loop.finish(step, env, greedy)
 
 
 if __name__ == "__main__":

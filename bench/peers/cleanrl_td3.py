@@ -17,7 +17,7 @@ it with a greedy evaluation (bench/peers/cleanrl_common.py; neither is in CleanR
 from __future__ import annotations
 
 import numpy as np
-from cleanrl_common import Loop, Replay, emit, greedy_eval, load, parser, save
+from cleanrl_common import Loop, Replay, emit, load, parser, save, soft_update
 
 
 def main() -> None:
@@ -137,23 +137,18 @@ def main() -> None:
                 actor_opt.zero_grad()
                 actor_loss.backward()
                 actor_opt.step()
-                for target_net, src in ((actor_t, actor), (qf1_t, qf1), (qf2_t, qf2)):
-                    for tp, sp in zip(target_net.parameters(), src.parameters(), strict=True):
-                        tp.data.copy_(tau * sp.data + (1 - tau) * tp.data)
+                soft_update(((actor_t, actor), (qf1_t, qf1), (qf2_t, qf2)), tau)
         ended = loop.after(step)
         if ended == "stopped":
             return
         if ended:
             break
-    env.close()
-    if step % a.checkpoint_every:
-        checkpoint(step)
 
     def greedy(o: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             return actor(torch.tensor(o[None], dtype=torch.float32))[0].numpy()
 
-    greedy_eval(a.env, greedy, a.eval_episodes, a.seed, step)
+    loop.finish(step, env, greedy)
 
 
 if __name__ == "__main__":
