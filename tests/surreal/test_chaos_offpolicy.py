@@ -15,6 +15,8 @@ second (surreal.algos.ddpg.actor.Pacer).
 
 Measured here (2026-12-04, 2 cores, load 0.5-4): `learns` 15 kills in 76 s, 8,448 steps, best
 eval -99 (86 s in all; again: 14 kills in 71 s, -75); `solves` 48 kills in 241 s, 20,352 steps, best eval -100 (252 s).
+With kills paced by a fair share of the machine (2026-12-05, load ~4: a HalfCheetah benchmark
+beside it): `solves` 31 kills in 363 s, 20,352 steps, best eval -75 (385 s in all).
 """
 
 from __future__ import annotations
