@@ -32,7 +32,8 @@ from symphony.backends.base import (
 )
 from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused
 from symphony.kube import team as kube_team
-from symphony.kube.manifests import (
+from symphony.kube.manifests import render
+from symphony.kube.naming import (
     ANNOTATION_SPEC,
     LABEL_EXPERIMENT,
     LABEL_GROUP,
@@ -42,7 +43,6 @@ from symphony.kube.manifests import (
     SECRETS_ROOT,
     RenderOptions,
     namespace_of,
-    render,
     secrets_of,
 )
 from symphony.kube.options import KubeOptions, resolve

@@ -39,136 +39,34 @@ experiments share the namespace apart by labels and owner.
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from cloudwise.spec import ClusterSpec
 from symphony import scrape, spec_store
-from symphony.addresses import Address, env_prefix, fixed_endpoints, process_env
+from symphony.addresses import Address, env_prefix, process_env
 from symphony.errors import SpecError
+from symphony.kube.naming import (
+    ANNOTATION_SPEC,
+    LABEL_EXPERIMENT,
+    LABEL_GROUP,
+    NETWORK_POLICY,
+    POD_IP,
+    RUN_AS,
+    RUN_VOLUME,
+    SECRETS_ROOT,
+    SHARED_ENV,
+    RenderOptions,
+    base_labels,
+    endpoints,
+    group_selector,
+    marker_name,
+    namespace_of,
+    object_name,
+    secrets_of,
+    service_name,
+)
 from symphony.kube.resources import check_fits, quantity_gb, resources, share_env
 from symphony.placement import pod_placement
 from symphony.spec import Experiment, Process, ProcessGroup
-
-LABEL_EXPERIMENT = "symphony.io/experiment"
-LABEL_OWNER = "symphony.io/owner"
-LABEL_GROUP = "symphony.io/group"
-LABEL_WORKLOAD = "symphony.io/workload"
-LABEL_MANAGED = "app.kubernetes.io/managed-by"
-ANNOTATION_SPEC = "symphony.io/spec"
-MANAGER = "symphony"
-SECRETS_ROOT = "/var/run/secrets/symphony"
-RUN_AS = 1000
-NETWORK_POLICY = "symphony-experiment-only"
-RUN_VOLUME = "run-storage"
-SHARED_ENV = "symphony-env"
-POD_IP = "$(SYMPH_POD_IP)"
-"""The host of a service without a Service: the kubelet expands it to `SYMPH_POD_IP`, which
-`status.podIP` sets ahead of the variables that use it."""
-
-
-@dataclass
-class RenderOptions:
-    """What rendering needs besides the experiment.
-
-    Attributes:
-        owner: the user who launches (namespace label; teammates see it in `symphony list`).
-        namespace: the namespace; default the experiment name.
-        image: image for processes that name none (after `Experiment.image`).
-        cluster: the cloudwise cluster spec, for exact pool taints and GPU checks.
-        secrets: process name -> more Kubernetes Secrets it mounts, on top of `Process.secrets`
-            (the `-o secrets={proc: [name]}` option; naming them in the spec is the usual way).
-        shm_gb: size limit of each pod's memory-backed /dev/shm; None: bounded by pod memory.
-        base_port: first service port (ports follow declaration order).
-        team: run inside the existing namespace `namespace` beside other experiments (see the
-            module docstring); objects are then prefixed with the experiment name.
-        volume: a PersistentVolumeClaim (in the experiment's namespace; ReadWriteMany for pods
-            on several nodes) mounted read-write at `volume_path` in every container.
-        volume_path: where every container mounts the run storage: the `volume` claim, or
-            without one a scratch volume of its pod (emptyDir); None: no run storage.
-    """
-
-    owner: str = "unknown"
-    namespace: str | None = None
-    image: str | None = None
-    cluster: ClusterSpec | None = None
-    secrets: dict[str, list[str]] = field(default_factory=dict)
-    shm_gb: float | None = None
-    base_port: int = 7000
-    team: bool = False
-    volume: str | None = None
-    volume_path: str | None = None
-
-
-def label_value(text: str) -> str:
-    """`text` made a valid label value (63 chars of [A-Za-z0-9_.-], alphanumeric at both ends)."""
-    value = re.sub(r"[^A-Za-z0-9_.-]+", "-", text)[:63]
-    return value.strip("-_.") or "unknown"
-
-
-def service_name(service: str) -> str:
-    """The Kubernetes Service name for a symphony service (a DNS-1035 label: starts with a letter)."""
-    return service if service[:1].isalpha() else f"s-{service}"[:63]
-
-
-def object_name(experiment: Experiment, options: RenderOptions, name: str) -> str:
-    """`name`, prefixed `<experiment>-` in team mode (SpecError past 63 characters)."""
-    if not options.team:
-        return name
-    full = f"{experiment.name}-{name}"
-    if len(full) > 63:
-        raise SpecError(
-            f"in a team namespace objects are named <experiment>-<name>; {full!r} is longer "
-            "than 63 characters: shorten the experiment, group or service name"
-        )
-    return full
-
-
-def marker_name(experiment: Experiment) -> str:
-    """The team mode's ConfigMap that marks (and describes) an experiment."""
-    return f"symphony-{experiment.name}"[:253]
-
-
-def namespace_of(experiment: Experiment, options: RenderOptions) -> str:
-    """The experiment's namespace."""
-    return options.namespace or experiment.name
-
-
-def endpoints(experiment: Experiment, options: RenderOptions) -> dict[str, Address]:
-    """Every bound service -> its Service DNS name (`<svc>.<namespace>.svc`) and port; a
-    `scrape.unreached` one -> `POD_IP` and its port."""
-    ns = namespace_of(experiment, options)
-    local = scrape.unreached(experiment)
-
-    def host(svc: str, _binder: str) -> str:
-        if svc in local:
-            return POD_IP
-        return f"{object_name(experiment, options, service_name(svc))}.{ns}.svc"
-
-    return fixed_endpoints(experiment, host, base_port=options.base_port)
-
-
-def secrets_of(process: Process, options: RenderOptions) -> list[str]:
-    """Secret names a process mounts: its `Process.secrets` plus the `secrets` option's, once each."""
-    names = list(process.secrets) + list(options.secrets.get(process.name, []))
-    return list(dict.fromkeys(names))
-
-
-def _labels(experiment: Experiment, options: RenderOptions) -> dict[str, str]:
-    return {
-        LABEL_EXPERIMENT: experiment.name,
-        LABEL_OWNER: label_value(options.owner),
-        LABEL_MANAGED: MANAGER,
-    }
-
-
-def _selector(experiment: Experiment, group: str, workload: str | None = None) -> dict[str, str]:
-    return {
-        LABEL_EXPERIMENT: experiment.name,
-        LABEL_GROUP: group,
-        LABEL_WORKLOAD: workload or group,
-    }
-
 
 POD_RESTART = {"always": "Always", "on-failure": "OnFailure", "never": "Never"}
 
@@ -228,7 +126,7 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
     options = options or RenderOptions()
     experiment.validate()
     ns = namespace_of(experiment, options)
-    labels = _labels(experiment, options)
+    labels = base_labels(experiment, options)
     eps = endpoints(experiment, options)
     objects = [marker(experiment, options) if options.team else namespace(experiment, options)]
     objects += network_policies(experiment, ns, labels, eps, options)
@@ -247,7 +145,7 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
 def namespace(experiment: Experiment, options: RenderOptions) -> dict:
     """The Namespace: experiment and owner labels, Pod Security `restricted`, the spec annotated
     (compact: `symphony.spec_store`)."""
-    labels = _labels(experiment, options)
+    labels = base_labels(experiment, options)
     labels["pod-security.kubernetes.io/enforce"] = "restricted"
     meta = _meta(namespace_of(experiment, options), None, labels)
     meta["annotations"] = {ANNOTATION_SPEC: spec_store.encode(experiment)}
@@ -256,7 +154,7 @@ def namespace(experiment: Experiment, options: RenderOptions) -> dict:
 
 def marker(experiment: Experiment, options: RenderOptions) -> dict:
     """Team mode: the ConfigMap that marks the experiment in the shared namespace."""
-    meta = _meta(marker_name(experiment), options.namespace, _labels(experiment, options))
+    meta = _meta(marker_name(experiment), options.namespace, base_labels(experiment, options))
     meta["annotations"] = {ANNOTATION_SPEC: spec_store.encode(experiment)}
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": {}}
 
@@ -305,7 +203,7 @@ def network_policies(
                     ),
                     "spec": {
                         "podSelector": {
-                            "matchLabels": _selector(experiment, part.group, part.name)
+                            "matchLabels": group_selector(experiment, part.group, part.name)
                         },
                         "policyTypes": ["Ingress"],
                         "ingress": [{"ports": [{"protocol": "TCP", "port": eps[svc].port}]}],
@@ -339,7 +237,7 @@ def services(
             port = eps[svc].port
             spec = {
                 "type": "LoadBalancer" if svc in proc.exposed else "ClusterIP",
-                "selector": _selector(experiment, group, part.name),
+                "selector": group_selector(experiment, group, part.name),
                 "ports": [{"name": "tcp", "protocol": "TCP", "port": port, "targetPort": port}],
             }
             if svc in proc.exposed and ranges:
@@ -364,7 +262,7 @@ def workload(
     `split`: the group runs as several parts, so the pod also gets the affinity that puts it on
     the node of the group's other pods.
     """
-    selector = _selector(experiment, part.group, part.name)
+    selector = group_selector(experiment, part.group, part.name)
     pod_labels = {**labels, **selector}
     spec_ = pod_spec(experiment, part, eps, options)
     spec_["restartPolicy"] = POD_RESTART[part.mode]

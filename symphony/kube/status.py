@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from symphony.backends.base import EXITED, FAILED, PENDING, RESTARTING, RUNNING, ProcessStatus
-from symphony.kube.manifests import LABEL_GROUP
+from symphony.kube.naming import LABEL_GROUP
 
 _BACKOFF = ("CrashLoopBackOff",)
 

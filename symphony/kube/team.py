@@ -23,7 +23,7 @@ from typing import Any
 from symphony import spec_store
 from symphony.backends.base import ExperimentSummary, overall_status
 from symphony.errors import BackendError, LaunchRefused
-from symphony.kube.manifests import (
+from symphony.kube.naming import (
     ANNOTATION_SPEC,
     LABEL_EXPERIMENT,
     LABEL_MANAGED,

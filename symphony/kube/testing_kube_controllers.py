@@ -24,7 +24,7 @@ import datetime
 import itertools
 from typing import Any
 
-from symphony.kube.manifests import LABEL_WORKLOAD
+from symphony.kube.naming import LABEL_WORKLOAD
 from symphony.kube.testing_kube import KubeEndpoint
 
 

@@ -52,7 +52,7 @@ def test_keys_and_env_follow_the_backend(tmp_path, backend, overrides, on):
 def test_kube_mounts_the_keys_as_a_secret_and_manifests_validate(tmp_path):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     from symphony.kube.backend import KubeBackend
-    from symphony.kube.manifests import SECRETS_ROOT
+    from symphony.kube.naming import SECRETS_ROOT
 
     plan = make_plan(tmp_path, "kube")
     launching.create_run(plan)

@@ -27,7 +27,7 @@ from surreal.runtime.runfolder.rundir import RunDir  # noqa: E402
 from symphony import spec_store  # noqa: E402
 from symphony.cli import main as symphony_main  # noqa: E402
 from symphony.kube.backend import KubeBackend  # noqa: E402
-from symphony.kube.manifests import ANNOTATION_SPEC  # noqa: E402
+from symphony.kube.naming import ANNOTATION_SPEC  # noqa: E402
 from symphony.kube.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.kube.testing_kube_controllers import Controllers  # noqa: E402
 from tests.surreal.helpers import own_lines  # noqa: E402

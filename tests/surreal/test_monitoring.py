@@ -58,7 +58,8 @@ def test_the_exporter_serves_labelled_series_and_survives_garbage():
 
 
 def test_every_process_binds_its_metrics_service_and_kube_pods_are_annotated(tmp_path):
-    from symphony.kube.manifests import RenderOptions, render
+    from symphony.kube.manifests import render
+    from symphony.kube.naming import RenderOptions
 
     plan = launching.plan("ppo", folder=str(tmp_path / "runs"), actors=3)
     exp = launching.build_experiment(plan)

@@ -11,7 +11,7 @@ import pytest
 from symphony.backends import INTERNAL, backend_class, backend_names, capabilities
 from symphony.backends.base import Backend, Capabilities
 from symphony.errors import BackendError
-from symphony.kube.manifests import SECRETS_ROOT
+from symphony.kube.naming import SECRETS_ROOT
 from symphony.records import Records
 
 EXPECTED = {

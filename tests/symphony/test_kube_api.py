@@ -17,7 +17,7 @@ pytest.importorskip("kubernetes")
 
 from symphony.errors import BackendError, LaunchRefused  # noqa: E402
 from symphony.kube.backend import KubeBackend  # noqa: E402
-from symphony.kube.manifests import LABEL_EXPERIMENT, LABEL_GROUP, LABEL_OWNER  # noqa: E402
+from symphony.kube.naming import LABEL_EXPERIMENT, LABEL_GROUP, LABEL_OWNER
 from symphony.kube.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.records import Records  # noqa: E402
 

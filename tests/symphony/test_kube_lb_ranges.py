@@ -10,7 +10,8 @@ import pytest
 
 from cloudwise.spec import ClusterSpec
 from symphony import Experiment, Process
-from symphony.kube.manifests import RenderOptions, render
+from symphony.kube.manifests import render
+from symphony.kube.naming import RenderOptions
 
 pytestmark = pytest.mark.timeout(120)
 

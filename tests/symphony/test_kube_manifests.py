@@ -16,7 +16,8 @@ from cloudwise import labels as cw
 from cloudwise.spec import ClusterSpec
 from symphony import spec_store
 from symphony.addresses import env_prefix
-from symphony.kube.manifests import LABEL_EXPERIMENT, LABEL_OWNER, RenderOptions, render
+from symphony.kube.manifests import render
+from symphony.kube.naming import LABEL_EXPERIMENT, LABEL_OWNER, RenderOptions
 from symphony.spec import Experiment, Process
 
 pytestmark = pytest.mark.timeout(60)

@@ -6,7 +6,8 @@ import pytest
 
 from symphony import Experiment, Process, ProcessGroup, RestartPolicy
 from symphony.errors import SpecError
-from symphony.kube.manifests import LABEL_WORKLOAD, RenderOptions, render
+from symphony.kube.manifests import render
+from symphony.kube.naming import LABEL_WORKLOAD, RenderOptions
 
 pytestmark = pytest.mark.timeout(120)
 VERSIONS = ["1.29", "1.30", "1.31", "1.32", "1.33"]

@@ -17,7 +17,8 @@ from symphony.addresses import env_prefix
 from symphony.cli import main as symphony_main
 from symphony.errors import BackendError, SpecError
 from symphony.kube.backend import KubeBackend, _groups_from_spec
-from symphony.kube.manifests import ANNOTATION_SPEC, RenderOptions, render
+from symphony.kube.manifests import render
+from symphony.kube.naming import ANNOTATION_SPEC, RenderOptions
 from symphony.kube.output import PRINT_LIMIT, file_names, plan_text
 from symphony.kube.resources import SHARE_ENV_MIN
 from symphony.kube.testing_kube import KubeEndpoint
