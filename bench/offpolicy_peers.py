@@ -215,6 +215,36 @@ def report(folder: Path, out: Path, seeds: list[int], envs: list[str]) -> str:
                         )
                 if now:
                     _plot(algo, env, seed, now, marks, out)
+    return "\n".join(rows) + "\n\n" + seed_summary(results, seeds, envs)
+
+
+def seed_summary(results: list[dict], seeds: list[int], envs: list[str]) -> str:
+    """Per algo, env and budget that both systems finished for the same seeds: each system's
+    mean greedy return over those seeds [range], and surreal's mean over CleanRL's."""
+    rows = [
+        "| algo | env | budget | seeds | surreal greedy, mean [range] | "
+        "CleanRL greedy, mean [range] | surreal / CleanRL |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    finals: dict[tuple, dict[str, dict[int, float]]] = {}
+    for r in results:
+        if r["seed"] in seeds and r["env"] in envs:
+            key = (r["algo"], r["env"], r["budget"])
+            finals.setdefault(key, {}).setdefault(r["system"], {})[r["seed"]] = r["final"]
+    for (algo, env, budget), by_system in sorted(finals.items()):
+        both = sorted(set(by_system.get("surreal", {})) & set(by_system.get("cleanrl", {})))
+        if not both:
+            continue
+        cells = []
+        for system in ("surreal", "cleanrl"):
+            values = [by_system[system][seed] for seed in both]
+            mean = sum(values) / len(values)
+            cells.append((mean, f"{_num(mean)} [{_num(min(values))}-{_num(max(values))}]"))
+        ratio = cells[0][0] / cells[1][0] if cells[1][0] > 0 else float("nan")
+        rows.append(
+            f"| {algo} | {env} | {budget:,} | {', '.join(map(str, both))} | {cells[0][1]} | "
+            f"{cells[1][1]} | {ratio:.2f}x |"
+        )
     return "\n".join(rows)
 
 
@@ -245,7 +275,7 @@ def _plot(algo: str, env: str, seed: int, now: dict, marks: dict, out: Path) -> 
     ax.set_title(f"{algo} {env} seed {seed}: surreal launch and CleanRL's file, same window")
     ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
-    fig.savefig(out / f"offpolicy_peers_{algo}_{env}.png", dpi=90)
+    fig.savefig(out / f"offpolicy_peers_{algo}_{env}_s{seed}.png", dpi=90)
     plt.close(fig)
 
 

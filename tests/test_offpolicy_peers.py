@@ -76,7 +76,13 @@ def test_a_sitting_runs_surreal_and_cleanrl_side_by_side_and_reports_both(tmp_pa
     sittings = [json.loads(x) for x in sittings_file.read_text().splitlines()]
     assert {s["system"] for s in sittings} == {"surreal", "cleanrl"}
     assert all(s["code"] == 0 and s["end"] > s["start"] and s["load"] for s in sittings)
-    assert (tmp_path / "offpolicy_peers_td3_HalfCheetah-v5.png").is_file()
+    assert (tmp_path / "offpolicy_peers_td3_HalfCheetah-v5_s1.png").is_file()  # one per seed
+    (summary,) = [
+        x
+        for x in (tmp_path / "offpolicy_peers.md").read_text().splitlines()
+        if x.startswith("| td3 | HalfCheetah-v5 | 3,000 | 1 |")
+    ]
+    assert summary.endswith("x |"), summary  # the mean over seeds of both, and their ratio
     # both finished: the same command starts neither again and adds no sitting
     again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
