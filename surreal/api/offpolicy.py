@@ -54,7 +54,8 @@ class OffPolicyConfig(LearnerConfig):
     replay_capacity: int = bounded(1_000_000, ge=1)
     """Transitions kept by the replay (by each shard when sharded)."""
     replay_start: int = bounded(1_000, ge=1)
-    """Transitions stored before the learner samples (the sampling-start size)."""
+    """Transitions stored before the learner samples (the sampling-start size); with K > 1
+    replay shards each shard samples from half its share (`replay_shard.sampling_start`)."""
     replay_shards: int = bounded(1, ge=1)
     """Replay shards behind a load-balancing proxy (actors' chunks spread over them)."""
     param_shards: int = bounded(1, ge=1)

@@ -11,7 +11,7 @@ import pytest
 import caraml
 from caraml.testing import free_port
 from surreal.algos.ddpg.learner_loop import StepCounter, sample_reply_to_arrays
-from surreal.runtime.processes.replay_shard import ReplayShard
+from surreal.runtime.processes.replay_shard import ReplayShard, sampling_start
 from surreal.runtime.processes.sharding import start_replay_proxies
 
 pytestmark = pytest.mark.timeout(60)
@@ -88,3 +88,13 @@ def test_step_counter_keeps_counting_across_a_shard_restart_and_out_of_order_rep
     assert steps.update(0, 40, boot=7) == 220  # an older reply arriving late changes nothing
     assert steps.update(0, 5, boot=9) == 225  # shard 0 restarted: its 50 earlier ones still count
     assert steps.update(0, 30, boot=9) == 250
+
+
+def test_a_single_shard_samples_from_replay_start_and_each_of_k_from_half_its_share():
+    # one shard: the config's sampling-start size itself (it once started at half of it)
+    assert sampling_start(10_000, 1) == 10_000
+    # K shards fed round robin: half of each one's share, so one a few chunks short never
+    # holds the learner back
+    assert sampling_start(10_000, 2) == 2_500
+    assert sampling_start(10_000, 4) == 1_250
+    assert sampling_start(3, 4) == 1  # never 0: an empty shard does not answer samples
