@@ -265,6 +265,13 @@ def test_resume_continues_the_learner_from_its_checkpoint(tmp_path):
     )
     assert first.returncode == 0, first.stdout + first.stderr
     before = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    # a new run: the learner samples from the warm-up's 300 random steps on and the actor keeps
+    # pace from there (one update per env step); it once stood at its first parameters while
+    # the learner took ~300 updates on the warm-up alone
+    assert before["learner"]["iteration"] <= before["counters"]["global_step"] - 300 + 2 * 32, (
+        before["learner"]["iteration"],
+        before["counters"]["global_step"],
+    )
     again = surreal_cli(["launch", "--resume", str(run), "--steps", "1600"], tmp_path, home)
     assert again.returncode == 0, again.stdout + again.stderr
     after = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)

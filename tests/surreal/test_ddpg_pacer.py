@@ -57,15 +57,31 @@ def test_a_starved_learner_gets_a_refills_worth_of_steps_not_the_budget():
 
 def test_after_a_resume_an_actor_keeps_pace_from_its_first_step():
     pace, _ = pacer()
-    pace.start(version=14_501, learner_step=300_032)  # the resumed learner's first publication
+    pace.start(version=14_501, learner_step=300_032, env_steps=0)  # the resumed learner's first
     slack = 32 + 3  # only what sits in the writer: the replay was restored, no warm-up share
     assert not pace.ahead(slack - 1, version=14_501)
     assert pace.ahead(slack, version=14_501)
     assert not pace.ahead(slack, version=14_502)  # 20 more updates: 10 more steps each
-    # a new run's first parameters (the learner has counted no env step) keep the warm-up share
-    fresh, _ = pacer()
-    fresh.start(version=0, learner_step=0)
-    assert not fresh.ahead(1000 // 2 + slack - 1, version=0)
+    # a restarted actor of a running run: the same
+    restarted, _ = pacer()
+    restarted.start(version=800, learner_step=20_000, env_steps=16)
+    assert restarted.ahead(16 + slack, version=800)
+
+
+def test_a_new_runs_actors_keep_their_warm_up_share_at_the_learners_first_parameters():
+    # the learner publishes once the replay holds its sampling start: it has counted the
+    # warm-up's env steps, which these two actors took side by side (it once read that as a
+    # resume: the actors stood while the learner took thousands of updates on the warm-up)
+    for step in (0, 1000, 1064):
+        fresh, _ = pacer()
+        fresh.start(version=1, learner_step=step, env_steps=step // 2)
+        assert not fresh.ahead(1000 // 2 + 35 - 1, version=1), step
+        assert fresh.ahead(1000 // 2 + 35, version=1), step
+    # an actor that started late (its fellow took 600 steps alone) gets what is left of it
+    late, _ = pacer()
+    late.start(version=1, learner_step=600, env_steps=0)
+    assert not late.ahead((1000 - 600) // 2 + 35 - 1, version=1)
+    assert late.ahead((1000 - 600) // 2 + 35, version=1)
 
 
 def test_a_resumed_run_takes_no_random_warm_up_before_the_learners_parameters():

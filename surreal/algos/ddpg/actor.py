@@ -48,11 +48,14 @@ class Pacer:
     transitions lost), an actor takes another refill's worth: the run never stands still.
 
     The warm-up allowance (`algo.replay_start / actors` steps ahead of the updates) is for a new
-    run only: an actor whose first parameters come from a learner that has taken env steps
-    already (a resumed run, whose replay was restored; a restarted actor) keeps pace from its
-    first step. Were the replay not restored, the learner says it is starved, which gives the
-    refill's worth above. (It once let each actor of a resumed HalfCheetah run take 5k steps at
-    3x the learner's rate before the first wait.)
+    run only: an actor whose first parameters come from a learner that counted env steps this
+    actor's fellows did not take beside it (a resumed run, whose replay was restored; a
+    restarted actor) keeps pace from its first step. Were the replay not restored, the learner
+    says it is starved, which gives the refill's worth above. (It once let each actor of a
+    resumed HalfCheetah run take 5k steps at 3x the learner's rate before the first wait; and
+    the first fix of that took the allowance from a new run's actors too, whose learner has
+    counted the warm-up's steps at its first publication: they stood for a minute while the
+    learner took ~7k updates on the first 10k transitions.)
     """
 
     RENEW_S = 2.0
@@ -102,12 +105,16 @@ class Pacer:
             return False
         return True
 
-    def start(self, version: int, learner_step: int) -> None:
-        """Pace from the first parameters this actor got: the learner's version, and the env
-        steps it had counted (none: a new run, which gets the warm-up allowance)."""
+    def start(self, version: int, learner_step: int, env_steps: int) -> None:
+        """Pace from the first parameters this actor got (at its own `env_steps`): the learner's
+        version, and the env steps it had counted. What the other actors took beyond this
+        one's share (`learner_step - actors * env_steps`) is warm-up already spent: a new run's
+        actors, which took the run's first steps side by side, keep the whole allowance (their
+        first parameters come at the sampling start, ~`replay_start` steps counted); a restarted
+        actor, or one of a resumed run, gets none and keeps pace from its first step."""
         self.v0 = version
-        if learner_step > 0:
-            self.warmup = 0
+        spent = max(0, learner_step - self.actors * env_steps)
+        self.warmup = max(0, min(self.warmup, self.algo.replay_start - spent))
 
     def fetch(self, params, env_steps: int, stopping) -> dict | None:
         """Newer parameters if any; waits (polling) while this actor is ahead of the learner."""
@@ -117,7 +124,7 @@ class Pacer:
             except caraml.RequestTimeout:  # parameter servers restarting: keep what we have
                 return None
             if fresh is not None and self.v0 is None:  # pace relative to the learner at our start
-                self.start(params.version, params.step)
+                self.start(params.version, params.step, env_steps)
             if fresh is not None or not self.ahead(
                 env_steps, params.latest_version, params.starved
             ):
