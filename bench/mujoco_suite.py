@@ -83,7 +83,9 @@ def launch(algo: str, env: str, seed: int, steps: int, actors: int, folder: Path
         return run
     started = time.monotonic()
     print(" ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True)
+    code = subprocess.run(cmd).returncode
+    if code != 0:  # stopped (SIGTERM, Ctrl-C) or failed: its log says why; the same command resumes
+        raise SystemExit(f"{run}: surreal launch ended with code {code}; see {run}/logs")
     print(f"{run}: {time.monotonic() - started:.0f} s", flush=True)
     return run
 

@@ -57,3 +57,15 @@ def test_a_part_runs_through_surreal_launch_and_lands_in_the_table(tmp_path):
     assert f"{run}: finished before, kept" in again.stdout
     report = _suite(tmp_path, "--report-only")
     assert report.returncode == 0 and row in report.stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_part_whose_launch_fails_ends_the_suite_with_one_line_not_a_traceback(tmp_path):
+    part = ("--algo", "td3", "--env", "Hopper-v5", "--steps", "2048", "--set", "algo.nope=1")
+    failed = _suite(tmp_path, *part)
+    assert failed.returncode == 1
+    assert "Traceback" not in failed.stderr
+    run = tmp_path / "runs" / "td3-hopper-v5" / "s1"
+    assert f"{run}: surreal launch ended with code 2; see {run}/logs" in failed.stderr, (
+        failed.stderr[-2000:]
+    )
