@@ -279,6 +279,13 @@ def _plot(algo: str, env: str, seed: int, now: dict, marks: dict, out: Path) -> 
     plt.close(fig)
 
 
+def use_eval_episodes(episodes: int) -> None:
+    """Both systems' evaluation at the end of a budget takes `episodes` greedy episodes (this
+    script's CleanRL `--eval-episodes` and `surreal eval --episodes`, and the tables' headers)."""
+    global EVAL_EPISODES
+    EVAL_EPISODES = mujoco_suite.FINAL_EPISODES = max(1, episodes)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--algo", nargs="+", default=list(ALGOS), choices=ALGOS)
@@ -290,7 +297,14 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], dest="extra", help="KEY=VALUE")
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--out", type=Path, default=mujoco_suite.OUT)
+    parser.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=EVAL_EPISODES,
+        help=f"greedy episodes of each system's evaluation at the end (default {EVAL_EPISODES})",
+    )
     args = parser.parse_args()
+    use_eval_episodes(args.eval_episodes)
     args.folder.mkdir(parents=True, exist_ok=True)
     if not args.report_only:
         for algo in args.algo:

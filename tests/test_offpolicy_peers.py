@@ -63,7 +63,7 @@ def test_a_sitting_runs_surreal_and_cleanrl_side_by_side_and_reports_both(tmp_pa
     env = dict(os.environ, SYMPHONY_HOME=str(tmp_path / "home"), PYTHONPATH=str(ROOT))
     cmd = [sys.executable, str(ROOT / "bench" / "offpolicy_peers.py"), "--algo", "td3"]
     cmd += ["--steps", "3000", "--folder", str(tmp_path / "runs"), "--out", str(tmp_path)]
-    cmd += ["--set", "algo.replay_start=500"]
+    cmd += ["--set", "algo.replay_start=500", "--eval-episodes", "2"]
     first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     rows = _rows(tmp_path)
@@ -83,6 +83,10 @@ def test_a_sitting_runs_surreal_and_cleanrl_side_by_side_and_reports_both(tmp_pa
         if x.startswith("| td3 | HalfCheetah-v5 | 3,000 | 1 |")
     ]
     assert summary.endswith("x |"), summary  # the mean over seeds of both, and their ratio
+    # --eval-episodes: both systems' evaluation at the end, and the table says so
+    assert "greedy eval at the end (2 episodes)" in (tmp_path / "offpolicy_peers.md").read_text()
+    surreal_eval = tmp_path / "runs" / "td3-halfcheetah-v5" / "s1" / "final_eval.json"
+    assert json.loads(surreal_eval.read_text())["episodes"] == 2
     # both finished: the same command starts neither again and adds no sitting
     again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert again.returncode == 0, again.stderr[-2000:]
