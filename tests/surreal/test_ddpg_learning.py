@@ -8,10 +8,13 @@ import pytest
 torch = pytest.importorskip("torch")
 torch.set_num_threads(1)
 
-from surreal.algos.ddpg.config import DDPGConfig  # noqa: E402
+from surreal.algos.ddpg.config import DDPGConfig, TD3Config  # noqa: E402
+from surreal.algos.ddpg.learner import DDPGLearner  # noqa: E402
 from surreal.algos.ddpg.learning import DDPG  # noqa: E402
 from surreal.algos.ddpg.networks import hard_update, soft_update  # noqa: E402
 from surreal.algos.ddpg.noise import GaussianNoise, OUNoise, actor_sigma  # noqa: E402
+from surreal.algos.sac.config import SACConfig  # noqa: E402
+from surreal.algos.sac.learner import SACLearner  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -143,3 +146,18 @@ def test_config_rejects_bad_values_with_the_fix():
         DDPGConfig(n_step=0)
     td3 = DDPGConfig.td3()
     assert td3.twin_critics and td3.policy_smoothing > 0 and td3.actor_delay == 2
+
+
+def _actor_weights(learner_class, config, seed: int) -> torch.Tensor:
+    torch.manual_seed(seed)  # what the learner process does with run.seed
+    return _flat(learner_class.make_algo(3, 1, config, torch.device("cpu")).actor)
+
+
+@pytest.mark.parametrize(
+    "learner_class, config", [(DDPGLearner, TD3Config()), (SACLearner, SACConfig())]
+)
+def test_the_learners_networks_follow_run_seed(learner_class, config):
+    # the algorithm once reseeded with its own default 0: every seed had the same networks
+    one = _actor_weights(learner_class, config, 1)
+    assert torch.equal(one, _actor_weights(learner_class, config, 1))
+    assert not torch.equal(one, _actor_weights(learner_class, config, 2))

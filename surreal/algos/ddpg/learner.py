@@ -140,8 +140,9 @@ class DDPGLearner(Learner):
         cls, obs_dim: int, act_dim: int, config: DDPGConfig, device: torch.device
     ) -> OffPolicyAlgo:
         """The networks, optimizers and update (`DDPG`); another algorithm on DDPG's processes
-        (SAC) returns its own."""
-        return DDPG(obs_dim, act_dim, config, device=device)
+        (SAC) returns its own. Seeded with torch's seed, which the learner process set to
+        `run.seed` (DDPG's own default, 0, once gave every seed of a run the same networks)."""
+        return DDPG(obs_dim, act_dim, config, seed=torch.initial_seed(), device=device)
 
     @classmethod
     def make_policy(cls, config: DDPGConfig, env_info: EnvInfo) -> DDPGPolicy:

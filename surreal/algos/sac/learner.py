@@ -66,8 +66,9 @@ class SACLearner(DDPGLearner):
     def make_algo(
         cls, obs_dim: int, act_dim: int, config: SACConfig, device: torch.device
     ) -> OffPolicyAlgo:
-        """`SAC`: twin critics, the squashed Gaussian policy and the tuned temperature."""
-        return SAC(obs_dim, act_dim, config, device=device)
+        """`SAC`: twin critics, the squashed Gaussian policy and the tuned temperature, seeded
+        with torch's seed (`run.seed`, as `DDPGLearner.make_algo`)."""
+        return SAC(obs_dim, act_dim, config, seed=torch.initial_seed(), device=device)
 
     @classmethod
     def make_policy(cls, config: SACConfig, env_info: EnvInfo) -> SACPolicy:
