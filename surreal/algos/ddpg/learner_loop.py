@@ -12,6 +12,7 @@ import caraml
 from caraml.errors import WorkerDied
 from surreal.runtime.processes.common import Component
 from surreal.runtime.processes.learner import build_learner
+from surreal.runtime.processes.replay_shard import sampling_start
 from surreal.runtime.runfolder import checkpoint
 
 REPUBLISH_AFTER_S = 2.0
@@ -186,7 +187,8 @@ class _Loop:
         """Log, at most every 10 s, which shard the learner waits for and how full it is."""
         now = time.monotonic()
         if now - self.refill_logged > 10.0:
-            warmup = self.comp.config.algo.replay_start
+            algo = self.comp.config.algo  # the shard's own sampling start, not the run's total
+            warmup = sampling_start(algo.replay_start, algo.replay_shards)
             self.comp.log.info("replay-%d refilling (%d/%d)", shard, size, warmup)
             self.refill_logged = now
 
