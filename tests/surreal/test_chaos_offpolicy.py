@@ -40,8 +40,9 @@ VICTIMS = re.compile(r"(replay|param-server)-\d+")
 proxies in front of them, nor the learner)."""
 
 # (step budget, eval goal, fair-share seconds the chaos may last). `make test`: a budget a quiet
-# machine runs in ~2 min, kills included (8k once ended after 5 kills in a CI), and a goal that says it learned (a random policy
-# scores about -1,200 to -1,500); `make test-long`: the issue's goal, -200.
+# machine runs in ~2 min, kills included (8k once ended after 5 kills in a CI), and a goal that
+# says it learned (a random policy scores about -1,200 to -1,500); `make test-long`: the issue's
+# goal, -200.
 LEARNS = (12_000, -800.0, 600.0)
 SOLVES = (20_000, -200.0, 1200.0)
 
