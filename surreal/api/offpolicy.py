@@ -65,7 +65,8 @@ class OffPolicyConfig(LearnerConfig):
     updates_per_step: float = bounded(1.0, ge=0)
     """Learner updates per env step: the single-process loop does exactly this many; distributed
     actors pause once all of them together are more than replay_start + updates / updates_per_step
-    env steps ahead of the learner (0: actors never wait, as in Ape-X)."""
+    env steps ahead of the learner, and the learner once it is more than a small slack ahead of
+    updates_per_step x the env steps past the warm-up (0: neither waits, as in Ape-X)."""
     chunk_size: int = bounded(32, ge=1)
     """Transitions per message an actor pushes to replay."""
     fetch_batches: int = bounded(4, ge=1)

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
+from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("gymnasium")
 pytest.importorskip("torch")
 
+from surreal.algos.ddpg.learner_loop import slack  # noqa: E402
 from surreal.testing import surreal_cli  # noqa: E402
 from tests.surreal.helpers import describe, processes_of, start_launch, status, wait_until  # noqa: E402
 
@@ -267,10 +270,15 @@ def test_resume_continues_the_learner_from_its_checkpoint(tmp_path):
     before = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     # a new run: the learner samples from the warm-up's 300 random steps on and the actor keeps
     # pace from there (one update per env step); it once stood at its first parameters while
-    # the learner took ~300 updates on the warm-up alone
-    assert before["learner"]["iteration"] <= before["counters"]["global_step"] - 300 + 2 * 32, (
+    # the learner took ~300 updates on the warm-up alone. The learner keeps the bound from its
+    # side (`UpdatePace`, its slack: the actors' unpushed steps and a version's updates): a
+    # loaded machine once slowed the actor and the learner took 732 where 724 were allowed
+    config = json.loads((run / "config.json").read_text())
+    ahead = slack(SimpleNamespace(**config["algo"]), config["run"]["actors"])
+    assert before["learner"]["iteration"] <= before["counters"]["global_step"] - 300 + ahead, (
         before["learner"]["iteration"],
         before["counters"]["global_step"],
+        ahead,
     )
     again = surreal_cli(["launch", "--resume", str(run), "--steps", "1600"], tmp_path, home)
     assert again.returncode == 0, again.stdout + again.stderr

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,9 @@ from surreal.runtime.runfolder import checkpoint
 REPUBLISH_AFTER_S = 2.0
 """Seconds without a reply from the replay after which the learner publishes its parameters
 again (every second while it lasts)."""
+STALL_S = 2.0
+"""Seconds the paced learner waits without a new env step before it goes on anyway (every actor
+waiting too, dead or restarting): it then takes one update and looks again."""
 
 
 def sample_reply_to_arrays(reply: dict) -> dict[str, np.ndarray]:
@@ -97,6 +101,91 @@ def main(run_dir: str, index: int = 0) -> None:
         raise SystemExit(checkpoint.UNWRITABLE_EXIT)  # never restarted (a full disk stays full)
 
 
+def slack(algo: Any, actors: int) -> float:
+    """Updates the paced learner may be ahead of `updates_per_step` x the env steps it has seen
+    stored: what the actors hold unpushed (`chunk_size + n_step` each) and the updates their
+    pacing does not see until the next version (`publish_every`), so that the learner never waits
+    for steps the actors wait to take; plus one."""
+    unpushed = actors * (algo.chunk_size + algo.n_step) * algo.updates_per_step
+    return algo.publish_every + unpushed + 1
+
+
+class UpdatePace:
+    """Keeps the learner's updates within `algo.updates_per_step` per env step stored: it may
+    have taken (env steps stored - the sampling start) x updates_per_step updates, counted from
+    where this learner started (a resumed or restarted one goes on from its checkpoint's
+    counters), plus `slack(algo, actors)`. The actors keep the other side of the ratio
+    (`actor.Pacer`); without this side a learner whose actors were slowed (a loaded machine)
+    took more updates per env step than the config says (Pendulum: 732 updates where 724 were
+    due).
+
+    While at its limit the learner asks the replay for its count in a long poll (`stats` with
+    `wait_s`, answered when a chunk is stored). If the count stands still for STALL_S (the
+    actors wait as well, or are down), it goes on for a version's worth of updates
+    (`publish_every`), which gives waiting actors room: pacing never stops a run."""
+
+    def __init__(self, comp, counters: dict, steps: StepCounter) -> None:
+        algo = comp.config.algo
+        self.comp, self.counters, self.steps = comp, counters, steps
+        self.per_step = float(algo.updates_per_step)
+        self.slack = slack(algo, comp.config.run.actors)
+        total_start = algo.replay_shards * sampling_start(algo.replay_start, algo.replay_shards)
+        self.from_step = max(counters["global_step"], total_start)
+        self.from_its = counters["iterations"]
+        self.grace_until = 0  # after a stall: free up to this many iterations
+        self.publish_every = int(algo.publish_every)
+        self.waited_s = 0.0  # seconds spent waiting for env steps (reported, then reset)
+        self.stalls = 0  # times it went on without a new env step
+        self.client: caraml.Client | None = None  # made at the first wait
+
+    def allowed(self) -> float:
+        """Updates this learner may have taken at the env steps counted now."""
+        if self.per_step <= 0:
+            return float("inf")
+        new_steps = max(0, self.counters["global_step"] - self.from_step)
+        return self.from_its + new_steps * self.per_step + self.slack
+
+    def room(self, stop: Callable[[], bool], tick: Callable[[], None]) -> bool:
+        """True once the learner may take its next update (at once while within the ratio);
+        False when `stop()` holds first. `tick()` runs after each poll (reports, checkpoints)."""
+        c = self.counters
+        still_since = time.monotonic()
+        while c["iterations"] >= max(self.allowed(), self.grace_until):
+            if stop():
+                return False
+            now = time.monotonic()
+            if now - still_since >= STALL_S:
+                self.stalls += 1
+                self.grace_until = c["iterations"] + self.publish_every
+                return True
+            before = c["global_step"]
+            self._poll()
+            self.waited_s += time.monotonic() - now
+            tick()
+            if c["global_step"] != before:
+                still_since = time.monotonic()
+        return True
+
+    def _poll(self) -> None:
+        """One long poll of the replay's count (a shard that does not answer: nothing new)."""
+        if self.client is None:
+            self.client = caraml.Client(
+                self.comp.address("replay-sample").tcp, timeout=STALL_S, retries=0
+            )
+        try:
+            reply = self.client.request({"op": "stats", "wait_s": STALL_S / 4})
+        except caraml.CaramlError:
+            return
+        if isinstance(reply, dict) and "added" in reply:
+            self.counters["global_step"] = self.steps.update(
+                int(reply["shard"]), int(reply["added"]), int(reply.get("boot", 0))
+            )
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+
 class _Loop:
     """The learner, its counters, publications, reports and checkpoints."""
 
@@ -104,6 +193,7 @@ class _Loop:
         self.comp = comp
         self.learner, self.counters = build_learner(comp)
         self.steps = StepCounter(self.counters["global_step"], restarted=comp.restarts > 0)
+        self.pace = UpdatePace(comp, self.counters, self.steps)
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
         self.last_report = self.last_ckpt = self.started = time.monotonic()
         self.start_step, self.its_at_report = (
@@ -137,6 +227,9 @@ class _Loop:
     def done(self) -> bool:
         return self.counters["global_step"] >= self.comp.config.run.steps
 
+    def _stop_now(self) -> bool:
+        return self.comp.stopping.is_set() or self.done()
+
     def consume(self, data: dict[str, np.ndarray]) -> None:
         """`fetch_batches` learner updates on one reply (or a re-publication if it was empty)."""
         c, algo = self.counters, self.comp.config.algo
@@ -151,8 +244,10 @@ class _Loop:
         if self.starved:  # batches again: say so now, not at the next version
             self.publish()
         metrics: dict[str, Any] = {}
-        t0 = time.perf_counter()
+        t0, waited = time.perf_counter(), self.pace.waited_s
         for j in range(len(data["rew"]) // algo.batch_size):
+            if not self.pace.room(self._stop_now, lambda: self.report({})):
+                break
             part = slice(j * algo.batch_size, (j + 1) * algo.batch_size)
             metrics = self.learner.learn(
                 {k: data[k][part] for k in ("obs", "act", "rew", "next_obs", "discount")}
@@ -161,7 +256,7 @@ class _Loop:
             if c["iterations"] % algo.publish_every == 0:
                 c["version"] += 1
                 self.publish()
-        self.busy_s += time.perf_counter() - t0
+        self.busy_s += time.perf_counter() - t0 - (self.pace.waited_s - waited)
         self.report(metrics)
 
     def waiting(self) -> None:
@@ -203,8 +298,12 @@ class _Loop:
             metrics["charts/learner_its"] = its / (now - self.last_report)
             # seconds per update (as PPO's learner reports): its x learn_time is the busy share
             metrics["charts/learn_time"] = self.busy_s / max(its, 1)
+            # the share of the time the learner waited for env steps (`UpdatePace`)
+            metrics["charts/learner_paced"] = self.pace.waited_s / (now - self.last_report)
+            metrics["charts/learner_pace_stalls"] = float(self.pace.stalls)
             self.comp.report(c["global_step"], metrics, version=c["version"], finished=False)
             self.last_report, self.its_at_report, self.busy_s = now, c["iterations"], 0.0
+            self.pace.waited_s = 0.0
         if now - self.last_ckpt > self.comp.config.algo.checkpoint_every_s:
             self.save()
             self.last_ckpt = now
@@ -221,6 +320,7 @@ class _Loop:
 
     def close(self) -> None:
         c = self.counters
+        self.pace.close()
         self.publisher.close()
         self.comp.report(
             c["global_step"], {}, version=c["version"], finished=self.done(), exiting=True

@@ -78,6 +78,8 @@ class ReplayShard:
         self.restored = 0
         """Transitions loaded from a saved part (`load_part`): not counted as new env steps."""
         self.stopped = threading.Event()
+        self.on_stored: Callable[[], None] = lambda: None
+        """Called after a chunk was stored (`serve`: the server's wake when a request waits)."""
 
     @property
     def added(self) -> int:
@@ -104,18 +106,20 @@ class ReplayShard:
             f"{meta['sha256'][:12]}, verified) in {time.perf_counter() - t0:.2f} s"
         )
 
-    def handle(self, message: Any) -> dict:
+    def handle(self, message: Any) -> dict | caraml.Later:
         """Answer a sample or stats request (the caraml Server handler); a request that is
-        neither is counted and answered {"ready": False, "error": ...}, never raised."""
+        neither is counted and answered {"ready": False, "error": ...}, never raised. A stats
+        request with "wait_s" is answered once the next chunk is stored (or after wait_s)."""
         request = self.request_guard.check(sample_request, message)
         op = None if request is None else request["op"]
+        if op == "stats" and request.get("wait_s"):
+            with self.lock:
+                seen = self.storage.added
+            return caraml.Later(
+                lambda: self.storage.added > seen, self._stats, float(request["wait_s"])
+            )
         with self.lock:
-            info = {
-                "size": len(self.storage),
-                "added": self.added,
-                "shard": self.index,
-                "boot": self.boot,
-            }
+            info = self._info()
             if op == "stats":
                 return {**info, "chunks": self.chunks}
             if op != "sample":
@@ -128,6 +132,20 @@ class ReplayShard:
                 "batch": self.sampler.sample(self.storage, int(request["batch_size"])),
             }
 
+    def _info(self) -> dict:
+        """What every reply carries (call with the lock held)."""
+        return {
+            "size": len(self.storage),
+            "added": self.added,
+            "shard": self.index,
+            "boot": self.boot,
+        }
+
+    def _stats(self) -> dict:
+        """The reply to a stats request."""
+        with self.lock:
+            return {**self._info(), "chunks": self.chunks}
+
     def add(self, message: Any) -> None:
         """Store one pushed chunk if it fits the shard's schema (else count and drop it)."""
         chunk = self.chunk_guard.check(self.chunk_schema or _any_chunk, message)
@@ -136,6 +154,8 @@ class ReplayShard:
         with self.lock:
             stored = self.chunk_guard.guarded("store-failed", lambda: self.storage.add(chunk))
             self.chunks += stored is not None
+        if stored is not None:
+            self.on_stored()
 
     def serve(self, push_backend: str, sample_backend: str, poll_s: float = 0.2) -> None:
         """Pull and serve until `stop()` (connects to the proxies' backends)."""
@@ -143,6 +163,7 @@ class ReplayShard:
         server = GuardedServer(
             sample_backend, self.handle, self.request_guard, bind=False, max_size=REQUEST_MAX_BYTES
         ).start()
+        self.on_stored = lambda: server.parked and server.wake()  # a paced learner waits
         try:
             while not self.stopped.is_set():
                 chunk = receive(lambda: puller.pull(timeout=poll_s), self.chunk_guard)

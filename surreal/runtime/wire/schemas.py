@@ -213,13 +213,22 @@ def params_request(message: Any) -> ParamsAsk:
     return ParamsAsk(have, wait_for, wait_s, actor)
 
 
+MAX_STATS_WAIT_S = 2.0
+"""The longest a replay shard holds a `stats` request with "wait_s" before it answers anyway."""
+
+
 def sample_request(message: Any, max_batch: int = 1 << 16) -> dict:
-    """A request on a replay shard: {"op": "stats"} or {"op": "sample", "batch_size": b}."""
+    """A request on a replay shard: {"op": "stats"} or {"op": "sample", "batch_size": b}.
+
+    A stats request may carry "wait_s": s (a long poll: answered once the shard stores its next
+    chunk, or after s seconds, at most MAX_STATS_WAIT_S; the paced learner's wait for env steps).
+    """
     req = as_dict(message, "a replay request")
     op = req.get("op")
     op = op if isinstance(op, str) else None
     if op == "stats":
-        return {"op": "stats"}
+        wait_s = as_float(req.get("wait_s", 0.0), "wait_s", 0.0, MAX_STATS_WAIT_S)
+        return {"op": "stats", "wait_s": wait_s} if wait_s > 0 else {"op": "stats"}
     if op != "sample":
         raise Invalid(f"unknown replay request op {op!r:.40}; send 'sample' or 'stats'", "bad-op")
     return {"op": "sample", "batch_size": as_int(req.get("batch_size"), "batch_size", 1, max_batch)}
