@@ -98,7 +98,7 @@ def test_surreals_td3_update_is_cleanrls_step_for_step():
         torch.testing.assert_close(_flat(*mine), _flat(*theirs), rtol=1e-5, atol=1e-6)
 
 
-def _cleanrl_replay_class():
+def cleanrl_replay_class():
     path = Path(__file__).resolve().parents[2] / "bench" / "peers" / "cleanrl_common.py"
     spec = importlib.util.spec_from_file_location("cleanrl_common", path)
     module = importlib.util.module_from_spec(spec)
@@ -110,7 +110,7 @@ def test_surreals_replay_batches_are_cleanrls_for_the_same_draws():
     """1-step writer + ring + uniform sampler (surreal's single-process loop and replay shard)
     against the peer file's buffer, on episodes that terminate and that are truncated: the
     same random draws give the same batches (and discount = gamma x (1 - terminated))."""
-    replay = _cleanrl_replay_class()(capacity=500, obs_dim=OBS, act_dim=ACT)
+    replay = cleanrl_replay_class()(capacity=500, obs_dim=OBS, act_dim=ACT)
     storage, writer = UniformStorage(500), NStepWriter(1, GAMMA)
     env_rng = np.random.default_rng(3)
     obs, length, ends = env_rng.normal(size=OBS), 0, {"term": 0, "trunc": 0}

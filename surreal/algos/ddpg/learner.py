@@ -90,8 +90,8 @@ class DDPGPolicy(Policy):
         return self
 
     def scale(self, unit: np.ndarray) -> np.ndarray:
-        """[-1, 1] -> [low, high]."""
-        return self.low + (unit + 1.0) * 0.5 * (self.high - self.low)
+        """[-1, 1] -> [low, high]: center + unit x half-range (bounds [-1, 1]: `unit` itself)."""
+        return (self.high + self.low) / 2.0 + unit * ((self.high - self.low) / 2.0)
 
     def unit_module(self) -> nn.Module:
         """`unit_action(obs, deterministic=True)` as a torch module (for `export_module`)."""

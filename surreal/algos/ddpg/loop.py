@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -28,9 +29,10 @@ def make_gym_env(env_id: str, seed: int | None = None):
 
 
 def scale_action(env, action: np.ndarray) -> np.ndarray:
-    """Map an action in [-1, 1]^d onto the env's Box bounds."""
+    """Map an action in [-1, 1]^d onto the env's Box bounds: center + a x half-range (on bounds
+    [-1, 1] the action itself, bit for bit, as CleanRL's `bias + a * scale`)."""
     low, high = env.action_space.low, env.action_space.high
-    return low + (np.clip(action, -1.0, 1.0) + 1.0) * 0.5 * (high - low)
+    return (high + low) / 2.0 + np.clip(action, -1.0, 1.0) * ((high - low) / 2.0)
 
 
 def evaluate(env, act: Callable[[np.ndarray], np.ndarray], episodes: int, seed: int) -> float:
@@ -56,11 +58,21 @@ class LoopResult:
     wall_s: float = 0.0
 
 
-def _explore(algo: Any, obs: np.ndarray, noise: Any, warming_up: bool, seed: int) -> np.ndarray:
-    """The next action in [-1, 1]: uniform while the replay warms up, else mu(o) + noise."""
-    if warming_up:
-        act_dim = algo.act_dim
-        return np.random.default_rng(seed).uniform(-1, 1, act_dim).astype(np.float32)
+@dataclass
+class LoopDraws:
+    """Random draws for the loop from elsewhere (None: its own); a test drives the loop with a
+    reference program's draws to compare the two step for step (tests/surreal/test_td3_loop)."""
+
+    warmup: Callable[[int], np.ndarray] | None = None
+    """step -> a uniformly random action in [-1, 1]^d for a warm-up step."""
+    noise: Any = None
+    """The exploration noise process (`make_noise`'s interface: a call draws, `reset()`)."""
+
+
+def _explore(algo: Any, obs: np.ndarray, noise: Any, warmup: Callable[[], np.ndarray] | None):
+    """The next action in [-1, 1]: `warmup()` while the replay warms up, else mu(o) + noise."""
+    if warmup is not None:
+        return warmup()
     return np.clip(algo.act(obs) + noise(), -1.0, 1.0)
 
 
@@ -73,6 +85,7 @@ def train(
     eval_episodes: int = 5,
     stop_at: float | None = None,
     log: Callable[[dict], None] | None = None,
+    draws: LoopDraws | None = None,
 ) -> tuple[object, LoopResult]:
     """Run DDPG in one process; stops early once a mean eval return reaches `stop_at`."""
     torch.set_num_threads(1)
@@ -82,11 +95,16 @@ def train(
     storage = UniformStorage(config.replay_capacity, dedup=config.dedup_obs)
     sampler = UniformSampler(config.replay_start, seed)
     writer = NStepWriter(config.n_step, config.gamma)
-    noise = make_noise(config.noise, act_dim, config.sigma, config.ou_theta, seed)
+    draws = draws or LoopDraws()
+    noise = draws.noise or make_noise(config.noise, act_dim, config.sigma, config.ou_theta, seed)
+    warmup = draws.warmup or (
+        lambda step: np.random.default_rng(seed + step).uniform(-1, 1, act_dim).astype(np.float32)
+    )
     result, start, debt, metrics = LoopResult(), time.perf_counter(), 0.0, {}
     obs, _ = env.reset(seed=seed)
     for step in range(1, total_steps + 1):
-        action = _explore(algo, obs, noise, len(storage) < config.replay_start, seed + step)
+        warming_up = len(storage) < config.replay_start
+        action = _explore(algo, obs, noise, partial(warmup, step) if warming_up else None)
         next_obs, rew, term, trunc, _ = env.step(scale_action(env, action))
         done = writer.step(obs, action, rew, next_obs, term, trunc)
         if done:
