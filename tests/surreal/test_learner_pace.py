@@ -133,3 +133,19 @@ def test_a_learner_whose_actors_stand_still_goes_on_a_versions_worth(replay, mon
     stopped = pace.room(stop=lambda: True, tick=lambda: None)
     assert stopped is False  # past the grace: waits again, and a stop ends the wait
     pace.close()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_shard_whose_serving_fails_is_stopped_so_its_process_ends(replay):
+    """A failure in the serving loop once left the shard process alive and deaf: `main` joined
+    the part keeper's listener, which waits for `stopped`. Now the process ends (and restarts)."""
+    _, pusher, shard = replay
+    failed = []
+
+    def fail() -> None:
+        failed.append(shard.storage.added)
+        raise RuntimeError("a bug after a chunk was stored")
+
+    shard.on_stored = fail
+    pusher.push(_chunk(8))
+    assert shard.stopped.wait(30) and failed == [8]

@@ -158,7 +158,8 @@ class ReplayShard:
             self.on_stored()
 
     def serve(self, push_backend: str, sample_backend: str, poll_s: float = 0.2) -> None:
-        """Pull and serve until `stop()` (connects to the proxies' backends)."""
+        """Pull and serve until `stop()` (connects to the proxies' backends); the shard is
+        stopped when this returns or raises."""
         puller = caraml.Puller(push_backend, bind=False)
         server = GuardedServer(
             sample_backend, self.handle, self.request_guard, bind=False, max_size=REQUEST_MAX_BYTES
@@ -169,7 +170,8 @@ class ReplayShard:
                 chunk = receive(lambda: puller.pull(timeout=poll_s), self.chunk_guard)
                 if chunk is not NOTHING:
                     self.add(chunk)
-        finally:
+        finally:  # on a failure too: the part keeper's listener ends, and the process with it
+            self.stopped.set()  # (symphony restarts it) rather than hanging on its join
             server.stop()
             puller.close()
 
