@@ -108,6 +108,12 @@ def eta(step: float, budget: float, rate: float | None) -> float | None:
     return (budget - step) / rate
 
 
+def waiting_for_steps(paced: float | None) -> str:
+    """ ", waits for env steps N%" when an off-policy learner spent N% (at least 5%) of its
+    recent time waiting for the actors' steps (`updates_per_step`, its `UpdatePace`), else ""."""
+    return "" if paced is None or paced < 0.05 else f", waits for env steps {min(paced, 1.0):.0%}"
+
+
 def fields(
     status: dict[str, Any],
     rate: float | None,
@@ -136,7 +142,8 @@ def fields(
             if status.get("best_eval_return") is None
             else f" (best {status['best_eval_return']:.1f})"
         ),
-        "learner": f"{show(busy, '{:.0%}')} busy, {show(its, '{:.2f}')} it/s",
+        "learner": f"{show(busy, '{:.0%}')} busy, {show(its, '{:.2f}')} it/s"
+        + waiting_for_steps(status.get("charts/learner_paced")),
         "lag": show(policy_lag(status), "{:.2f}"),
         "restarts": restarts_by_role(processes),
     }
