@@ -118,20 +118,25 @@ def test_a_learner_ahead_waits_for_the_env_steps_it_needs(replay):
     pace.close()
 
 
-def test_a_learner_whose_actors_stand_still_goes_on_a_versions_worth(replay, monkeypatch):
+def test_a_learner_whose_steps_were_lost_paces_from_where_it_stands(replay, monkeypatch):
+    """Steps the learner counted on were lost (a killed shard, a killed actor): nothing comes,
+    as the actors wait for the learner in turn. After STALL_S it paces from there: the slack's
+    updates at once, then it waits for new steps again."""
     monkeypatch.setattr(learner_loop, "STALL_S", 0.3)
-    address, _, _ = replay
-    counters = {"global_step": 0, "iterations": 0}
-    pace = _pace(address, counters, publish_every=5)
+    address, pusher, _ = replay
+    counters = {"global_step": 5_000, "iterations": 0}
+    pace = _pace(address, counters, replay_start=16, chunk_size=8, n_step=1, publish_every=5)
     counters["iterations"] = int(pace.allowed())
     ticks = []
     assert pace.room(stop=lambda: False, tick=lambda: ticks.append(1))
     assert pace.stalls == 1 and len(ticks) >= 1
-    for _ in range(5):  # a version's worth without waiting
-        assert pace.room(stop=lambda: False, tick=lambda: pytest.fail("waited in the grace"))
+    for _ in range(int(pace.slack)):  # the slack's updates without waiting
+        assert pace.room(stop=lambda: False, tick=lambda: pytest.fail("waited within the slack"))
         counters["iterations"] += 1
-    stopped = pace.room(stop=lambda: True, tick=lambda: None)
-    assert stopped is False  # past the grace: waits again, and a stop ends the wait
+    assert pace.room(stop=lambda: True, tick=lambda: None) is False  # waits again; stop ends it
+    # and new steps (one chunk of 8: 8 more updates) let it on without another stall
+    assert pace.room(stop=lambda: False, tick=lambda: pusher.push(_chunk(8)))
+    assert pace.stalls == 1 and counters["global_step"] == 5_008
     pace.close()
 
 
@@ -142,10 +147,10 @@ def test_a_shard_whose_serving_fails_is_stopped_so_its_process_ends(replay):
     _, pusher, shard = replay
     failed = []
 
-    def fail() -> None:
-        failed.append(shard.storage.added)
-        raise RuntimeError("a bug after a chunk was stored")
+    def fail(chunk) -> None:
+        failed.append(len(chunk["rew"]))
+        raise RuntimeError("a bug in the serving loop")
 
-    shard.on_stored = fail
+    shard.add = fail  # what the loop calls for each chunk it pulls
     pusher.push(_chunk(8))
     assert shard.stopped.wait(30) and failed == [8]
