@@ -27,6 +27,11 @@ pytestmark = pytest.mark.timeout(120)
 OBS, ACT, GAMMA = 17, 6, 0.99
 
 
+def flat(*modules) -> torch.Tensor:
+    """Every parameter of `modules`, in order, as one vector."""
+    return torch.cat([p.detach().flatten() for m in modules for p in m.parameters()])
+
+
 class Reference:
     """CleanRL's TD3 update (action scale 1, bias 0), on copies of surreal's starting networks."""
 
@@ -37,6 +42,16 @@ class Reference:
         self.qf2_t = copy.deepcopy(algo.critics_target[1])
         self.q_opt = torch.optim.Adam([*self.qf1.parameters(), *self.qf2.parameters()], lr=3e-4)
         self.actor_opt = torch.optim.Adam(self.actor.parameters(), lr=3e-4)
+
+    def assert_matches(self, algo: DDPG) -> None:
+        """surreal's actor, critics and their targets are this reference's, to 1e-6."""
+        for mine, theirs in (
+            ((algo.actor,), (self.actor,)),
+            ((algo.actor_target,), (self.actor_t,)),
+            (tuple(algo.critics), (self.qf1, self.qf2)),
+            (tuple(algo.critics_target), (self.qf1_t, self.qf2_t)),
+        ):
+            torch.testing.assert_close(flat(*mine), flat(*theirs), rtol=1e-5, atol=1e-6)
 
     def update(self, step: int, o, act, r, o2, term) -> None:
         with torch.no_grad():
@@ -64,13 +79,9 @@ class Reference:
                     tp.data.copy_(0.005 * sp.data + 0.995 * tp.data)
 
 
-def _flat(*modules) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for m in modules for p in m.parameters()])
-
-
 def test_surreals_td3_update_is_cleanrls_step_for_step():
     algo = DDPG(OBS, ACT, TD3Config(lr=3e-4, n_step=1), seed=5)
-    ref, start = Reference(algo), _flat(algo.actor).clone()
+    ref, start = Reference(algo), flat(algo.actor).clone()
     rng = np.random.default_rng(0)
     for step in range(1, 61):
         term = (rng.random(256) < 0.1).astype(np.float32)
@@ -88,14 +99,8 @@ def test_surreals_td3_update_is_cleanrls_step_for_step():
         ref.update(step, t["obs"], t["act"], t["rew"], t["next_obs"], torch.from_numpy(term))
     assert algo.iteration == 60
     # the networks learned: the comparison below is not of two starts
-    assert (_flat(ref.actor) - start).abs().max() > 1e-3
-    for mine, theirs in (
-        ((algo.actor,), (ref.actor,)),
-        ((algo.actor_target,), (ref.actor_t,)),
-        (tuple(algo.critics), (ref.qf1, ref.qf2)),
-        (tuple(algo.critics_target), (ref.qf1_t, ref.qf2_t)),
-    ):
-        torch.testing.assert_close(_flat(*mine), _flat(*theirs), rtol=1e-5, atol=1e-6)
+    assert (flat(ref.actor) - start).abs().max() > 1e-3
+    ref.assert_matches(algo)
 
 
 def cleanrl_replay_class():
