@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from surreal.api.spaces import EnvInfo
+from symphony.testing import scaled
 
 
 def fake_transitions(env_info: EnvInfo, n: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -90,9 +91,11 @@ def dict_obs_env(max_steps: int = 5) -> Any:
 
 
 def surreal_cli(
-    args: list[str], cwd: Path, home: Path, timeout: float = 240, **kwargs: Any
+    args: list[str], cwd: Path, home: Path, timeout: float | None = None, **kwargs: Any
 ) -> subprocess.CompletedProcess:
-    """Run `python -m surreal ARGS` in `cwd` with symphony's state in `home`."""
+    """Run `python -m surreal ARGS` in `cwd` with symphony's state in `home`; `timeout` (default
+    240 s of the reference machine: `symphony.testing.scaled`) guards against a hang."""
+    timeout = scaled(240) if timeout is None else timeout
     env = dict(os.environ, SYMPHONY_HOME=str(home), PYTHONUNBUFFERED="1")
     proc = subprocess.Popen(
         [sys.executable, "-m", "surreal", *args],

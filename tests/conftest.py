@@ -25,6 +25,8 @@ import signal
 
 import pytest
 
+from symphony.testing import SLOWDOWN_ENV, machine_slowdown, measure_slowdown
+
 # The tests that press Ctrl-C (SIGINT to an attached launcher) need SIGINT to reach it. A shell
 # script that starts the suite in the background (`bash .ci/run &`) hands every process SIGINT
 # *ignored*, the launchers inherit that, and those tests hang. A handler here (not SIG_IGN) is
@@ -47,10 +49,41 @@ FIRST_GROUPS = ("heavy", "readme", "eks", "docker", "slurm")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # How much slower than the reference machine this one runs, measured once by the controller
+    # before the workers start (they inherit it): every wait (symphony.testing.FairClock) and
+    # every test's timeout mark stretches by it. Set SYMPHONY_TEST_SLOWDOWN to choose it.
+    if not hasattr(config, "workerinput") and SLOWDOWN_ENV not in os.environ:
+        os.environ[SLOWDOWN_ENV] = str(measure_slowdown())
     config.addinivalue_line(
         "markers", f"{GPU_MARK}: needs a GPU; the only tests allowed to skip (they are listed)"
     )
     config.addinivalue_line("markers", "xdist_group(name): run with the other tests of NAME")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return (
+        f"machine slowdown {machine_slowdown():g} against the reference machine: timeouts and "
+        f"waits are that many times longer ({SLOWDOWN_ENV}; symphony.testing.measure_slowdown)"
+    )
+
+
+def _scale_timeout(item: pytest.Item, config: pytest.Config) -> None:
+    """The test's pytest-timeout (its mark, else the ini's) times the machine's slowdown."""
+    slowdown = machine_slowdown()
+    if slowdown == 1.0:
+        return
+    mark = item.get_closest_marker("timeout")
+    kwargs = dict(mark.kwargs) if mark is not None else {}
+    if mark is not None and mark.args:
+        seconds = mark.args[0]
+    elif "timeout" in kwargs:
+        seconds = kwargs.pop("timeout")
+    else:
+        seconds = getattr(config, "_env_timeout", None) or config.getini("timeout")
+    if seconds in (None, ""):
+        return
+    if float(seconds) > 0:  # 0: no timeout
+        item.add_marker(pytest.mark.timeout(float(seconds) * slowdown, **kwargs), append=False)
 
 
 def _group(item: pytest.Item) -> str:
@@ -72,6 +105,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     loadgroup = bool(config.getoption("loadgroup", default=False))
     ranked = []
     for item in items:
+        _scale_timeout(item, config)
         mark = item.get_closest_marker("xdist_group")
         if mark is None:
             group = _group(item)
@@ -142,6 +176,7 @@ def pytest_make_collect_report(collector: pytest.Collector):
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    terminalreporter.write_line(pytest_report_header(config))
     if _unmarked_slow:
         terminalreporter.section(
             f"over {SLOW_S:.0f} s without @pytest.mark.slow ({len(_unmarked_slow)}): mark them "

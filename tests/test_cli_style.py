@@ -6,12 +6,18 @@ import sys
 
 import pytest
 
+from symphony.testing import scaled
+
 pytestmark = pytest.mark.timeout(120)
 
 
 def run(tool: str, *args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", tool, *args], capture_output=True, text=True, timeout=100, cwd=cwd
+        [sys.executable, "-m", tool, *args],
+        capture_output=True,
+        text=True,
+        timeout=scaled(100),
+        cwd=cwd,
     )
 
 

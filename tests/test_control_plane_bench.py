@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from symphony.testing import scaled
 from tests import benches
 
 pytest.importorskip("mujoco")
@@ -25,7 +26,7 @@ def cells(line: str) -> list[str]:
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_the_quick_bench_runs_every_dry_run_at_both_sizes(tmp_path):
-    done, lines = benches.run_quick("control_plane", tmp_path, timeout=580)
+    done, lines = benches.run_quick("control_plane", tmp_path, timeout=scaled(580))
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]
     header = cells(lines[2])
     assert header[:3] == ["dry run", "s at 1,024", "<= 10 s"], header

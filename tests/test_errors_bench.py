@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from symphony.testing import scaled
 from tests import benches
 
 _bench = benches.load("errors")
@@ -20,7 +21,7 @@ CASES = _bench.CASES  # the rows the bench is to print
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_the_quick_bench_prints_a_one_line_error_row_per_bad_input(tmp_path):
-    done, lines = benches.run_quick("errors", tmp_path, timeout=280)
+    done, lines = benches.run_quick("errors", tmp_path, timeout=scaled(280))
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]
     assert "| exit-2 one-line ok (k/N) |" in done.stdout
     rows = {line.split(" | ")[0].lstrip("| "): line for line in lines if line.startswith("| ")}

@@ -7,13 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
+
 ROOT = Path(__file__).resolve().parents[1]
 
 PACKAGES = ["cloudwise", "symphony", "caraml", "surreal"]
 
 
 def _run_python(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=scaled(120)
+    )
 
 
 @pytest.mark.parametrize("package", PACKAGES)

@@ -20,6 +20,7 @@ from importlib.util import find_spec
 
 import pytest
 
+from symphony.testing import scaled
 from tests import benches
 
 COLUMNS = ["#", "row", "unit", "cuda", "cpu", "cuda / cpu", "goal"]
@@ -63,7 +64,7 @@ def test_the_dry_run_writes_every_row_group_with_a_cuda_and_a_cpu_column(tmp_pat
         cwd=tmp_path,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=scaled(280),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     lines = (tmp_path / "gpu_suite.md").read_text().splitlines()

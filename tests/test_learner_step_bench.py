@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from symphony.testing import scaled
 from tests import benches
 
 _bench = benches.load("learner_step")
@@ -22,7 +23,7 @@ ROWS = _bench.ROWS  # the rows the bench is to print
 @pytest.mark.integration
 @pytest.mark.timeout(420)  # cold-ish compiles on the loaded 2-core machine
 def test_the_quick_bench_prints_an_eager_and_compiled_row_per_step(tmp_path):
-    done, lines = benches.run_quick("learner_step", tmp_path, timeout=400)
+    done, lines = benches.run_quick("learner_step", tmp_path, timeout=scaled(400))
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]
     assert "1 torch thread" in lines[0] and "rounds 1" in lines[0], lines[0]
     header = next(line for line in lines if line.startswith("| step |"))

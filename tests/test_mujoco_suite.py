@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
+
 pytest.importorskip("torch")
 pytest.importorskip("mujoco")
 
@@ -26,7 +28,7 @@ def _suite(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=scaled(600),
     )
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
+
 pytest.importorskip("torch")
 pytest.importorskip("mujoco")
 
@@ -39,7 +41,7 @@ def test_a_cleanrl_file_stopped_by_sigint_saves_and_resumes_where_it_stopped(tmp
         if seen[-1].get("step", 0) > 400 and "event" not in seen[-1]:
             proc.send_signal(signal.SIGINT)
             break
-    rest, _ = proc.communicate(timeout=120)
+    rest, _ = proc.communicate(timeout=scaled(120))
     assert proc.returncode == 0
     ends = _records(rest)
     stopped = [r for r in ends if r.get("event") == "stopped"]
@@ -48,7 +50,7 @@ def test_a_cleanrl_file_stopped_by_sigint_saves_and_resumes_where_it_stopped(tmp
     assert 400 < at < 900 and not any("eval" in r for r in ends)  # stopped, not finished
     with_replay = ckpt.with_name(ckpt.name + ".npz")
     assert ckpt.is_file() and with_replay.is_file()
-    again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=240)
+    again = subprocess.run(args, capture_output=True, text=True, env=env, timeout=scaled(240))
     assert again.returncode == 0, again.stderr[-2000:]
     records = _records(again.stdout)
     assert records[0] == {"t": records[0]["t"], "step": at, "event": "resumed"}
@@ -64,7 +66,9 @@ def test_a_sitting_runs_surreal_and_cleanrl_side_by_side_and_reports_both(tmp_pa
     cmd = [sys.executable, str(ROOT / "bench" / "offpolicy_peers.py"), "--algo", "td3"]
     cmd += ["--steps", "3000", "--folder", str(tmp_path / "runs"), "--out", str(tmp_path)]
     cmd += ["--set", "algo.replay_start=500", "--eval-episodes", "2"]
-    first = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    first = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(600)
+    )
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
     rows = _rows(tmp_path)
     assert set(rows) == {("surreal", "3,000"), ("cleanrl", "3,000")}, rows
@@ -88,13 +92,17 @@ def test_a_sitting_runs_surreal_and_cleanrl_side_by_side_and_reports_both(tmp_pa
     surreal_eval = tmp_path / "runs" / "td3-halfcheetah-v5" / "s1" / "final_eval.json"
     assert json.loads(surreal_eval.read_text())["episodes"] == 2
     # both finished: the same command starts neither again and adds no sitting
-    again = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    again = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(300)
+    )
     assert again.returncode == 0, again.stderr[-2000:]
     assert again.stdout.count("finished before, kept") == 2
     assert len(sittings_file.read_text().splitlines()) == len(sittings)
     # a larger budget goes on from the end of the first (300k, then 1M): a row for each budget
     cmd[cmd.index("3000")] = "4000"
-    longer = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    longer = subprocess.run(
+        cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=scaled(600)
+    )
     assert longer.returncode == 0, longer.stdout[-2000:] + longer.stderr[-2000:]
     rows = _rows(tmp_path)
     assert set(rows) == {(s, b) for s in ("surreal", "cleanrl") for b in ("3,000", "4,000")}

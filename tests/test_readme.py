@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
+
 ROOT = Path(__file__).resolve().parents[1]
 NEEDS = re.compile(r"#\s*needs:\s*([\w ,-]+?)\s*$")
 GOAL = re.compile(r"run\.stop_at_return=(-?[\d.]+)")
@@ -79,7 +81,7 @@ def test_every_readme_command_runs_as_written(tmp_path, record_property):
             env=env,
             capture_output=True,
             text=True,
-            timeout=1200,
+            timeout=scaled(1200),
         )
         # each command's wall time goes into the JUnit report (--junitxml), where the suite's
         # budget is read from (CONTRIBUTING.md, Timings)

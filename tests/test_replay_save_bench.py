@@ -13,13 +13,14 @@ import json
 
 import pytest
 
+from symphony.testing import scaled
 from tests import benches
 
 
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_the_quick_bench_saves_and_loads_a_million_transitions(tmp_path):
-    done, lines = benches.run_quick("replay_save", tmp_path, timeout=280)
+    done, lines = benches.run_quick("replay_save", tmp_path, timeout=scaled(280))
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]
     rows = [line for line in lines if line.startswith("| surreal") or line.startswith("| base")]
     assert len(rows) == 5, done.stdout

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
+
 pytest.importorskip("torch")
 pytest.importorskip("mujoco")
 
@@ -42,7 +44,7 @@ def test_the_quick_sweep_moves_segments_updates_and_parameters_and_prints_its_ta
         env=env,
         capture_output=True,
         text=True,
-        timeout=840,
+        timeout=scaled(840),
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     out = done.stdout

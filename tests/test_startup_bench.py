@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from symphony.testing import scaled
 from tests import benches
 
 pytest.importorskip("gymnasium")
@@ -27,7 +28,7 @@ def cells(line: str) -> list[str]:
 @pytest.mark.integration
 @pytest.mark.timeout(900)
 def test_the_quick_bench_prints_both_start_ups_and_every_process(tmp_path):
-    done, lines = benches.run_quick("startup", tmp_path, timeout=880)
+    done, lines = benches.run_quick("startup", tmp_path, timeout=scaled(880))
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]
     assert "surreal launch ppo --env gym:CartPole-v1 --actors 2" in lines[0]
     header = cells(lines[2])

@@ -11,6 +11,7 @@ import pytest
 from cloudwise import ClusterSpec, resolve
 from cloudwise.render.eks import autoscaler_tags
 from cloudwise.testing import moto_server, write_aws_emulator_override
+from symphony.testing import scaled
 from tests.cloudwise import kubectl_recorder
 from tests.cloudwise.conftest import REPO
 
@@ -30,7 +31,7 @@ def cloudwise(directory, *args, path: str | None = None):
         [sys.executable, "-m", "cloudwise", "-C", str(directory), *args],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=scaled(600),
         env=dict(os.environ, PATH=path or os.environ["PATH"]),
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

@@ -14,6 +14,7 @@ from cloudwise import ClusterSpec, resolve
 from cloudwise.render.eks import autoscaler_tags
 from cloudwise.terraform import TerraformRunner
 from cloudwise.testing import find_provider_mirror, free_port, write_aws_emulator_override
+from symphony.testing import scaled
 from tests.cloudwise.conftest import GOLDEN, REPO
 
 pytestmark = pytest.mark.timeout(240)
@@ -69,7 +70,7 @@ def test_cloudwise_plan_with_a_plugin_dir_and_no_registry(offline_terraform, tmp
     command = [sys.executable, "-m", "cloudwise", "-C", str(tmp_path / "eks")]
 
     failed = subprocess.run(
-        [*command, "plan"], capture_output=True, text=True, timeout=200, env=env
+        [*command, "plan"], capture_output=True, text=True, timeout=scaled(200), env=env
     )
     assert failed.returncode == 1
     assert "terraform init failed" in failed.stderr
@@ -80,7 +81,7 @@ def test_cloudwise_plan_with_a_plugin_dir_and_no_registry(offline_terraform, tmp
         [*command, "--plugin-dir", str(mirror), "plan"],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
         env=env,
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]

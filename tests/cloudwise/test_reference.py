@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from cloudwise import ClusterSpec, resolve
+from symphony.testing import scaled
 from tests.cloudwise.conftest import REPO
 
 pytestmark = pytest.mark.timeout(120)
@@ -19,7 +20,7 @@ def test_regenerating_the_reference_clusters_changes_nothing(tmp_path):
         capture_output=True,
         text=True,
         env=env,
-        timeout=100,
+        timeout=scaled(100),
     )
     assert result.returncode == 0, result.stderr
     for provider in ("gke", "eks"):

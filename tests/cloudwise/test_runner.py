@@ -8,6 +8,7 @@ import pytest
 
 from cloudwise.errors import TerraformError
 from cloudwise.terraform import TerraformRunner
+from symphony.testing import scaled
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -39,7 +40,10 @@ def test_init_plan_apply_output_destroy_with_output_streamed(terraform_bin, tmp_
     (tmp_path / "main.tf").write_text(CONFIG)
     # A child process with a real stdout: terraform writes to it directly, as it would to a terminal.
     result = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=170
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=scaled(170),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 
-from symphony.testing import FairClock
+from symphony.testing import FairClock, scaled
 
 QUICK = [
     "--set",
@@ -44,7 +44,7 @@ def symphony_cli(home: Path, *args: str) -> subprocess.CompletedProcess:
         env=env_for(home),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
 
 

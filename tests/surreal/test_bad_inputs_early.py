@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
 from tests.cli_errors import assert_one_line_error
 
 pytestmark = pytest.mark.timeout(180)
@@ -54,7 +55,7 @@ def surreal(args: list[str], tmp_path: Path, block: tuple[str, ...] = (), **env:
         env=base,
         capture_output=True,
         text=True,
-        timeout=170,
+        timeout=scaled(170),
     )
 
 

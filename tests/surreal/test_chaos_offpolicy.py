@@ -30,7 +30,7 @@ import time
 
 import pytest
 
-from symphony.testing import FairClock
+from symphony.testing import FairClock, scaled
 from tests.surreal.helpers import describe, metric_records, start_launch, status, wait_until
 
 pytest.importorskip("torch")
@@ -106,7 +106,7 @@ def test_killing_replay_shards_and_parameter_servers_every_5s_td3_finishes_and_l
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=120)
+            proc.wait(timeout=scaled(120))
     text = "".join(out)
     evals = [r["value"] for r in metric_records(run) if r["name"] == "charts/eval_return"]
     final = status(run)

@@ -14,6 +14,7 @@ import torch
 
 from surreal.runtime.runfolder import checkpoint
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import start_launch, wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -146,7 +147,7 @@ def test_a_run_folder_that_fills_up_stops_the_run_in_one_line_and_eval_reads_it_
     try:
         wait_until(lambda: checkpoint.previous(latest).is_file(), 120, "two checkpoints", proc)
         _fill(run_disk)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=scaled(120))
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -13,6 +13,7 @@ import torch
 
 from surreal.runtime.runfolder import checkpoint
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -157,7 +158,7 @@ def test_the_learner_that_falls_back_sets_the_bad_one_aside_so_the_next_save_kee
 
 
 def _run(tmp_path: Path, home: Path, *args: str):
-    return surreal_cli(list(args), tmp_path, home, timeout=120)
+    return surreal_cli(list(args), tmp_path, home, timeout=scaled(120))
 
 
 @pytest.mark.integration

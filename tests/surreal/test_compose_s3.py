@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     ctrl_c,
     listed_status,
@@ -93,7 +94,7 @@ def image(request: pytest.FixtureRequest) -> str:
     base = engine.ensure_image(
         "python",
         f"symphony-base/surreal-python:{key.hexdigest()[:12]}",
-        timeout=1200,
+        timeout=scaled(1200),
         PYTHON=sys.executable,
         PY_PACKAGES=" ".join(modules),
     )
@@ -101,7 +102,10 @@ def image(request: pytest.FixtureRequest) -> str:
     args += ["--build-arg", f"BASE_IMAGE={base}", "--build-arg", "INSTALL_DEPS=0"]
     started = time.monotonic()
     built = subprocess.run(
-        [sys.executable, "-m", "symphony", *args], capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "symphony", *args],
+        capture_output=True,
+        text=True,
+        timeout=scaled(600),
     )
     assert built.returncode == 0, built.stdout + built.stderr
     assert f"built {IMAGE} " in built.stdout
@@ -121,11 +125,11 @@ def compose_run(store, image):
     launcher = start_launch(args, root, root / "home")
     try:
         live = wait_until(lambda: shown_log(root / "home", NAME), 300, "actor-0's log", launcher)
-        out, _ = launcher.communicate(timeout=1000)
+        out, _ = launcher.communicate(timeout=scaled(1000))
     finally:
         if launcher.poll() is None:
             ctrl_c(launcher)  # the launcher stops every container
-            launcher.communicate(timeout=120)
+            launcher.communicate(timeout=scaled(120))
     assert launcher.returncode == 0, out[-6000:]
     print(f"\nPPO CartPole on compose: {time.monotonic() - started:.0f} s, start to stop")
     return root, client, subprocess.CompletedProcess(launcher.args, 0, out, ""), live
@@ -190,7 +194,7 @@ def test_resume_on_compose_from_the_bucket_continues_the_run(compose_run):
     target = before["counters"]["global_step"] + 2000
     args = ["launch", "--resume", RUN_URL, "--steps", str(target), *COMPOSE, "--quiet"]
     args += ["--set", "run.stop_at_return=none"]
-    result = surreal_cli(args, root, root / "home", timeout=600)
+    result = surreal_cli(args, root, root / "home", timeout=scaled(600))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     after = checkpoint(client, PREFIX)
     assert after["counters"]["global_step"] >= target

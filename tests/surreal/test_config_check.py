@@ -8,6 +8,7 @@ import pytest
 from surreal.api.config import ConfigError
 from surreal.launch.experiment import plan
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +41,9 @@ def test_an_algorithm_that_cannot_act_in_the_action_space_is_refused(tmp_path):
 
 
 def _refused(tmp_path, args: list[str]) -> str:
-    result = surreal_cli(["launch", *args, "--quiet"], tmp_path, tmp_path / "home", timeout=100)
+    result = surreal_cli(
+        ["launch", *args, "--quiet"], tmp_path, tmp_path / "home", timeout=scaled(100)
+    )
     assert result.returncode == 2, result.stdout + result.stderr
     assert not (tmp_path / "runs").exists(), "a refused launch wrote a run folder"
     return result.stderr.strip()

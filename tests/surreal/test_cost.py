@@ -23,6 +23,7 @@ from surreal.testing import surreal_cli
 from symphony.errors import SpecError
 from symphony.placement import allocatable
 from symphony.spec import Experiment, Process, ProcessGroup, Resources
+from symphony.testing import scaled
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -162,7 +163,7 @@ def test_the_kube_dry_run_prints_the_cost_of_its_processes(tmp_path):
         + ["-o", f"cluster_spec={CLUSTER}", "--folder", str(tmp_path / "runs"), "--dry-run"],
         tmp_path,
         tmp_path / "symphony-home",
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, done.stderr
     printed = [line for line in done.stdout.splitlines() if line.startswith("# cost: ")]

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import caraml
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     describe,
     listed_status,
@@ -123,11 +124,11 @@ def test_curve_slurm_run_learns_on_both_nodes_and_refuses_a_client_without_the_k
 
         _wait("jobs on both nodes", both_nodes, deadline)
         assert len(nodes) == 2, nodes
-        out, _ = launcher.communicate(timeout=600)
+        out, _ = launcher.communicate(timeout=scaled(600))
     finally:
         if launcher.poll() is None:
             os.killpg(launcher.pid, signal.SIGINT)
-            launcher.communicate(timeout=180)
+            launcher.communicate(timeout=scaled(180))
     assert launcher.returncode == 0, out
     state = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
     assert state["counters"]["global_step"] > 0  # the learner's jobs wrote to the shared folder

@@ -10,6 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from symphony.testing import scaled
+
 pytest.importorskip("gymnasium")
 pytest.importorskip("torch")
 
@@ -96,7 +98,7 @@ def test_td3_reaches_minus_200_on_pendulum_within_15k_env_steps_and_stops_there(
         + ["--trial", "a", "--quiet", "--set", "run.stop_at_return=-200"],
         tmp_path,
         tmp_path / "home",
-        timeout=560,
+        timeout=scaled(560),
     )
     wall = time.monotonic() - started
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -134,7 +136,7 @@ def test_ddpg_reaches_minus_200_on_pendulum_within_30k_env_steps(tmp_path):
         ],
         tmp_path,
         tmp_path / "home",
-        timeout=560,
+        timeout=scaled(560),
     )
     wall = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr
@@ -236,7 +238,7 @@ def test_kill_9_of_a_replay_shard_and_a_parameter_server_training_goes_on(tmp_pa
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=180)
+            proc.wait(timeout=scaled(180))
     wait_until(lambda: not processes_of(run), 30, "every process to end")
 
 

@@ -16,6 +16,7 @@ from surreal.algos.ppo import PPOLearner
 from surreal.api.config import Config
 from surreal.api.spaces import EnvInfo
 from surreal.testing import fake_segment_batch
+from symphony.testing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(240)
@@ -82,7 +83,7 @@ def test_two_replicas_on_half_batches_match_one_learner_on_the_whole(tmp_path):
         subprocess.Popen([sys.executable, str(script), str(rank), str(port), str(out)], env=env)
         for rank in range(2)
     ]
-    assert [p.wait(timeout=200) for p in procs] == [0, 0]
+    assert [p.wait(timeout=scaled(200)) for p in procs] == [0, 0]
     got = {k: np.asarray(v, np.float32) for k, v in json.loads(out.read_text()).items()}
     assert got.keys() == expected.keys()
     moved = max(float(np.abs(expected[k] - learner().params()[k]).max()) for k in expected)

@@ -18,6 +18,7 @@ from surreal.api.recipe import recipe_of
 from surreal.api.spaces import EnvInfo
 from surreal.runtime.wire.schemas import ChunkSchema
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import status
 
 CARTPOLE = EnvInfo((4,), True, num_actions=2)
@@ -110,7 +111,7 @@ def test_dqn_learns_cartpole_and_its_budget_counts_the_actors_env_steps(tmp_path
     args = ["launch", "dqn", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "150000"]
     args += ["--folder", str(tmp_path / "runs"), "--trial", "t1", "--quiet"]
     args += ["--set", "run.stop_at_return=150"]
-    out = surreal_cli(args, tmp_path, tmp_path / "home", timeout=400)
+    out = surreal_cli(args, tmp_path, tmp_path / "home", timeout=scaled(400))
     assert out.returncode == 0, out.stdout + out.stderr
     state = status(tmp_path / "runs" / "dqn-cartpole-v1" / "t1")
     assert state["best_eval_return"] >= 150  # random play: ~20
@@ -128,7 +129,7 @@ def test_dqn_reaches_475_on_cartpole_within_500k_env_steps_in_three_of_three_see
         args = ["launch", "dqn", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "500000"]
         args += ["--folder", str(tmp_path / "runs"), "--trial", f"s{seed}", "--quiet"]
         args += ["--set", f"run.seed={seed}", "--set", "run.stop_at_return=475"]
-        out = surreal_cli(args, tmp_path, tmp_path / "home", timeout=900)
+        out = surreal_cli(args, tmp_path, tmp_path / "home", timeout=scaled(900))
         assert out.returncode == 0, out.stdout + out.stderr
         state = status(tmp_path / "runs" / "dqn-cartpole-v1" / f"s{seed}")
         assert state["best_eval_return"] >= 475 and state["global_step"] <= 500_000 + 4096, seed

@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from symphony.testing import scaled
+
 pytest.importorskip("gymnasium")
 
 from caraml.testing import free_port  # noqa: E402
@@ -37,7 +39,7 @@ address, fields, noise_dir, generations = sys.argv[1:5]
 cfg = ESConfig(**json.loads(fields))
 _, policy, state, noise = build("gym:CartPole-v1", cfg, 0, noise_dir)
 master = ESMaster(policy, state, noise, cfg, generations=int(generations), seed=0, min_workers=1)
-serve(master, address, timeout=120)
+serve(master, address, timeout=scaled(120))
 print(json.dumps({"generation": master.state.generation, "checksum": master.state.checksum(),
                   "released": master.released, "reissued": master.reissued}), flush=True)
 """
@@ -111,7 +113,7 @@ def test_master_with_two_blas_threads_and_worker_with_one_agree_bit_for_bit(tmp_
             env=threads(1),
             capture_output=True,
             text=True,
-            timeout=200,
+            timeout=scaled(200),
         )
         m_out, m_err = master.communicate(timeout=60)
     finally:
@@ -181,7 +183,7 @@ def test_a_drifting_worker_resyncs_and_its_tasks_are_not_waited_for(tmp_path):
     threads_ = [threading.Thread(target=work, args=(n, n == "drift")) for n in ("drift", "ok")]
     for t in threads_:
         t.start()
-    serve(master, address, timeout=100)
+    serve(master, address, timeout=scaled(100))
     for t in threads_:
         t.join(timeout=30)
     assert master.state.generation == 8

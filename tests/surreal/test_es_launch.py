@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
+
 pytest.importorskip("gymnasium")
 
 from surreal.testing import surreal_cli  # noqa: E402
@@ -66,7 +68,7 @@ def test_es_reaches_475_on_cartpole(tmp_path):
         ],
         tmp_path,
         tmp_path / "home",
-        timeout=360,
+        timeout=scaled(360),
     )
     wall = time.monotonic() - started
     assert result.returncode == 0, result.stdout + result.stderr

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import metric_records
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,7 +40,7 @@ def learn(tmp_path: Path, algo: str, steps: int, goal: int, *args: str) -> list[
         ],
         tmp_path,
         tmp_path / "home",
-        timeout=560,
+        timeout=scaled(560),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     run = tmp_path / "runs" / "ex" / "ci"

@@ -22,6 +22,7 @@ from surreal.launch.export import check_file, export_run, trace, write_onnx, wri
 from surreal.runtime.runfolder import checkpoint
 from surreal.runtime.runfolder.rundir import resolve_run
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -69,7 +70,7 @@ def run_fresh(file: Path, fmt: str, inputs: list[np.ndarray]) -> list[np.ndarray
         [sys.executable, "-I", "-c", FRESH, str(file), fmt, str(arrays), str(out)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
     assert done.returncode == 0, done.stderr
     return list(np.load(out).values())

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.timeout(300)
 
@@ -20,7 +22,7 @@ def gpu_check(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
         text=True,
         env=env,
         cwd=tmp_path,
-        timeout=280,
+        timeout=scaled(280),
     )
 
 

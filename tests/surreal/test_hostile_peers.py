@@ -18,7 +18,7 @@ import pytest
 
 from caraml.wire import serialize
 from symphony.scrape import is_scrape_service
-from symphony.testing import FairClock
+from symphony.testing import FairClock, scaled
 from tests.surreal.helpers import ctrl_c, metric_records, start_launch, status, wait_until
 from tests.surreal.port_fuzz import flood, garbled, http_junk, junk_connections, socket_types
 from tests.surreal.run_ports import endpoints, restarts_in_logs
@@ -80,7 +80,7 @@ def sample_steps(
             continue
     if proc.poll() is None:  # left running: stop it here, so that the pipe ends
         ctrl_c(proc)
-        proc.wait(timeout=180)
+        proc.wait(timeout=scaled(180))
     drain.join(timeout=10)
     proc.stdout = io.StringIO("".join(lines))
     return steps
@@ -127,7 +127,7 @@ def test_junk_on_every_port_of_a_ppo_run_crashes_nothing_and_it_still_learns(tmp
             proc,
             run,
             until=lambda: not any(t.is_alive() for t in attackers) and _best_eval(run) >= 475,
-            timeout=600,
+            timeout=scaled(600),
         )  # it pressed Ctrl-C once `until` held
         out = proc.stdout.read()
     finally:

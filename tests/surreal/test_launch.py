@@ -13,6 +13,7 @@ import torch
 from surreal.monitoring.logs import PROGRESS_ENV
 from surreal.testing import surreal_cli
 from symphony.errors import SymphonyError
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     QUICK,
     ctrl_c,
@@ -181,11 +182,11 @@ def test_same_run_on_the_tmux_backend(tmp_path, monkeypatch):
             live = wait_until(lambda: shown_log(home, "tm-a"), 120, "actor-0's log lines", proc)
         finally:
             os.kill(learner, signal.SIGCONT)
-        out, _ = proc.communicate(timeout=240)
+        out, _ = proc.communicate(timeout=scaled(240))
     finally:
         if proc.poll() is None:
             ctrl_c(proc)
-            proc.communicate(timeout=120)
+            proc.communicate(timeout=scaled(120))
         subprocess.run(["tmux", "-L", socket, "kill-server"], capture_output=True, timeout=20)
     assert proc.returncode == 0, out
     assert (run / "checkpoints" / "latest.pt").is_file()

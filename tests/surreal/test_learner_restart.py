@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from surreal.launch.evaluate import run_status
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     QUICK,
     describe,
@@ -73,7 +74,7 @@ def test_a_learner_killed_with_kill_9_comes_back_from_its_checkpoint_and_the_run
         )
         before = checkpoint_step(latest)
         os.kill(describe(home, "back-a").process("learner").pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=480)  # a guard: the run ends by itself
+        out, _ = proc.communicate(timeout=scaled(480))  # a guard: the run ends by itself
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -100,7 +101,9 @@ def test_a_learner_killed_with_kill_9_comes_back_from_its_checkpoint_and_the_run
 def test_a_stopped_parameter_server_is_named_and_the_stalled_run_ends_failed_with_the_hint(
     tmp_path, monkeypatch
 ):
-    home, run, proc = _launch(tmp_path, "stall", 10_000_000, "--set", "run.stall_timeout_s=35")
+    # 35 s on the reference machine: room for the actors' wait to reach status.json first
+    stall = f"run.stall_timeout_s={scaled(35):.0f}"
+    home, run, proc = _launch(tmp_path, "stall", 10_000_000, "--set", stall)
     latest = run / "checkpoints" / "latest.pt"
     stopped = None
     try:
@@ -120,7 +123,7 @@ def test_a_stopped_parameter_server_is_named_and_the_stalled_run_ends_failed_wit
         )
         monkeypatch.setenv("SYMPHONY_HOME", str(home))
         shown = run_status(run)  # `surreal status RUN` (in this process: quick)
-        out, _ = proc.communicate(timeout=480)  # a guard: the stall timeout ends the run
+        out, _ = proc.communicate(timeout=scaled(480))  # a guard: the stall timeout ends the run
     finally:
         if stopped is not None:
             try:
@@ -132,7 +135,7 @@ def test_a_stopped_parameter_server_is_named_and_the_stalled_run_ends_failed_wit
     assert proc.returncode == 1, out
     assert re.search(r"waiting for param-server: no answer for \d+ s \(actor-", out), out[-3000:]
     (ended,) = [line for line in out.splitlines() if "made no progress for" in line]
-    assert "run.stall_timeout_s=35" in ended and "waiting for param-server" in ended, ended
+    assert stall in ended and "waiting for param-server" in ended, ended
     assert "surreal launch --resume runs/stall/a" in ended, ended
     assert "Traceback" not in out, out[-3000:]
     assert "waiting    for param-server: no answer for" in shown, shown

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     QUICK,
     ctrl_c,
@@ -50,7 +51,7 @@ def test_a_killed_actor_s_log_keeps_both_attempts_and_marks_the_restart(tmp_path
             proc,
         )
         ctrl_c(proc)
-        proc.wait(timeout=180)
+        proc.wait(timeout=scaled(180))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -83,7 +84,7 @@ def test_a_resumed_run_s_learner_log_keeps_the_first_launch_and_marks_the_resume
             lambda: ckpt.is_file() and status(run).get("global_step", 0) > 0, 120, "a step", proc
         )
         stop(proc)  # the learner writes its checkpoint as it stops
-        proc.wait(timeout=180)
+        proc.wait(timeout=scaled(180))
     finally:
         if proc.poll() is None:
             proc.kill()

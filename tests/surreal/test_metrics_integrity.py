@@ -23,6 +23,7 @@ from surreal.runtime.runfolder import checkpoint
 from surreal.runtime.wire import report_token, schemas
 from surreal.runtime.wire.guard import Invalid
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import describe, metric_records, start_launch, status, wait_until
 from tests.surreal.run_ports import endpoints
 
@@ -116,7 +117,7 @@ def test_a_forged_report_is_dropped_and_a_deleted_metrics_file_gets_the_later_ro
             pusher.close()  # after they arrived: a closed Pusher drops what it did not send
         deleted_at = status(run)["global_step"]
         (run / "metrics.jsonl").unlink()
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=scaled(120))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -164,7 +165,7 @@ def test_the_step_never_goes_back_across_a_learner_crash_and_a_resume(tmp_path):
         )
         reached = status(run)["global_step"]
         os.kill(pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=scaled(120))
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from surreal.monitoring.prometheus import read_targets
 from surreal.monitoring.wandb_sink import read_summary
 from symphony import Experiment
+from symphony.testing import scaled
 from tests.surreal.helpers import QUICK, env_for, metric_records, wait_until
 from tests.surreal.test_monitoring import dashboard_metrics
 
@@ -90,7 +91,7 @@ def monitored(tmp_path_factory):
             return later if ok and progressed else None
 
         later = wait_until(moved_on, 180, "the env-step counters to grow, a learner step", proc)
-        out, _ = proc.communicate(timeout=400)
+        out, _ = proc.communicate(timeout=scaled(400))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, 9)
@@ -185,7 +186,7 @@ def test_a_broken_act_stops_the_run_with_its_traceback(tmp_path):
         env=env_for(tmp_path / "home"),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=scaled(300),
     )
     assert out.returncode == 1, out.stdout + out.stderr
     assert (

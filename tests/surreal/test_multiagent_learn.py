@@ -9,6 +9,7 @@ import pytest
 
 from surreal.runtime.runfolder import checkpoint
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 MAPPING = f"algo.policy_mapping={ROOT}/examples/06_multiagent/policies.py:by_agent"
@@ -20,7 +21,7 @@ def launch(tmp_path: Path, env: str, steps: int, *sets: str) -> Path:
     args += ["--trial", "ci", *SMALL]
     for item in sets:
         args += ["--set", item]
-    result = surreal_cli(args, tmp_path, tmp_path / "home", timeout=560)
+    result = surreal_cli(args, tmp_path, tmp_path / "home", timeout=scaled(560))
     run = tmp_path / "runs" / "ma" / "ci"
     assert result.returncode == 0, result.stdout + result.stderr + _log_tails(run)
     return run

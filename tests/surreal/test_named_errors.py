@@ -10,6 +10,7 @@ import pytest
 
 from surreal.runtime.runfolder.rundir import RunFileError, load_json
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import ctrl_c, processes_of, start_launch, wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -81,7 +82,7 @@ def test_ctrl_c_right_after_launch_ends_in_one_line(tmp_path, moment):
         else:
             wait_until(lambda: (run / "experiment.yaml").is_file(), 60, "the run's start", proc)
         ctrl_c(proc)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=scaled(120))
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import status
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "new_algorithm.md"
@@ -43,7 +44,7 @@ def test_the_off_policy_block_runs_and_its_budget_counts_env_steps(tmp_path):
     args = ["launch", f"{folder / 'smalldqn'}.py:SmallDQN", "--env", "gym:CartPole-v1"]
     args += ["--actors", "2", "--steps", "8000", "--folder", str(tmp_path / "runs"), "--quiet"]
     args += ["--set", "algo.replay_start=500", "--trial", "t1"]
-    out = surreal_cli(args, tmp_path, tmp_path / "home", timeout=240)
+    out = surreal_cli(args, tmp_path, tmp_path / "home", timeout=scaled(240))
     assert out.returncode == 0, out.stdout + out.stderr
     state = status(tmp_path / "runs" / "smalldqn-cartpole-v1" / "t1")
     assert state["finished"] and 8_000 <= state["global_step"] < 8_000 + 2 * 8 * 32 * 2

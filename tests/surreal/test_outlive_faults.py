@@ -21,6 +21,7 @@ import torch
 
 from surreal.testing import surreal_cli
 from symphony.records import Records
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     QUICK,
     describe,
@@ -100,7 +101,7 @@ def test_a_killed_launcher_leaves_the_run_going_to_its_budget_and_status_follow_
     finally:
         os.kill(learner.pid, signal.SIGCONT)
     try:
-        rest, _ = follow.communicate(timeout=300)
+        rest, _ = follow.communicate(timeout=scaled(300))
     finally:
         if follow.poll() is None:
             follow.kill()
@@ -142,7 +143,7 @@ def test_a_killed_supervisor_stops_every_process_after_a_checkpoint_and_resume_c
         assert run_segments(pids), "the run holds no shared memory: nothing to check below"
         killed_at = time.time()
         os.kill(supervisor, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=scaled(120))
     finally:
         if proc.poll() is None:
             proc.kill()

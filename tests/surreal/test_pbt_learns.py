@@ -13,6 +13,7 @@ import psutil
 import pytest
 
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     ctrl_c,
     describe,
@@ -73,11 +74,11 @@ def population(tmp_path_factory, request):
         min(learner, key=lambda p: p.create_time()).kill()  # not its DataFetcher worker
         killed_at = time.time()
         restarts = wait_until(lambda: _restarts(home, "m3-learner"), 120, "a restart", proc)
-        out, _ = proc.communicate(timeout=400)
+        out, _ = proc.communicate(timeout=scaled(400))
     finally:
         if proc.poll() is None:
             ctrl_c(proc)
-            proc.communicate(timeout=180)
+            proc.communicate(timeout=scaled(180))
     wall = time.monotonic() - started
     print(f"\nPBT CartPole population of 4: wall {wall:.0f} s\n{out[-3000:]}")
     return proc.returncode, out, run, cwd, (restarts, killed_at), goal
@@ -143,7 +144,7 @@ def test_the_log_shows_a_copy_into_a_bad_member_that_its_learner_took(population
     config = json.loads((run / took[0]["recipient"] / "config.json").read_text())
     assert config["algo"]["lr"] != 1e-6  # what a restarted learner of that member would read
 
-    status = surreal_cli(["status", str(run)], cwd, cwd / "home", timeout=120)
+    status = surreal_cli(["status", str(run)], cwd, cwd / "home", timeout=scaled(120))
     assert status.returncode == 0, status.stderr
     assert "4 members" in status.stdout and "copies in" in status.stdout
     last = [r for r in log if r["event"] == "copy"][-1]

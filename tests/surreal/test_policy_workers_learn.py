@@ -17,6 +17,7 @@ import psutil
 import pytest
 
 from surreal.runtime.wire.parameter_client import ParameterClient
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     metric_records,
     processes_of,
@@ -105,7 +106,7 @@ def remote_run(tmp_path_factory, request):
             "a restarted policy worker",
             proc,
         )
-        proc.wait(timeout=600)
+        proc.wait(timeout=scaled(600))
     finally:
         if proc.poll() is None:
             proc.kill()

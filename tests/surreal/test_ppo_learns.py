@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import metric_records
 
 torch = pytest.importorskip("torch")
@@ -116,7 +117,7 @@ def test_cartpole_defaults_reach_475_within_the_default_budget_in_three_of_three
             f"run.seed={seed}",
             "--set",
             "run.stop_at_return=475",
-            timeout=1200,
+            timeout=scaled(1200),
         )
         budget = json.loads((run / "config.json").read_text())["run"]["steps"]
         assert budget == DEFAULT_STEPS, "the launch did not pick the classic family's budget"
@@ -139,7 +140,7 @@ def test_a_300k_step_run_keeps_its_training_return_within_10_percent_of_its_best
 
     total = 300_000
     run, wall = _launch(
-        tmp_path, "long", "--steps", str(total), "--set", "run.seed=1", timeout=1400
+        tmp_path, "long", "--steps", str(total), "--set", "run.seed=1", timeout=scaled(1400)
     )
     episodes = sorted(
         (r["step"], r["value"])
@@ -168,7 +169,7 @@ def test_the_batch_is_the_same_with_2_and_8_actors_and_both_reach_475(tmp_path):
             f"a{actors}",
             "--set",
             "run.stop_at_return=475",
-            timeout=1200,
+            timeout=scaled(1200),
             actors=actors,
         )
         config = json.loads((run / "config.json").read_text())

@@ -16,7 +16,7 @@ import uuid
 import pytest
 
 from surreal.launch.progress_view import PlainView, RateWindow, fields, restarts_by_role
-from symphony.testing import wait_for
+from symphony.testing import scaled, wait_for
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -75,7 +75,7 @@ def test_plain_mode_says_what_it_waits_for_and_never_repeats_a_line(tmp_path):
         [sys.executable, "-m", "surreal.launch.progress_demo", str(tmp_path / "run")],
         capture_output=True,
         text=True,
-        timeout=100,
+        timeout=scaled(100),
     )
     assert result.returncode == 0, result.stderr
     lines = [_strip_time(line) for line in result.stdout.splitlines()]

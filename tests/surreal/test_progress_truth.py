@@ -20,6 +20,7 @@ from surreal.launch.progress import StatusReader, best_eval, format_status, moni
 from surreal.launch.progress_view import fields, policy_lag
 from surreal.runtime.runfolder.rundir import RunDir
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -194,7 +195,7 @@ def test_a_ddpg_run_reports_the_learners_busy_share_and_the_policy_lag(tmp_path)
     for setting in ("env.num_envs=1", "algo.hidden=32,32", "algo.batch_size=64"):
         args += ["--set", setting]
     args += ["--set", "algo.replay_start=300", "--set", "eval.every_s=60"]
-    result = surreal_cli(args, tmp_path, tmp_path / "home", timeout=180)  # ~15 s unloaded
+    result = surreal_cli(args, tmp_path, tmp_path / "home", timeout=scaled(180))  # ~15 s unloaded
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     status = json.loads((tmp_path / "runs" / "busy" / "a" / "status.json").read_text())
     assert status["charts/learn_time"] > 0 and status["charts/learner_its"] > 0

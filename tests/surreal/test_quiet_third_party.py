@@ -7,6 +7,8 @@ import sys
 
 import pytest
 
+from symphony.testing import scaled
+
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -17,7 +19,7 @@ def test_robosuite_import_warnings_do_not_reach_the_terminal(tmp_path):
         [sys.executable, "-m", "surreal", "launch", "ppo", "--env", "robosuite:Lift", "--dry-run"],
         capture_output=True,
         text=True,
-        timeout=170,
+        timeout=scaled(170),
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr

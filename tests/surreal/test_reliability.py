@@ -8,6 +8,7 @@ import torch
 
 from surreal.testing import surreal_cli
 from symphony.records import Records
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     QUICK,
     ctrl_c,
@@ -83,7 +84,7 @@ def test_killed_actor_restarts_and_ctrl_c_leaves_no_process_or_shm(tmp_path):
         pids = {proc.pid, actor.pid} | {p.pid for p in running}
         assert run_segments(pids), "the run holds no shared memory: nothing for the check below"
         ctrl_c(proc)
-        proc.wait(timeout=180)
+        proc.wait(timeout=scaled(180))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -133,7 +134,7 @@ def test_killed_learner_resumes_with_optimizer_state(tmp_path):
         )
         learner = describe(home, "kill-a").process("learner")
         os.kill(learner.pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=180)
+        out, _ = proc.communicate(timeout=scaled(180))
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -11,6 +11,7 @@ import signal
 
 import pytest
 
+from symphony.testing import scaled
 from tests.surreal.helpers import describe, start_launch, status, wait_until
 
 pytest.importorskip("torch")
@@ -32,7 +33,7 @@ def test_the_single_replay_shard_killed_after_the_learner_started_the_run_finish
         step_at_kill = status(run)["global_step"]
         assert step_at_kill < 10_000, "the budget must outlast the kill"
         os.kill(describe(home, "refill-a").process("replay-0").pid, signal.SIGKILL)
-        assert proc.wait(timeout=300) == 0, "the run ended with its budget used"
+        assert proc.wait(timeout=scaled(300)) == 0, "the run ended with its budget used"
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)

@@ -15,6 +15,7 @@ import pytest
 from surreal.runtime.processes import replay_save
 from surreal.runtime.processes.replay_uniform import UniformStorage
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import describe, own_lines, start_launch, status, wait_until
 
 pytest.importorskip("torch")
@@ -57,7 +58,7 @@ def test_a_killed_shard_and_a_resumed_run_start_from_the_saved_replay(tmp_path):
         assert status(run)["global_step"] < 5000, "the budget must outlast the kill"
         os.kill(describe(home, "keep-a").process("replay-0").pid, signal.SIGKILL)
         wait_until(lambda: loaded(home), 120, "the restarted shard to load its part", proc)
-        assert proc.wait(timeout=400) == 0, "the run ended with its budget used"
+        assert proc.wait(timeout=scaled(400)) == 0, "the run ended with its budget used"
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)

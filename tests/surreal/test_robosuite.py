@@ -7,6 +7,7 @@ import torch
 from surreal.api.config import EnvConfig
 from surreal.envs import UnknownEnvironment, check_env, make_env
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import metric_records
 
 pytest.importorskip("robosuite")
@@ -85,7 +86,7 @@ def test_launching_the_vision_model_on_state_observations_fails_before_anything_
         ["launch", "ppo-vision", "--env", "robosuite:Lift"],
         tmp_path,
         tmp_path / "home",
-        timeout=120,
+        timeout=scaled(120),
     )
     assert result.returncode == 2
     assert "put a camera key first in env.obs_keys" in result.stderr
@@ -110,7 +111,7 @@ def launch(tmp_path, name: str, steps: int, *args: str, algo: str = "ppo"):
         ],
         tmp_path,
         tmp_path / "home",
-        timeout=600,
+        timeout=scaled(600),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     run = tmp_path / "runs" / name / "a"
@@ -161,7 +162,7 @@ def test_ppo_on_lift_from_camera_with_conv_lstm_and_a_video(tmp_path):
         ["eval", str(run), "--episodes", "1", "--video", str(video)],
         tmp_path,
         tmp_path / "home",
-        timeout=300,
+        timeout=scaled(300),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     import imageio.v2 as imageio

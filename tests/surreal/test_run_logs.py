@@ -25,6 +25,7 @@ from surreal.runtime.runfolder.rundir import RunDir, stop_reason, write_ending, 
 from surreal.runtime.wire.guard import PortGuard
 from surreal.testing import surreal_cli
 from symphony.records import Records
+from symphony.testing import scaled
 from tests.surreal.helpers import QUICK, env_for
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.integration]
@@ -56,7 +57,7 @@ def symphony(root, *args):
         env=env_for(root / "home"),
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
 
 

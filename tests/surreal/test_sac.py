@@ -28,6 +28,7 @@ from surreal.launch.experiment import plan
 from surreal.launch.preflight import check_algorithm
 from surreal.runtime.wire.policy_protocol import inference_methods
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import describe, processes_of, start_launch, status, wait_until
 
 torch.set_num_threads(1)
@@ -253,7 +254,7 @@ def test_sac_reaches_minus_200_on_pendulum_within_5k_env_steps(tmp_path):
         + ["--trial", "a", "--quiet", "--set", "run.stop_at_return=-200"],
         tmp_path,
         tmp_path / "home",
-        timeout=560,
+        timeout=scaled(560),
     )
     wall = time.monotonic() - started
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -293,7 +294,7 @@ def test_a_killed_learner_resumes_its_temperature_and_optimizers_exactly(tmp_pat
             proc,
         )
         os.kill(describe(home, "kill-a").process("learner").pid, signal.SIGKILL)
-        out, _ = proc.communicate(timeout=180)
+        out, _ = proc.communicate(timeout=scaled(180))
     finally:
         if proc.poll() is None:
             proc.kill()

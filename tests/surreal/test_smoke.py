@@ -16,6 +16,7 @@ import pytest
 
 from surreal.launch.evaluate import run_status
 from symphony.records import Records
+from symphony.testing import scaled
 from tests.surreal.helpers import (
     QUICK,
     ctrl_c,
@@ -62,7 +63,7 @@ def test_a_2k_step_ppo_run_trains_checkpoints_and_ctrl_c_leaves_nothing(tmp_path
         pids = {proc.pid} | {p.pid for p in running}
         assert run_segments(pids), "the run holds no shared memory: nothing to check below"
         ctrl_c(proc)
-        proc.wait(timeout=120)
+        proc.wait(timeout=scaled(120))
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from surreal.testing import surreal_cli
+from symphony.testing import scaled
 from tests.surreal.helpers import QUICK
 from tests.surreal.test_ppo_learns import CARTPOLE
 
@@ -79,7 +80,7 @@ def s3_run(store):
     args = ["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "150000"]
     args += ["--folder", f"s3://{BUCKET}/team", "--name", "cartpole", "--trial", "s3"]
     args += [*CARTPOLE, "--set", f"run.stop_at_return={GOAL}", "--set", "run.checkpoint_every=5"]
-    result = surreal_cli(args, root, root / "home", timeout=400)
+    result = surreal_cli(args, root, root / "home", timeout=scaled(400))
     assert result.returncode == 0, result.stdout + result.stderr
     return root, client, result
 
@@ -135,7 +136,7 @@ def test_resume_from_the_bucket_continues_the_run(s3_run):
     target = before["counters"]["global_step"] + 3000
     args = ["launch", "--resume", RUN_URL, "--steps", str(target)]
     args += ["--set", "run.stop_at_return=none"]
-    result = surreal_cli(args, root, root / "home", timeout=300)
+    result = surreal_cli(args, root, root / "home", timeout=scaled(300))
     assert result.returncode == 0, result.stdout + result.stderr
     after = checkpoint(client, prefix)
     assert after["counters"]["global_step"] >= target

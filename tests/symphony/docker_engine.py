@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from symphony.testing import scaled
+
 ROOT = Path(__file__).resolve().parents[2]
 UP, DOWN = ROOT / "scripts" / "dockerd-up.sh", ROOT / "scripts" / "dockerd-down.sh"
 MAKE_BASE = ROOT / "scripts" / "make-base-image.sh"
@@ -44,7 +46,7 @@ class DockerEngine:
         return cls._shared
 
     def start(self) -> DockerEngine:
-        out = subprocess.run(["bash", str(UP)], capture_output=True, text=True, timeout=120)
+        out = subprocess.run(["bash", str(UP)], capture_output=True, text=True, timeout=scaled(120))
         if out.returncode != 0:
             pytest.fail(
                 f"scripts/dockerd-up.sh failed (install the engine with "

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
+
 ROOT = Path(__file__).resolve().parents[2]
 UP, DOWN = ROOT / "scripts" / "slurm-up.sh", ROOT / "scripts" / "slurm-down.sh"
 NEEDED = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel")
@@ -56,7 +58,7 @@ class SlurmCluster:
             env=self.script_env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=scaled(120),
         )
         if out.returncode != 0:
             raise RuntimeError(f"slurm-up.sh failed:\n{out.stderr}")
@@ -71,7 +73,7 @@ class SlurmCluster:
             env=self.script_env,
             capture_output=True,
             text=True,
-            timeout=120,
+            timeout=scaled(120),
             check=True,
         )
 

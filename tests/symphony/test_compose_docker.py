@@ -22,6 +22,7 @@ from symphony.errors import BackendError
 from symphony.launcher import launch
 from symphony.records import Records
 from symphony.spec import Experiment, Process, ProcessGroup, RestartPolicy
+from symphony.testing import scaled
 from tests.symphony import docker_engine as engine
 from tests.symphony.docker_engine import DockerEngine
 
@@ -68,7 +69,7 @@ def _symphony(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "symphony", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         env={**os.environ, **env},
         cwd=ROOT,
     )
@@ -240,7 +241,7 @@ def test_engine_scripts_leave_no_process_or_folder_behind(
         ["bash", str(engine.UP)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         env={**os.environ, "SYMPHONY_DOCKERD_DATA": str(tmp_path / "data")},
     )
     assert up.returncode == 0, up.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from symphony.records import Records
 from symphony.spec import Experiment, Process
+from symphony.testing import scaled
 from tests.symphony import docker_engine as engine
 from tests.symphony.docker_engine import DockerEngine
 
@@ -38,7 +39,7 @@ def _symphony(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
         [sys.executable, "-m", "symphony", *args],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         env={**os.environ, **env},
         cwd=ROOT,
     )

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from symphony.testing import FairClock, wait_for
+from symphony.testing import (
+    SLOWDOWN_ENV,
+    FairClock,
+    machine_slowdown,
+    measure_slowdown,
+    scaled,
+    wait_for,
+)
 
 
 class Machine:
@@ -14,6 +21,7 @@ class Machine:
         self.now, self.load = 1000.0, load
 
     def clock(self, timeout: float, **kwargs) -> FairClock:
+        kwargs.setdefault("slowdown", 1.0)  # the reference machine's speed, whatever this one's
         return FairClock(timeout, now=lambda: self.now, load=lambda: self.load, cores=2, **kwargs)
 
     def run(self, clock: FairClock, seconds: float) -> float:
@@ -49,3 +57,23 @@ def test_wait_for_returns_the_value_or_names_what_it_waited_for():
     assert wait_for(lambda: 7, timeout=3) == 7
     with pytest.raises(AssertionError, match=r"timed out after 0\.2 s.* waiting for the moon"):
         wait_for(lambda: False, timeout=0.2, poll_s=0.05, what="the moon")
+
+
+def test_a_slower_machine_waits_its_timeout_times_the_slowdown():
+    machine = Machine(load=1.0)
+    assert machine.run(machine.clock(120, slowdown=3.0), 1000) == 361
+    assert machine.run(machine.clock(10, cap=5.0, slowdown=3.0), 1000) == 31  # quiet: not capped
+    loaded = Machine(load=1000.0)
+    assert loaded.run(loaded.clock(10, cap=5.0, slowdown=3.0), 1000) == 151  # the cap stretches too
+
+
+def test_the_suite_measures_the_slowdown_once_and_every_wait_reads_it(monkeypatch):
+    measured = measure_slowdown(rounds=2)
+    assert 1.0 <= measured <= 4.0
+    monkeypatch.setenv(SLOWDOWN_ENV, "2.5")
+    assert machine_slowdown() == 2.5 and scaled(100) == 250
+    assert FairClock(10).slowdown == 2.5
+    monkeypatch.setenv(SLOWDOWN_ENV, "0.3")  # never shorter than the reference's timeouts
+    assert machine_slowdown() == 1.0
+    monkeypatch.setenv(SLOWDOWN_ENV, "fast")
+    assert machine_slowdown() == 1.0

@@ -18,10 +18,12 @@ import psutil
 import pytest
 
 import symphony
+import symphony.backends
+import symphony.launcher
 from symphony import Experiment, Process, RestartPolicy
 from symphony.errors import SpecError
 from symphony.local.supervisor import read_state
-from symphony.testing import processes_with_run_id, wait_for
+from symphony.testing import processes_with_run_id, scaled, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -159,7 +161,7 @@ def test_exit_codes_are_reported_exactly_as_popen_reports_them(here, records, mo
         monkeypatch.setenv("SYMPHONY_FORKSERVER", "0")
     procs = [worker(name, mode=mode, code=code) for name, (mode, code, _) in CODES.items()]
     handle = launch(records, *procs)
-    status = handle.wait(timeout=120)
+    status = handle.wait(timeout=scaled(120))
     assert {n: status.process(n).exit_code for n in CODES} == {n: c[2] for n, c in CODES.items()}
     assert all(report(handle, n)["preloaded"] == forks for n in CODES)
     assert "RuntimeError: boom" in handle.logs("raised") and "bye" in handle.logs("message")
@@ -190,7 +192,7 @@ def test_ctrl_c_of_an_attached_launch_leaves_no_process(here, symphony_home):
         forked = [report(handle, n)["pid"] for n in ("a", "b")]
         assert all(psutil.Process(p).ppid() == launch.pid for p in forked)
         launch.send_signal(signal.SIGINT)
-        assert launch.wait(timeout=120) == 130
+        assert launch.wait(timeout=scaled(120)) == 130
     finally:
         if launch.poll() is None:
             launch.kill()
@@ -205,7 +207,9 @@ def _record(home, name):
         record = Records(home).load(name)
     except symphony.ExperimentNotFound:
         return None
-    return record if read_state(record) else None
+    # read again once the supervisor runs: the copy read before it may predate the launch's
+    # own save (the one with the run's id), and the state file be written in between
+    return Records(home).load(name) if read_state(record) else None
 
 
 @pytest.mark.integration

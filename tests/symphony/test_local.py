@@ -12,7 +12,7 @@ import pytest
 
 from symphony.backends.local import LocalBackend
 from symphony.records import Records
-from symphony.testing import cli, processes_with_run_id, wait_for
+from symphony.testing import cli, processes_with_run_id, scaled, wait_for
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -138,7 +138,9 @@ def test_ctrl_c_on_attached_launch_leaves_no_process(symphony_home, tmp_path):
         run_id = _run_id("stubborn")
         wait_for(lambda: len(processes_with_run_id(run_id)) >= 4, what="the grandchild")
         launch.send_signal(signal.SIGINT)
-        launch.communicate(timeout=120)  # drains its output: a full pipe would block its exit
+        launch.communicate(
+            timeout=scaled(120)
+        )  # drains its output: a full pipe would block its exit
         assert launch.returncode == 130
     finally:
         if launch.poll() is None:

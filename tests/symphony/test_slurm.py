@@ -16,7 +16,7 @@ from symphony.errors import BackendError
 from symphony.launcher import launch
 from symphony.records import Records
 from symphony.spec import Experiment, Process, ProcessGroup, Resources
-from symphony.testing import cli, env_with, wait_for
+from symphony.testing import cli, env_with, scaled, wait_for
 from tests.symphony.slurm_cluster import SlurmCluster, require_slurm
 
 RING = Path(__file__).resolve().parents[2] / "examples" / "01_ring" / "ring.py"
@@ -245,7 +245,7 @@ def test_ctrl_c_on_an_attached_launch_cancels_every_job(cluster):
         ids = job_ids("ctrl-c")
         attached.send_signal(signal.SIGINT)
         # A hang guard, not a time claim: scancel's wait (up to 60 s) plus the sweep, under load.
-        attached.communicate(timeout=240)
+        attached.communicate(timeout=scaled(240))
     finally:
         attached.kill()
     assert not set(ids) & set(cluster.squeue_ids())

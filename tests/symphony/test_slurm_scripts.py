@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from symphony.testing import scaled
 from tests.symphony.slurm_cluster import DOWN, UP, SlurmCluster, require_slurm
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(200)]
@@ -20,7 +21,7 @@ def _script(path: Path, state: Path, **env: str) -> subprocess.CompletedProcess:
         env={**clean, "SLURM_NODES": "1", **env},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
     )
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from symphony.backends.tmux import TmuxBackend
 from symphony.records import Records
-from symphony.testing import cli, processes_with_run_id, wait_for
+from symphony.testing import cli, processes_with_run_id, scaled, wait_for
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
 
@@ -135,7 +135,9 @@ def test_ctrl_c_on_attached_tmux_launch_leaves_no_process(symphony_home, tmux_so
         )
         run_id = Records().load("ring").data["run_id"]
         launch.send_signal(signal.SIGINT)
-        launch.communicate(timeout=120)  # drains its output: a full pipe would block its exit
+        launch.communicate(
+            timeout=scaled(120)
+        )  # drains its output: a full pipe would block its exit
         assert launch.returncode != 0
     finally:
         if launch.poll() is None:
