@@ -46,7 +46,7 @@ check: setup
 # learning claims (marker `long`) are `make test-long`, run before a release and whenever the
 # learning code changes (CONTRIBUTING.md lists them and what still guards each in `make test`).
 test: setup system-deps
-	$(BIN)/python -m pytest -q -ra --durations=30 -m "not long" $(PYTEST_PARALLEL)
+	$(BIN)/python -m pytest -q -ra --durations=50 -m "not long" $(PYTEST_PARALLEL)
 
 test-long: setup
 	$(BIN)/python -m pytest -q -ra --durations=0 -m long -p no:xdist

@@ -12,6 +12,7 @@ import caraml
 from caraml.sockets import make_socket
 from caraml.testing import free_address, garbled_messages, junk_connections
 from caraml.wire import KIND_ERROR
+from symphony.testing import scaled
 
 from .test_req_rep import fuzz
 
@@ -53,7 +54,7 @@ def test_puller_yields_nothing_from_junk_and_garbage_then_the_real_message(addr)
             for frames in garbled_messages(GARBLED, seed=11):
                 raw.send_multipart(frames)
             raw.send_multipart(caraml.serialize("real"), copy=False)  # same pipe: last
-            deadline = time.monotonic() + 60
+            deadline = time.monotonic() + scaled(60)
             while time.monotonic() < deadline:
                 try:
                     got = puller.pull(timeout=1)

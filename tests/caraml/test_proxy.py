@@ -8,6 +8,7 @@ import pytest
 
 import caraml
 from caraml.testing import free_address
+from symphony.testing import scaled
 
 from .test_req_rep import fuzz
 
@@ -26,7 +27,7 @@ def test_router_dealer_spreads_requests_over_servers():
         caraml.Server(back, tagger("b"), bind=False) as b,
         caraml.Client(front) as client,
     ):
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + scaled(20)
         replies = []
         while (a.served == 0 or b.served == 0) and time.monotonic() < deadline:
             replies.append(client.request(len(replies)))  # both connect eventually

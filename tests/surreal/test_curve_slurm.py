@@ -94,7 +94,7 @@ def test_curve_slurm_run_learns_on_both_nodes_and_refuses_a_client_without_the_k
     run = tmp_path / "runs" / "curve" / "a"
     home = Path(os.environ["SYMPHONY_HOME"])
     try:
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + scaled(240)
         keys = _wait(
             "the run's keys", lambda: (run / "keys" / "client.key_secret").exists(), deadline
         )

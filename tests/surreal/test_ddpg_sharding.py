@@ -13,6 +13,7 @@ from caraml.testing import free_port
 from surreal.algos.ddpg.learner_loop import StepCounter, sample_reply_to_arrays
 from surreal.runtime.processes.replay_shard import ReplayShard, sampling_start
 from surreal.runtime.processes.sharding import start_replay_proxies
+from symphony.testing import scaled
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,7 +49,7 @@ def test_chunks_spread_over_shards_and_samples_come_from_every_shard():
             for i in range(60):
                 pusher.push(_chunk(float(i)))
             client = caraml.Client(a["sample"], timeout=2.0, retries=5)
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + scaled(20)
             while sum(s.storage.added for s in shards) < 480 and time.monotonic() < deadline:
                 client.request({"op": "stats"})  # polling with a deadline until all are stored
             added = [s.storage.added for s in shards]

@@ -12,6 +12,8 @@ import time
 
 import pytest
 
+from symphony.testing import scaled
+
 pytest.importorskip("gymnasium")
 
 from caraml.testing import free_port  # noqa: E402
@@ -100,7 +102,7 @@ def test_kill_9_of_a_worker_mid_generation_does_not_stop_the_master(tmp_path):
     killed = {}
 
     def killer():
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         with master.lock:
             while time.monotonic() < deadline and not master.done:
                 held = [

@@ -47,7 +47,7 @@ def _attack(host: str, port: int, service: str, seed: int, report: dict) -> None
     messages.append([bytes(f) for f in serialize({"not": "a segment"})])  # well-formed, foreign
     sent = 0
     for kind in socket_types(service):
-        sent += flood(f"tcp://{host}:{port}", kind, messages, deadline_s=120.0)
+        sent += flood(f"tcp://{host}:{port}", kind, messages, deadline_s=scaled(120.0))
     report[service] = (sent, junk_connections(host, port, CONNECTIONS, rng))
 
 
