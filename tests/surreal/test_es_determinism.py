@@ -35,6 +35,7 @@ import json, sys
 from surreal.algos.es.config import ESConfig
 from surreal.algos.es.loop import build
 from surreal.algos.es.master import ESMaster, serve
+from symphony.testing import scaled
 address, fields, noise_dir, generations = sys.argv[1:5]
 cfg = ESConfig(**json.loads(fields))
 _, policy, state, noise = build("gym:CartPole-v1", cfg, 0, noise_dir)
