@@ -32,6 +32,16 @@ QUICK = [
     "eval.every_s=1",
 ]
 
+PENDULUM_SMALL = [
+    "--set",
+    "env.num_envs=1",
+    "--set",
+    "algo.hidden=64,64",
+    "--set",
+    "algo.batch_size=128",
+]
+"""The README's small Pendulum networks for TD3/DDPG runs (-200 in ~3k steps)."""
+
 
 def env_for(home: Path) -> dict[str, str]:
     return dict(os.environ, SYMPHONY_HOME=str(home), PYTHONUNBUFFERED="1")

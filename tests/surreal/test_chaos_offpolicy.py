@@ -31,7 +31,14 @@ import time
 import pytest
 
 from symphony.testing import FairClock, scaled
-from tests.surreal.helpers import describe, metric_records, start_launch, status, wait_until
+from tests.surreal.helpers import (
+    PENDULUM_SMALL,
+    describe,
+    metric_records,
+    start_launch,
+    status,
+    wait_until,
+)
 
 pytest.importorskip("torch")
 
@@ -72,14 +79,7 @@ def test_killing_replay_shards_and_parameter_servers_every_5s_td3_finishes_and_l
     args += ["--set", "eval.every_s=3", "--set", "algo.checkpoint_every_s=10"]
     # the README's small Pendulum networks (-200 in ~3k steps): a quarter of the default 256x256
     # update's time, so the chaos is spent on kills and restarts, not on matrix products
-    args += [
-        "--set",
-        "env.num_envs=1",
-        "--set",
-        "algo.hidden=64,64",
-        "--set",
-        "algo.batch_size=128",
-    ]
+    args += PENDULUM_SMALL
     proc = start_launch(args, tmp_path, home)
     out: list[str] = []
     drain = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)

@@ -17,20 +17,16 @@ pytest.importorskip("torch")
 
 from surreal.algos.ddpg.learner_loop import slack  # noqa: E402
 from surreal.testing import surreal_cli  # noqa: E402
-from tests.surreal.helpers import describe, processes_of, start_launch, status, wait_until  # noqa: E402
+from tests.surreal.helpers import (  # noqa: E402
+    PENDULUM_SMALL,
+    describe,
+    processes_of,
+    start_launch,
+    status,
+    wait_until,
+)
 
-SMALL = [
-    "--set",
-    "env.num_envs=1",
-    "--set",
-    "algo.hidden=64,64",
-    "--set",
-    "algo.batch_size=128",
-    "--set",
-    "eval.episodes=5",
-    "--set",
-    "eval.every_s=2",
-]
+SMALL = [*PENDULUM_SMALL, "--set", "eval.episodes=5", "--set", "eval.every_s=2"]
 
 
 @pytest.mark.timeout(60)
