@@ -42,15 +42,7 @@ def build_learner(comp: Component) -> tuple[Learner, dict[str, int]]:
     torch.manual_seed(cfg.run.seed)
     np.random.seed(cfg.run.seed)
     learner = comp.algo.create(cfg, comp.env_info)
-    counters, resumed = checkpoint.resume(comp, learner)
-    if resumed:
-        comp.log.info(
-            "resumed from %s at step %s (version %d, %d updates before)",
-            comp.run.checkpoint,
-            f"{counters['global_step']:,}",
-            counters["version"],
-            counters["iterations"],
-        )
+    counters, _ = checkpoint.resume(comp, learner)  # a loaded checkpoint is a line on the log
     if comp.restarts:  # a restarted learner: its versions go on past the ones it published
         counters["version"] = restarted_version(comp, counters["version"])
     comp.started_at = counters["global_step"]  # every report says where this learner began

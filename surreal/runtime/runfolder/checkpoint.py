@@ -89,7 +89,8 @@ def save(path: Path, learner: Learner, counters: dict[str, int]) -> None:
 def resume(comp: Any, learner: Learner) -> tuple[dict[str, int], bool]:
     """A learner process's start: the run's checkpoint, verified (whole, finite, its checksum,
     taken by this learner; else `previous.pt`, `load`), into `learner`; (its counters
-    global_step, version and iterations, zero without a checkpoint; whether one was loaded)."""
+    global_step, version and iterations, zero without a checkpoint; whether one was loaded).
+    A loaded one is a line on the process's log, whatever the learner (ES's master too)."""
     counters = {"global_step": 0, "version": 0, "iterations": 0}
     if not comp.run.checkpoint.is_file():
         return counters, False
@@ -100,6 +101,13 @@ def resume(comp: Any, learner: Learner) -> tuple[dict[str, int], bool]:
         repair=True,
     )
     counters.update({k: int(v) for k, v in state["counters"].items() if k in counters})
+    comp.log.info(
+        "resumed from %s at step %s (version %d, %d updates before)",
+        comp.run.checkpoint,
+        f"{counters['global_step']:,}",
+        counters["version"],
+        counters["iterations"],
+    )
     return counters, True
 
 

@@ -1,0 +1,74 @@
+"""An ES master killed with `kill -9` comes back from its checkpoint and the run reaches its budget.
+
+The master is ES's learner: it hands out the population's tasks, steps theta and publishes it.
+Its workers keep their own copy of the ES state and follow it from seeds and returns, so after
+the restart they re-sync with the master's (older) checkpointed state and the run goes on; the
+generations since that checkpoint are run again and publish the versions they published before
+(a version is a generation), which the parameter server, holding the newer ones, ignores until
+the master passes them. What a user relies on: the run finishes its budget by itself, the master
+resumed from its last checkpoint (not from scratch), the step in the metrics never goes back,
+the parameter server ends at the master's last version, and the noise table in /dev/shm is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+import torch
+
+from symphony.testing import scaled
+from tests.surreal.helpers import (
+    describe,
+    metric_records,
+    processes_of,
+    start_launch,
+    status,
+    wait_until,
+)
+
+pytest.importorskip("gymnasium")
+
+SMALL = ["--set", "algo.hidden=32,32", "--set", "algo.population=16", "--set", "eval.every_s=1"]
+RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.integration
+def test_a_killed_es_master_resumes_from_its_checkpoint_and_the_run_reaches_its_budget(tmp_path):
+    steps = 150_000
+    home, before = tmp_path / "home", set(Path("/dev/shm").glob("surreal-es-noise-*"))
+    args = ["es", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", str(steps)]
+    args += ["--name", "esk", "--trial", "a", "--set", "run.checkpoint_every=2", *SMALL]
+    proc = start_launch(args, tmp_path, home)
+    run = tmp_path / "runs" / "esk" / "a"
+    latest = run / "checkpoints" / "latest.pt"
+    try:
+        wait_until(lambda: latest.is_file(), 120, "the master's first checkpoint", proc)
+        saved = torch.load(latest, weights_only=False)["counters"]
+        os.kill(describe(home, "esk-a").process("learner").pid, signal.SIGKILL)
+        out, _ = proc.communicate(timeout=scaled(300))  # a guard: the run ends by itself
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out[-3000:]
+    assert "restarts learner 1 (killed by SIGKILL)" in out, out[-3000:]
+    final = status(run)
+    assert final["global_step"] >= steps
+    log = (run / "logs" / "learner.log").read_text()
+    after_kill = log.split("restarted after signal 9", 1)[1]
+    (resumed,) = [int(m.group(1).replace(",", "")) for m in RESUMED.finditer(after_kill)]
+    # the checkpoint read before the kill, or a later one the master wrote before it died
+    assert resumed >= saved["global_step"] > 0, (saved, resumed)
+    last: dict[str, int] = {}
+    for row in metric_records(run):  # metrics.jsonl: never backwards across the restart
+        assert row["step"] >= last.get(row["name"], 0), row
+        last[row["name"]] = row["step"]
+    server = (run / "logs" / "param-server.log").read_text()
+    assert final["version"] >= saved["version"] + 1, (final, saved)
+    assert "Traceback" not in server and "Traceback" not in log.split("restarted", 1)[1]
+    assert not processes_of(run)
+    assert set(Path("/dev/shm").glob("surreal-es-noise-*")) <= before
