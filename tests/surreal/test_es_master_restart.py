@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from surreal.algos.es.config import ESConfig
+from surreal.algos.es.loop import build
+from surreal.algos.es.master import ESMaster
 from symphony.testing import scaled
 from tests.surreal.helpers import (
     describe,
@@ -32,6 +35,7 @@ from tests.surreal.helpers import (
 
 pytest.importorskip("gymnasium")
 
+ENV = "gym:CartPole-v1"
 SMALL = ["--set", "algo.hidden=32,32", "--set", "algo.population=16", "--set", "eval.every_s=1"]
 RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
 
@@ -72,3 +76,21 @@ def test_a_killed_es_master_resumes_from_its_checkpoint_and_the_run_reaches_its_
     assert "Traceback" not in server and "Traceback" not in log.split("restarted", 1)[1]
     assert not processes_of(run)
     assert set(Path("/dev/shm").glob("surreal-es-noise-*")) <= before
+
+
+def test_a_worker_ahead_of_a_restarted_master_gets_the_whole_state_at_once(tmp_path):
+    """The restarted master is at its checkpoint's generation; a worker that followed the killed
+    one is further on, and no record steps a state back: its first reply carries the full state
+    (before, an empty list of updates, and the worker took one more round trip to ask for it)."""
+    cfg = ESConfig(hidden=(8,), population=4, noise_size=50_000)
+    _, policy, state, noise = build(ENV, cfg, 0, str(tmp_path))
+    state.generation = 3  # resumed from a checkpoint taken at generation 3
+    master = ESMaster(policy, state, noise, cfg, generations=10, seed=0)
+    ask = {"op": "task", "worker": "w0", "result": None}
+    ahead = master.handle({**ask, "generation": 5})
+    assert ahead["generation"] == 3 and "updates" not in ahead
+    assert ahead["sync"] == state.to_wire() and "task" in ahead
+    behind = master.handle({**ask, "worker": "w1", "generation": -1})  # a joining worker
+    assert "sync" in behind and "updates" not in behind
+    in_step = master.handle({**ask, "worker": "w2", "generation": 3})
+    assert "sync" not in in_step and "updates" not in in_step

@@ -103,7 +103,9 @@ class ESMaster:
             g_w = int(msg.get("generation", -1))
             if g_w != self.state.generation:
                 missed = range(g_w, self.state.generation)
-                if g_w >= 0 and all(g in self.records for g in missed):
+                # a worker ahead of this master (restarted from an older checkpoint) needs the
+                # whole state: there are no records to step it back with
+                if 0 <= g_w < self.state.generation and all(g in self.records for g in missed):
                     reply["updates"] = [self.records[g] for g in missed]
                 else:
                     reply["sync"] = self.state.to_wire()
