@@ -3,8 +3,8 @@
 The master is ES's learner: it hands out the population's tasks, steps theta and publishes it.
 Its workers keep their own copy of the ES state and follow it from seeds and returns, so after
 the restart they re-sync with the master's (older) checkpointed state and the run goes on; the
-generations since that checkpoint are run again and publish the versions they published before
-(a version is a generation), which the parameter server, holding the newer ones, ignores until
+generations since that checkpoint are run again (with other noise draws) under the version numbers
+published before (a version is a generation), which the parameter server, holding the newer ones, ignores until
 the master passes them. What a user relies on: the run finishes its budget by itself, the master
 resumed from its last checkpoint (not from scratch), the step in the metrics never goes back,
 the parameter server ends at the master's last version, and the noise table in /dev/shm is gone.
