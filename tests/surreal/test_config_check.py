@@ -38,6 +38,7 @@ def test_an_algorithm_that_cannot_act_in_the_action_space_is_refused(tmp_path):
         plan("ddpg", env="gym:CartPole-v1", folder=str(tmp_path))
     text = str(err.value)
     assert "cannot run on gym:CartPole-v1 (2 discrete actions)" in text and "continuous" in text
+    assert "use ppo or dqn" in text  # what to run instead
 
 
 def _refused(tmp_path, args: list[str]) -> str:

@@ -21,7 +21,8 @@ from surreal.api.spaces import EnvInfo
 def _bounds(env_info: EnvInfo) -> tuple[np.ndarray, np.ndarray]:
     if env_info.discrete:
         raise ValueError(
-            "DDPG, TD3 and SAC need a continuous (Box) action space; use ppo for discrete actions"
+            "DDPG, TD3 and SAC need a continuous (Box) action space; "
+            "use ppo or dqn for discrete actions"
         )
     low = np.asarray(env_info.action_low, np.float32).reshape(env_info.action_shape)
     high = np.asarray(env_info.action_high, np.float32).reshape(env_info.action_shape)
