@@ -53,6 +53,7 @@ def test_a_killed_es_master_resumes_from_its_checkpoint_and_the_run_reaches_its_
     try:
         wait_until(lambda: latest.is_file(), 120, "the master's first checkpoint", proc)
         saved = torch.load(latest, weights_only=False)["counters"]
+        shown = status(run).get("version", 0)  # the lost master's, as the status showed it
         os.kill(describe(home, "esk-a").process("learner").pid, signal.SIGKILL)
         out, _ = proc.communicate(timeout=scaled(300))  # a guard: the run ends by itself
     finally:
@@ -72,8 +73,12 @@ def test_a_killed_es_master_resumes_from_its_checkpoint_and_the_run_reaches_its_
         assert row["step"] >= last.get(row["name"], 0), row
         last[row["name"]] = row["step"]
     server = (run / "logs" / "param-server.log").read_text()
-    assert final["version"] >= saved["version"] + 1, (final, saved)
-    assert "Traceback" not in server and "Traceback" not in log.split("restarted", 1)[1]
+    # the server took the restarted master's versions once they passed the lost master's
+    # (the last publication may still be on its way when the run stops the server)
+    (held,) = map(int, re.findall(r"held version (\d+) at the end", server))
+    assert final["version"] - 1 <= held <= final["version"], (held, final)
+    assert held > shown, (held, shown)  # past what the lost master had published
+    assert "Traceback" not in server and "Traceback" not in after_kill
     assert not processes_of(run)
     assert set(Path("/dev/shm").glob("surreal-es-noise-*")) <= before
 
