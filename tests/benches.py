@@ -33,3 +33,8 @@ def run_quick(name: str, out: Path, timeout: float) -> tuple[subprocess.Complete
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done, done.stdout.splitlines()
+
+
+def cells(line: str) -> list[str]:
+    """The cells of one row of a bench's markdown table, stripped."""
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]

@@ -19,18 +19,16 @@ pytest.importorskip("mujoco")
 _bench = benches.load("control_plane")
 
 
-def cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(600)
 def test_the_quick_bench_runs_every_dry_run_at_both_sizes(tmp_path):
     done, lines = benches.run_quick("control_plane", tmp_path, timeout=scaled(580))
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]
-    header = cells(lines[2])
+    header = benches.cells(lines[2])
     assert header[:3] == ["dry run", "s at 1,024", "<= 10 s"], header
-    rows = {cells(line)[0]: cells(line) for line in lines[4:] if line.startswith("| ")}
+    rows = {
+        benches.cells(line)[0]: benches.cells(line) for line in lines[4:] if line.startswith("| ")
+    }
     assert list(rows) == list(_bench.ROWS)
     for name, row in rows.items():
         assert row[-1] == "2/2" and row[2] in ("PASS", "FAIL"), row

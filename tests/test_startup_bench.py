@@ -21,19 +21,15 @@ _bench = benches.load("startup")
 MODES = list(_bench.MODES)
 
 
-def cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(900)
 def test_the_quick_bench_prints_both_start_ups_and_every_process(tmp_path):
     done, lines = benches.run_quick("startup", tmp_path, timeout=scaled(880))
     assert lines[0].startswith("cores ") and "load average before" in lines[0], lines[0]
     assert "surreal launch ppo --env gym:CartPole-v1 --actors 2" in lines[0]
-    header = cells(lines[2])
+    header = benches.cells(lines[2])
     assert header[:3] == ["start-up", "first batch s", "<= 12 s"] and "actor PSS MB" in header
-    rows = {cells(line)[0]: cells(line) for line in lines if line.startswith("| ")}
+    rows = {benches.cells(line)[0]: benches.cells(line) for line in lines if line.startswith("| ")}
     for mode in MODES:
         row = rows[mode]
         assert len(row) == len(header) and row[-1] == "1/1", row

@@ -22,10 +22,6 @@ pytest.importorskip("mujoco")
 _bench = benches.load("td3_loop")
 
 
-def cells(line: str) -> list[str]:
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
-
-
 @pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_the_quick_loop_writes_its_evaluations_and_the_table_reads_them(tmp_path):
@@ -36,7 +32,7 @@ def test_the_quick_loop_writes_its_evaluations_and_the_table_reads_them(tmp_path
     # the 1,000 random steps fill the replay; from the 1,000th transition one update per step
     assert final["episodes"] == _bench.FINAL_EPISODES and final["env_steps"] == 1200
     assert final["updates"] == 201 and "losses/qf_loss" in rows[-2]
-    table = [cells(line) for line in lines if line.startswith("| 1 ")]
+    table = [benches.cells(line) for line in lines if line.startswith("| 1 ")]
     assert len(table) == 1 and table[0][1] == "1,200", lines
     assert table[0][3] == f"{final['final_eval']:,.0f}" and table[0][4] == "-"  # not 300k
     start = next(i for i, line in enumerate(lines) if line.startswith("surreal's single-process"))
