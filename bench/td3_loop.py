@@ -38,16 +38,22 @@ CLEANRL_300K = {1: 7_523, 2: 8_355, 3: 7_790, 4: 7_667}
 bench/offpolicy_peers.py on 2026-12-05 (bench/reports/offpolicy.md), not measured here."""
 
 
-def recipe(replay_start: int = 10_000) -> TD3Config:
-    """TD3 with the MuJoCo family's settings (DDPGConfig.family_defaults('mujoco'))."""
-    return TD3Config(lr=3e-4, replay_start=replay_start, n_step=1, sigma=0.1, sigma_spread=1.0)
+def recipe(replay_start: int | None = None) -> TD3Config:
+    """TD3 with the MuJoCo family's algorithm settings, as `surreal launch td3` applies them
+    (`DDPGConfig.family_defaults('mujoco')`); `replay_start` overrides the warm-up."""
+    family = TD3Config.family_defaults("mujoco")
+    algo = {k.removeprefix("algo."): v for k, v in family.items() if k.startswith("algo.")}
+    if replay_start is not None:
+        algo["replay_start"] = replay_start
+    return TD3Config(**algo)
 
 
 def run_seed(
-    env_id: str, seed: int, steps: int, eval_every: int, out: Path, replay_start: int = 10_000
+    env_id: str, seed: int, steps: int, eval_every: int, out: Path, replay_start: int | None = None
 ) -> dict:
     path = out / f"s{seed}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")  # the loop keeps no checkpoint: a seed run again starts over
     start = time.time()
 
     def log(row: dict) -> None:
@@ -153,7 +159,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,200 steps (1,000 random): a check")
     parser.add_argument("--no-plot", action="store_true", help="write no td3_loop.png")
     args = parser.parse_args()
-    replay_start = 10_000
+    replay_start = None  # the recipe's
     if args.quick:
         args.steps, args.eval_every, replay_start = 1_200, 600, 1_000
     if not args.report:
