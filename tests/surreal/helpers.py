@@ -42,6 +42,17 @@ PENDULUM_SMALL = [
 ]
 """The README's small Pendulum networks for TD3/DDPG runs (-200 in ~3k steps)."""
 
+ES_SMALL = ["--set", "algo.hidden=32,32", "--set", "algo.population=16", "--set", "eval.every_s=1"]
+"""A small ES on CartPole: 32x32 networks, a population of 16, an evaluation every second."""
+
+RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
+"""The line a learner that loaded its checkpoint writes (`surreal.runtime.runfolder.checkpoint`)."""
+
+
+def resumed_steps(log: str) -> list[int]:
+    """The steps every start of the learner in `log` resumed from, in order."""
+    return [int(m.group(1).replace(",", "")) for m in RESUMED.finditer(log)]
+
 
 def env_for(home: Path) -> dict[str, str]:
     return dict(os.environ, SYMPHONY_HOME=str(home), PYTHONUNBUFFERED="1")

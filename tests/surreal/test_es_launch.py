@@ -12,9 +12,7 @@ from symphony.testing import scaled
 pytest.importorskip("gymnasium")
 
 from surreal.testing import surreal_cli  # noqa: E402
-from tests.surreal.helpers import processes_of, status  # noqa: E402
-
-SMALL = ["--set", "algo.hidden=32,32", "--set", "algo.population=16", "--set", "eval.every_s=1"]
+from tests.surreal.helpers import ES_SMALL, processes_of, status  # noqa: E402
 
 
 @pytest.mark.timeout(60)
@@ -64,7 +62,7 @@ def test_es_reaches_475_on_cartpole(tmp_path):
             "a",
             "--set",
             "run.stop_at_return=475",
-            *SMALL,
+            *ES_SMALL,
         ],
         tmp_path,
         tmp_path / "home",

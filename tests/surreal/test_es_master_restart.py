@@ -3,9 +3,9 @@
 The master is ES's learner: it hands out the population's tasks, steps theta and publishes it.
 Its workers keep their own copy of the ES state and follow it from seeds and returns, so after
 the restart they re-sync with the master's (older) checkpointed state and the run goes on; the
-generations since that checkpoint are run again (with other noise draws) under the version numbers
-published before (a version is a generation), which the parameter server, holding the newer ones, ignores until
-the master passes them. What a user relies on: the run finishes its budget by itself, the master
+generations since that checkpoint are run again (with other noise draws) under the version
+numbers published before (a version is a generation), which the parameter server, holding the
+newer ones, ignores until the master passes them. What a user relies on: the run finishes its budget by itself, the master
 resumed from its last checkpoint (not from scratch), the step in the metrics never goes back,
 the parameter server ends at the master's last version, and the noise table in /dev/shm is gone.
 """
@@ -25,9 +25,11 @@ from surreal.algos.es.loop import build
 from surreal.algos.es.master import ESMaster
 from symphony.testing import scaled
 from tests.surreal.helpers import (
+    ES_SMALL,
     describe,
     metric_records,
     processes_of,
+    resumed_steps,
     start_launch,
     status,
     wait_until,
@@ -36,8 +38,6 @@ from tests.surreal.helpers import (
 pytest.importorskip("gymnasium")
 
 ENV = "gym:CartPole-v1"
-SMALL = ["--set", "algo.hidden=32,32", "--set", "algo.population=16", "--set", "eval.every_s=1"]
-RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
 
 
 @pytest.mark.timeout(400)
@@ -45,8 +45,8 @@ RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
 def test_a_killed_es_master_resumes_from_its_checkpoint_and_the_run_reaches_its_budget(tmp_path):
     steps = 150_000
     home, before = tmp_path / "home", set(Path("/dev/shm").glob("surreal-es-noise-*"))
-    args = ["es", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", str(steps)]
-    args += ["--name", "esk", "--trial", "a", "--set", "run.checkpoint_every=2", *SMALL]
+    args = ["es", "--env", ENV, "--actors", "2", "--steps", str(steps)]
+    args += ["--name", "esk", "--trial", "a", "--set", "run.checkpoint_every=2", *ES_SMALL]
     proc = start_launch(args, tmp_path, home)
     run = tmp_path / "runs" / "esk" / "a"
     latest = run / "checkpoints" / "latest.pt"
@@ -65,7 +65,7 @@ def test_a_killed_es_master_resumes_from_its_checkpoint_and_the_run_reaches_its_
     assert final["global_step"] >= steps
     log = (run / "logs" / "learner.log").read_text()
     after_kill = log.split("restarted after signal 9", 1)[1]
-    (resumed,) = [int(m.group(1).replace(",", "")) for m in RESUMED.finditer(after_kill)]
+    (resumed,) = resumed_steps(after_kill)
     # the checkpoint read before the kill, or a later one the master wrote before it died
     assert resumed >= saved["global_step"] > 0, (saved, resumed)
     last: dict[str, int] = {}

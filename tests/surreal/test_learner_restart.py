@@ -21,18 +21,11 @@ from tests.surreal.helpers import (
     QUICK,
     describe,
     metric_records,
+    resumed_steps,
     start_launch,
     status,
     wait_until,
 )
-
-RESUMED = re.compile(r"resumed from \S+ at step ([\d,]+)")
-"""The line a learner that loaded its checkpoint writes (`surreal.runtime.processes.learner`)."""
-
-
-def resumed_steps(log: str) -> list[int]:
-    """The steps every start of the learner in `log` resumed from, in order."""
-    return [int(m.group(1).replace(",", "")) for m in RESUMED.finditer(log)]
 
 
 def waits(run) -> dict:
