@@ -110,7 +110,8 @@ class RunConfig:
     checkpoint_every: int = bounded(25, ge=1)
     """Write a checkpoint every this many learner iterations (and always at exit)."""
     stop_at_return: float | None = None
-    """Also stop once the evaluator's mean return reaches this value."""
+    """Also stop once the evaluator's mean return reaches this value (`surreal launch`'s watch:
+    not applied to a detached kube run, docs/kubernetes.md)."""
     torch_threads: int = bounded(0, ge=0)
     """torch threads in the learner process (actors always use 1); 0: the CPUs the learner may
     run on minus one per actor and one for buffer and parameter server, at least 1
@@ -149,8 +150,8 @@ class RunConfig:
     learner that dies ends the run (`surreal launch --resume` continues it)."""
     stall_timeout_s: float = bounded(300.0, ge=0)
     """A run whose learner step does not move for this many seconds ends `failed`, saying what
-    its processes wait for (`surreal launch`'s watch; the checkpoint stays and `--resume`
-    continues the run); 0: never."""
+    its processes wait for (`surreal launch`'s watch, so not on a detached kube run; the
+    checkpoint stays and `--resume` continues the run); 0: never."""
     prometheus: bool = True
     """Every process serves Prometheus `/metrics` on its own port (`docs/monitoring.md`)."""
     wandb: str = "disabled"
