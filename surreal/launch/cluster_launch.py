@@ -142,7 +142,8 @@ def record_cost(plan: Any, cost: Any) -> None:
 def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     """Render the run (a request no node can hold is refused here), write the run folder
     (with the run's cost per hour, on kube with a cluster spec), launch it and leave it
-    running; returns what to tell the user."""
+    running; returns what to tell the user, including that nothing ends it there but
+    `symphony delete` (no launcher watches it: docs/kubernetes.md)."""
     _, cost = _render(plan, backend, opts)  # every refusal before the run folder is written
     launching.create_run(plan)
     record_cost(plan, cost)
@@ -151,6 +152,9 @@ def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     told = (
         f"{name} is running on {backend} ({plan.config.run.actors} actors); follow it with "
         f"`symphony describe {name}`, `symphony logs {name} learner -f`; stop it with "
-        f"`symphony delete {name}`"
+        f"`symphony delete {name}`.\nIt does not end by itself: at its step budget the learner "
+        f"exits 0 (`symphony describe {name}`), and the other processes keep their pods, and "
+        f"the nodes, until `symphony delete {name}`; run.stop_at_return and "
+        f"run.stall_timeout_s stop nothing on {backend} (no `surreal launch` watches it)"
     )
     return told if cost is None else f"{told}\n{cost.lines()[0]} (`surreal status` tracks it)"

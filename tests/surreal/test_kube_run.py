@@ -262,6 +262,9 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
         )
         assert launched.exit_code == 0, launched.output
         assert "cart-t1 is running on kube" in launched.output
+        # nothing on the cluster ends a detached run: the user is told who must
+        assert "It does not end by itself" in launched.output
+        assert "until `symphony delete cart-t1`" in launched.output
         assert (runs / "cart" / "t1" / "config.json").is_file()  # the run's record here
         assert "cart-t1" in endpoint.namespaces
         secrets = endpoint.stored("Secret")
