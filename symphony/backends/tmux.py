@@ -8,7 +8,10 @@ Options:
 Each window runs `python -m symphony.local.runner`, which runs the process's command with its env
 (the SYMPH_* addresses on free 127.0.0.1 ports), copies all output to the pane and to
 `<record>/logs/<process>.log`, restarts it per its RestartPolicy and writes
-`<record>/tmux/<process>.json` (pid, restarts, exit code). Windows stay open after their process
+`<record>/tmux/<process>.json` (pid, restarts, exit code). The runner of a process named in
+`Experiment.ends_with` stops the other runners when that process has ended for good, so the
+experiment ends by itself with no launcher watching (`describe` then says finished, or failed
+when that process failed). Windows stay open after their process
 ends (remain-on-exit), so the last output stays readable in tmux. Each window's env (`tmux -e`,
 tmux >= 3.2) holds the process's variables plus PATH, PYTHONPATH, VIRTUAL_ENV and a few more from
 the launching shell, since a long-running tmux server keeps the environment it started with.
@@ -33,6 +36,7 @@ import libtmux
 from symphony.addresses import local_endpoints, process_env
 from symphony.backends.base import (
     ALIVE_STATES,
+    EXITED,
     FAILED,
     PENDING,
     STOPPED,
@@ -46,7 +50,7 @@ from symphony.backends.local import local_plan, run_beside
 from symphony.errors import BackendError, LaunchRefused
 from symphony.local import proctree
 from symphony.local.preflight import check_commands
-from symphony.local.runner import read_runner_state
+from symphony.local.runner import ENDS_FLAG, read_runner_state
 from symphony.logfiles import follow_file, read_lines
 from symphony.records import ExperimentRecord, load_config
 from symphony.spec import Experiment, Process
@@ -141,7 +145,7 @@ class TmuxBackend(Backend):
             args = verb + ["-n", proc.name, "-c", os.path.join(os.getcwd(), proc.cwd or "")]
             args += [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
             args += [
-                self._window_command(record, proc),
+                self._window_command(record, proc, proc.name in experiment.ends_with),
                 ";",
                 "set-option",
                 "-w",
@@ -157,7 +161,7 @@ class TmuxBackend(Backend):
             self._attach(record)
 
     @staticmethod
-    def _window_command(record: ExperimentRecord, proc: Process) -> str:
+    def _window_command(record: ExperimentRecord, proc: Process, ends: bool) -> str:
         runner = [
             sys.executable,
             "-m",
@@ -165,6 +169,7 @@ class TmuxBackend(Backend):
             str(record.file(f"tmux/{proc.name}.json")),
             str(record.log_path(proc.name)),
             json.dumps(asdict(proc.restart)),
+            *([ENDS_FLAG] if ends else []),
             "--",
             *proc.argv(),
         ]
@@ -211,7 +216,12 @@ class TmuxBackend(Backend):
                 status.state = UNKNOWN
             status.location = f"tmux {record.name}:{proc.name}" if pane else None
             procs.append(status)
-        return self.status_from_record(record, procs, socket=record.data.get("socket"))
+        described = self.status_from_record(record, procs, socket=record.data.get("socket"))
+        ended = _ended_leader(experiment.ends_with, procs)
+        if ended is not None and described.status != "running":
+            # the others were stopped for it: not a "stopped" experiment
+            described.status = "failed" if ended.state == FAILED else "finished"
+        return described
 
     def logs(
         self,
@@ -243,6 +253,15 @@ class TmuxBackend(Backend):
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
         """Run `command` on this machine with `process`'s environment and working directory."""
         return run_beside(record, process, command)
+
+
+def _ended_leader(names: list[str], procs: list[ProcessStatus]) -> ProcessStatus | None:
+    """The first process of `Experiment.ends_with` that has ended for good (None: none has)."""
+    by_name = {p.name: p for p in procs}
+    for name in names:
+        if name in by_name and by_name[name].state in (EXITED, FAILED):
+            return by_name[name]
+    return None
 
 
 def _inherited_env() -> dict[str, str]:

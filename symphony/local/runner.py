@@ -1,6 +1,6 @@
 """Run one process for a terminal-based backend (tmux): tee its output, restart it, report state.
 
-    python -m symphony.local.runner STATE_JSON LOG_FILE RESTART_JSON -- COMMAND...
+    python -m symphony.local.runner STATE_JSON LOG_FILE RESTART_JSON [--ends-experiment] -- COMMAND...
 
 The runner is what a tmux pane runs. It starts COMMAND in its own session, copies everything the
 command prints both to the pane and to LOG_FILE (so logs are complete, not only what the pane
@@ -11,6 +11,12 @@ shows), restarts it per RESTART_JSON (a RestartPolicy as a mapping), and keeps S
 
 On SIGTERM, SIGINT or SIGHUP it stops the command's tree (SIGTERM, grace, SIGKILL), records
 "stopped" and exits. It exits with the command's last exit code.
+
+With `--ends-experiment` (a process named in `Experiment.ends_with`) the command's end for good
+(exit 0, or failed past its restarts; not a stop) is the experiment's end: the runner sends
+SIGTERM to every other runner whose state file sits beside STATE_JSON and that carries this
+runner's SYMPHONY_RUN_ID, and each stops its command as on `symphony delete`. So a tmux
+experiment ends by itself, as the local supervisor ends one, with no launcher watching.
 """
 
 from __future__ import annotations
@@ -32,15 +38,22 @@ from symphony.spec import RestartPolicy
 from symphony.states import EXITED, FAILED, RESTARTING, RUNNING, STOPPED
 
 GRACE_S = 5.0
+ENDS_FLAG = "--ends-experiment"
 
 
 class Runner:
     """Supervises one command; see the module docstring."""
 
     def __init__(
-        self, state_path: Path, log_path: Path, policy: RestartPolicy, argv: list[str]
+        self,
+        state_path: Path,
+        log_path: Path,
+        policy: RestartPolicy,
+        argv: list[str],
+        ends_experiment: bool = False,
     ) -> None:
         self.state_path, self.log_path, self.policy, self.argv = state_path, log_path, policy, argv
+        self.ends_experiment = ends_experiment
         self.state: dict[str, Any] = {
             "runner_pid": os.getpid(),
             "state": RUNNING,
@@ -68,7 +81,10 @@ class Runner:
             crashes = self.policy.counted(self.crash_times, now)
             self.state["last_end"] = ending(code)
             if not self.policy.should_restart(code, crashes if self.policy.counts(code) else 0):
-                return self._finish(EXITED if code == 0 else FAILED, code)
+                self._finish(EXITED if code == 0 else FAILED, code)
+                if self.ends_experiment:
+                    self._stop_the_others()
+                return code
             delay = self.policy.delay(self.policy.counted(self.restart_times, now))
             self._save(state=RESTARTING, exit_code=code)
             self._log(f"{self.state['last_end']}; restarting in {delay:g}s")
@@ -131,6 +147,23 @@ class Runner:
             log.write(line)
         print(line, end="", flush=True)
 
+    def _stop_the_others(self) -> None:
+        """SIGTERM to the experiment's other runners: those with a state file beside this one's
+        and this runner's run id (a pid that was reused since is not one of them)."""
+        run_id = os.environ.get(proctree.RUN_ID_ENV)
+        if not run_id:
+            self._log("ended; no run id to find the other processes by: they keep running")
+            return
+        self._log("ended: it ends the experiment, stopping the other processes")
+        ours = {p.pid for p in proctree.marked(run_id)}
+        for path in sorted(self.state_path.parent.glob("*.json")):
+            pid = (read_runner_state(path) or {}).get("runner_pid")
+            if path != self.state_path and pid in ours:
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass  # it ended meanwhile
+
     def _request_stop(self, *_: Any) -> None:
         self.stop_requested = True
 
@@ -152,15 +185,18 @@ def read_runner_state(path: Path) -> dict[str, Any] | None:
 
 
 def main(argv: list[str]) -> int:
-    """Parse `STATE LOG RESTART_JSON -- COMMAND...` and run."""
-    if "--" not in argv or argv.index("--") != 3 or len(argv) < 5:
+    """Parse `STATE LOG RESTART_JSON [--ends-experiment] -- COMMAND...` and run."""
+    split = argv.index("--") if "--" in argv else -1
+    flags = argv[3:split] if split >= 3 else None
+    if flags is None or flags not in ([], [ENDS_FLAG]) or len(argv) <= split + 1:
         print(
-            "usage: python -m symphony.local.runner STATE LOG RESTART_JSON -- COMMAND...",
+            "usage: python -m symphony.local.runner STATE LOG RESTART_JSON "
+            f"[{ENDS_FLAG}] -- COMMAND...",
             file=sys.stderr,
         )
         return 2
     policy = RestartPolicy(**json.loads(argv[2]))
-    return Runner(Path(argv[0]), Path(argv[1]), policy, argv[4:]).run()
+    return Runner(Path(argv[0]), Path(argv[1]), policy, argv[split + 1 :], bool(flags)).run()
 
 
 if __name__ == "__main__":

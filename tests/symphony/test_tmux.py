@@ -1,4 +1,5 @@
-"""The tmux backend end to end on an isolated tmux server: the ring, restarts, Ctrl-C, delete."""
+"""The tmux backend end to end on an isolated tmux server: the ring, restarts, Ctrl-C, delete,
+and an `ends_with` process ending the experiment with no launcher watching."""
 
 import os
 import signal
@@ -9,9 +10,12 @@ from pathlib import Path
 import psutil
 import pytest
 
+import symphony
+from symphony import Experiment, Process
 from symphony.backends.tmux import TmuxBackend
 from symphony.records import Records
 from symphony.testing import cli, processes_with_run_id, scaled, wait_for
+from tests.symphony.test_local import LEADER, SERVER
 
 pytestmark = [pytest.mark.tmux, pytest.mark.timeout(180)]
 
@@ -168,3 +172,27 @@ def test_status_comes_from_the_pane_when_the_runner_itself_dies(symphony_home, t
     run_id = Records().load("ring").data["run_id"]
     assert cli("delete", "ring").returncode == 0
     assert processes_with_run_id(run_id) == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("code", "outcome"), [(0, "finished"), (3, "failed")])
+def test_the_end_of_an_ends_with_process_ends_the_experiment_with_no_launcher(
+    records, tmux_socket, code, outcome
+):
+    """As the local supervisor does (test_local), with nothing watching the detached launch:
+    the leader's runner stops the server, which would otherwise idle for 1000 s."""
+    exp = Experiment("lead", ends_with=["leader"]).add(
+        Process("leader", [sys.executable, "-c", LEADER, str(code)]).connects("web"),
+        Process("server", [sys.executable, "-c", SERVER]).binds("web"),
+    )
+    handle = symphony.launch(exp, "tmux", records=records, socket=tmux_socket)
+    run_id = records.load("lead").data["run_id"]
+    status = handle.wait(timeout=scaled(60))
+    assert status.process("leader").exit_code == code
+    assert status.process("server").state == "stopped", status.process("server")
+    assert "serving" in handle.logs("server")
+    assert "it ends the experiment" in handle.logs("leader")
+    assert status.status == outcome  # not "stopped": the server was stopped for it
+    assert outcome in cli("list", "--all").stdout
+    assert processes_with_run_id(run_id) == []
+    handle.delete()
