@@ -36,7 +36,6 @@ import libtmux
 from symphony.addresses import local_endpoints, process_env
 from symphony.backends.base import (
     ALIVE_STATES,
-    EXITED,
     FAILED,
     PENDING,
     STOPPED,
@@ -45,6 +44,7 @@ from symphony.backends.base import (
     Capabilities,
     ExperimentStatus,
     ProcessStatus,
+    ended_leader,
 )
 from symphony.backends.local import local_plan, run_beside
 from symphony.errors import BackendError, LaunchRefused
@@ -217,7 +217,7 @@ class TmuxBackend(Backend):
             status.location = f"tmux {record.name}:{proc.name}" if pane else None
             procs.append(status)
         described = self.status_from_record(record, procs, socket=record.data.get("socket"))
-        ended = _ended_leader(experiment.ends_with, procs)
+        ended = ended_leader(experiment.ends_with, procs)
         if ended is not None and described.status != "running":
             # the others were stopped for it: not a "stopped" experiment
             described.status = "failed" if ended.state == FAILED else "finished"
@@ -253,15 +253,6 @@ class TmuxBackend(Backend):
     def exec(self, record: ExperimentRecord, process: str, command: list[str]) -> int:
         """Run `command` on this machine with `process`'s environment and working directory."""
         return run_beside(record, process, command)
-
-
-def _ended_leader(names: list[str], procs: list[ProcessStatus]) -> ProcessStatus | None:
-    """The first process of `Experiment.ends_with` that has ended for good (None: none has)."""
-    by_name = {p.name: p for p in procs}
-    for name in names:
-        if name in by_name and by_name[name].state in (EXITED, FAILED):
-            return by_name[name]
-    return None
 
 
 def _inherited_env() -> dict[str, str]:

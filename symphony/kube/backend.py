@@ -28,6 +28,7 @@ from symphony.backends.base import (
     ExperimentStatus,
     ExperimentSummary,
     ProcessStatus,
+    ended_leader,
     overall_status,
 )
 from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused
@@ -294,7 +295,18 @@ class KubeBackend(Backend):
             return self.status_from_record(record, processes, namespace=ns, pods={})
         pods = self._pods(ns, record.name)
         processes = process_statuses(pods, self._groups(record, ns))
-        return self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
+        status = self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
+        leader = ended_leader((record.spec or {}).get("ends_with") or [], processes)
+        alive = [p for p in processes if p.state in ALIVE_STATES]
+        if (
+            leader is not None and alive
+        ):  # nothing on the cluster ends the rest (docs/kubernetes.md)
+            how = "exited 0" if leader.exit_code == 0 else "failed"
+            status.details["ended"] = (
+                f"{leader.name} {how}, which ends this experiment, but nothing on kube stops "
+                f"the other {len(alive)} processes: `symphony delete {record.name}` frees their pods"
+            )
+        return status
 
     def _locate(self, record: ExperimentRecord, process: str) -> tuple[str, str]:
         ns = self._namespace(record)

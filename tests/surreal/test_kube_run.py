@@ -317,7 +317,12 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
         stop = f"{STAMP} INFO actor-0: stop: finished\n"
         endpoint.write_log("cart-t1", actors_pod, "actor-0", stop)
         endpoint.end_log("cart-t1", actors_pod, "actor-0")
-        for process in ("metrics", "buffer", "learner", "param-server", "evaluator"):
+        # the learner used its budget: nothing on the cluster stops the rest, describe says so
+        controllers.exit("cart-t1", "learner", 0)
+        told = invoke(symphony_main, "describe", "cart-t1").output
+        assert "ended: learner exited 0, which ends this experiment" in told, told
+        assert "the other 8 processes: `symphony delete cart-t1` frees their pods" in told
+        for process in ("metrics", "buffer", "param-server", "evaluator"):
             controllers.exit("cart-t1", process, 0)
         for i in range(4):
             controllers.exit("cart-t1", f"actor-{i}", 0)
