@@ -298,9 +298,8 @@ class KubeBackend(Backend):
         status = self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
         leader = ended_leader((record.spec or {}).get("ends_with") or [], processes)
         alive = [p for p in processes if p.state in ALIVE_STATES]
-        if (
-            leader is not None and alive
-        ):  # nothing on the cluster ends the rest (docs/kubernetes.md)
+        # nothing on the cluster ends the rest (docs/kubernetes.md): say so while they run
+        if leader is not None and alive:
             how = "exited 0" if leader.exit_code == 0 else "failed"
             status.details["ended"] = (
                 f"{leader.name} {how}, which ends this experiment, but nothing on kube stops "
