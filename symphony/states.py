@@ -16,3 +16,10 @@ PENDING, RUNNING, RESTARTING = "pending", "running", "restarting"
 EXITED, FAILED, STOPPED, UNKNOWN = "exited", "failed", "stopped", "unknown"
 ALIVE_STATES = (PENDING, RUNNING, RESTARTING)
 PROCESS_STATES = (PENDING, RUNNING, RESTARTING, EXITED, FAILED, STOPPED, UNKNOWN)
+
+
+def ended_leader(ends_with: list[str], states: dict[str, str]) -> str | None:
+    """The first process named in `Experiment.ends_with` whose state (`states`: name -> state)
+    says it ended for good (exited, or failed past its restarts); None while none has. The
+    local supervisor, tmux and kube read an experiment's end from it."""
+    return next((name for name in ends_with if states.get(name) in (EXITED, FAILED)), None)

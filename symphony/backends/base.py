@@ -149,16 +149,6 @@ def overall_status(states: list[str]) -> str:
     return "finished"
 
 
-def ended_leader(ends_with: list[str], processes: list[ProcessStatus]) -> ProcessStatus | None:
-    """The first process named in `Experiment.ends_with` that has ended for good (exited, or
-    failed past its restarts); None while none has."""
-    by_name = {p.name: p for p in processes}
-    for name in ends_with:
-        if name in by_name and by_name[name].state in (EXITED, FAILED):
-            return by_name[name]
-    return None
-
-
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend's processes share with the launching machine and how it is driven: each

@@ -44,7 +44,6 @@ from symphony.backends.base import (
     Capabilities,
     ExperimentStatus,
     ProcessStatus,
-    ended_leader,
 )
 from symphony.backends.local import local_plan, run_beside
 from symphony.errors import BackendError, LaunchRefused
@@ -54,6 +53,7 @@ from symphony.local.runner import ENDS_FLAG, read_runner_state
 from symphony.logfiles import follow_file, read_lines
 from symphony.records import ExperimentRecord, load_config
 from symphony.spec import Experiment, Process
+from symphony.states import ended_leader
 
 INHERITED = (
     "PATH",
@@ -217,10 +217,11 @@ class TmuxBackend(Backend):
             status.location = f"tmux {record.name}:{proc.name}" if pane else None
             procs.append(status)
         described = self.status_from_record(record, procs, socket=record.data.get("socket"))
-        ended = ended_leader(experiment.ends_with, procs)
+        states = {p.name: p.state for p in procs}
+        ended = ended_leader(experiment.ends_with, states)
         if ended is not None and described.status != "running":
             # the others were stopped for it: not a "stopped" experiment
-            described.status = "failed" if ended.state == FAILED else "finished"
+            described.status = "failed" if states[ended] == FAILED else "finished"
         return described
 
     def logs(

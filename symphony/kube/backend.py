@@ -28,7 +28,6 @@ from symphony.backends.base import (
     ExperimentStatus,
     ExperimentSummary,
     ProcessStatus,
-    ended_leader,
     overall_status,
 )
 from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused
@@ -52,6 +51,7 @@ from symphony.kube.status import group_pod, pod_phases, process_statuses
 from symphony.ownership import current_owner
 from symphony.records import ExperimentRecord, Records
 from symphony.spec import Experiment
+from symphony.states import FAILED, ended_leader
 
 
 class KubeBackend(Backend):
@@ -296,13 +296,14 @@ class KubeBackend(Backend):
         pods = self._pods(ns, record.name)
         processes = process_statuses(pods, self._groups(record, ns))
         status = self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
-        leader = ended_leader((record.spec or {}).get("ends_with") or [], processes)
+        states = {p.name: p.state for p in processes}
+        leader = ended_leader((record.spec or {}).get("ends_with") or [], states)
         alive = [p for p in processes if p.state in ALIVE_STATES]
         # nothing on the cluster ends the rest (docs/kubernetes.md): say so while they run
         if leader is not None and alive:
-            how = "exited 0" if leader.exit_code == 0 else "failed"
+            how = "failed" if states[leader] == FAILED else "exited 0"
             status.details["ended"] = (
-                f"{leader.name} {how}, which ends this experiment, but nothing on kube stops "
+                f"{leader} {how}, which ends this experiment, but nothing on kube stops "
                 f"the other {len(alive)} processes: `symphony delete {record.name}` frees their pods"
             )
         return status

@@ -40,7 +40,7 @@ from symphony.local.forking import ForkServers
 from symphony.records import ExperimentRecord
 from symphony.resources import ending, restart_mark
 from symphony.spec import Experiment, Process
-from symphony.states import EXITED, FAILED, PENDING, RESTARTING, RUNNING, STOPPED
+from symphony.states import EXITED, FAILED, PENDING, RESTARTING, RUNNING, STOPPED, ended_leader
 
 STATE_FILE = "state.json"
 SUPERVISOR_LOG = "supervisor.log"
@@ -105,7 +105,7 @@ class Supervisor:
             if not self._start_pending():
                 return self._finish("failed", 1)
             alive = self._step()
-            leader = self._ended_leader()
+            leader = ended_leader(self.experiment.ends_with, self._states())
             if leader is not None:  # Experiment.ends_with: its end is the experiment's end
                 failed = self.runs[leader].state == FAILED
                 self._note(leader, "ended: it ends the experiment, stopping the other processes")
@@ -132,12 +132,8 @@ class Supervisor:
                     return False
         return True
 
-    def _ended_leader(self) -> str | None:
-        """The first of `Experiment.ends_with` that has ended for good (None: none has)."""
-        for name in self.experiment.ends_with:
-            if self.runs[name].state in (EXITED, FAILED):
-                return name
-        return None
+    def _states(self) -> dict[str, str]:
+        return {name: run.state for name, run in self.runs.items()}
 
     def request_stop(self, *_: Any) -> None:
         """Signal handler: the first call stops gracefully, the second kills at once."""
