@@ -312,8 +312,9 @@ class Experiment:
         ends_with: processes whose end ends the experiment: once one of them has exited for
             good (exit 0, or failed past its restarts), the local supervisor stops the others
             and the experiment is finished (failed, if that process failed); on tmux the
-            process's runner stops the others. So a run ends by itself when its learner does,
-            with no launcher watching. Other backends leave this to the launcher (`symphony
+            process's runner stops the others; on kube the cluster deletes them once its Job
+            finished (`symphony.kube.ending`). So a run ends by itself when its learner does,
+            with no launcher watching. Compose and slurm leave this to the launcher (`symphony
             launch` attached, or `surreal launch`).
     """
 

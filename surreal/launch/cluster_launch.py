@@ -139,11 +139,28 @@ def record_cost(plan: Any, cost: Any) -> None:
     write_json(plan.run_dir.run_file, info)
 
 
+def _the_end(name: str, backend: str, opts: dict[str, Any]) -> str:
+    """What ends a detached run: on kube the cluster, `cleanup_after_s` after the learner's Job
+    finished (symphony.kube.ending); elsewhere, and with -1, nothing but `symphony delete`."""
+    cleanup = get_backend(backend, records=Records(), **opts).cleanup_after_s()
+    if cleanup is not None:
+        return (
+            f"It ends by itself: at its step budget the learner exits 0, and {cleanup} s after "
+            f"its Job finished the cluster deletes the other processes' pods ({backend} option "
+            f"cleanup_after_s; -1 keeps them until `symphony delete {name}`)"
+        )
+    return (
+        f"It does not end by itself: at its step budget the learner exits 0 (`symphony describe "
+        f"{name}`), and the other processes keep their pods, and the nodes, until "
+        f"`symphony delete {name}`"
+    )
+
+
 def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     """Render the run (a request no node can hold is refused here), write the run folder
     (with the run's cost per hour, on kube with a cluster spec), launch it and leave it
-    running; returns what to tell the user, including that nothing ends it there but
-    `symphony delete` (no launcher watches it: docs/kubernetes.md)."""
+    running; returns what to tell the user, including what ends it (no launcher watches it:
+    docs/kubernetes.md)."""
     _, cost = _render(plan, backend, opts)  # every refusal before the run folder is written
     launching.create_run(plan)
     record_cost(plan, cost)
@@ -152,9 +169,7 @@ def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     told = (
         f"{name} is running on {backend} ({plan.config.run.actors} actors); follow it with "
         f"`symphony describe {name}`, `symphony logs {name} learner -f`; stop it with "
-        f"`symphony delete {name}`.\nIt does not end by itself: at its step budget the learner "
-        f"exits 0 (`symphony describe {name}`), and the other processes keep their pods, and "
-        f"the nodes, until `symphony delete {name}`; run.stop_at_return and "
+        f"`symphony delete {name}`.\n{_the_end(name, backend, opts)}; run.stop_at_return and "
         f"run.stall_timeout_s stop nothing on {backend} (no `surreal launch` watches it)"
     )
     return told if cost is None else f"{told}\n{cost.lines()[0]} (`surreal status` tracks it)"

@@ -217,6 +217,13 @@ class Backend(abc.ABC):
         """What `launch` would do, as text for `--dry-run` (no side effects). Default: the spec."""
         return experiment.to_yaml()
 
+    def cleanup_after_s(self) -> int | None:
+        """Seconds after an `Experiment.ends_with` process ended for good that the backend's
+        own machinery, with no launcher watching, deletes the other processes (kube: the
+        cluster, its `cleanup_after_s` option); None (default) where nothing but `symphony
+        delete` does it once the launcher is gone."""
+        return None
+
     def cluster_spec(self) -> str | None:
         """The path of the cloudwise cluster spec this backend places processes on (prices and
         capacity: `surreal.launch.cost`), None when it has none (default)."""

@@ -107,8 +107,9 @@ class KubeApi:
                 ) from None
         return cls(client.ApiClient(cfg))
 
-    def create(self, obj: dict[str, Any]) -> None:
-        """Create one object (a manifest dict) with the matching typed client call."""
+    def create(self, obj: dict[str, Any]) -> str | None:
+        """Create one object (a manifest dict) with the matching typed client call; returns the
+        uid the API server gave it (what an owner reference names)."""
         kind = obj["kind"]
         if kind not in _CREATE:
             raise BackendError(
@@ -116,10 +117,8 @@ class KubeApi:
             )
         api_name, method, namespaced = _CREATE[kind]
         call = getattr(getattr(self, api_name), method)
-        if namespaced:
-            call(obj["metadata"]["namespace"], obj)
-        else:
-            call(obj)
+        made = call(obj["metadata"]["namespace"], obj) if namespaced else call(obj)
+        return getattr(getattr(made, "metadata", None), "uid", None)
 
     def read_namespace(self, name: str) -> client.V1Namespace | None:
         """The namespace, or None if there is none."""
@@ -166,6 +165,12 @@ class KubeApi:
                 except ApiException as err:
                     if not is_not_found(err):
                         raise
+
+    def workloads(self, namespace: str, label_selector: str) -> list[str]:
+        """Names of the Jobs and Deployments of a namespace matching a label selector."""
+        jobs = self.batch.list_namespaced_job(namespace, label_selector=label_selector).items
+        deps = self.apps.list_namespaced_deployment(namespace, label_selector=label_selector).items
+        return [o.metadata.name for o in _select(jobs + deps, label_selector)]
 
     def read_secret_data(self, namespace: str, name: str) -> dict[str, str]:
         """The base64 `data` of a Secret (kept in memory only, to copy it)."""

@@ -31,6 +31,7 @@ from symphony.backends.base import (
     overall_status,
 )
 from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused
+from symphony.kube import ending
 from symphony.kube import team as kube_team
 from symphony.kube.manifests import render
 from symphony.kube.naming import (
@@ -51,7 +52,6 @@ from symphony.kube.status import group_pod, pod_phases, process_statuses
 from symphony.ownership import current_owner
 from symphony.records import ExperimentRecord, Records
 from symphony.spec import Experiment
-from symphony.states import FAILED, ended_leader
 
 
 class KubeBackend(Backend):
@@ -103,6 +103,7 @@ class KubeBackend(Backend):
             shm_gb=self.config.shm_gb,
             volume=self.config.volume,
             volume_path=self.config.volume_path,
+            cleanup_after_s=self.cleanup_after_s(),
         )
 
     def manifests(self, experiment: Experiment) -> list[dict]:
@@ -113,6 +114,10 @@ class KubeBackend(Backend):
         """The manifests as YAML; with the `output` option also written there (and, when they
         are large, a summary instead: `kube_output.plan_text`). Touches no cluster."""
         return plan_text(self.manifests(experiment), self.config.output or None)
+
+    def cleanup_after_s(self) -> int | None:
+        """The `cleanup_after_s` option (None for -1: the pods stay until `symphony delete`)."""
+        return None if self.config.cleanup_after_s < 0 else self.config.cleanup_after_s
 
     def cluster_spec(self) -> str | None:
         """The `cluster_spec` option: the cloudwise spec of the cluster (None: none given)."""
@@ -130,6 +135,7 @@ class KubeBackend(Backend):
         options = self.render_options(record.owner)
         objects = render(experiment, options)
         ns = namespace_of(experiment, options)
+        record.data["cleanup_after_s"] = options.cleanup_after_s
         if options.team:
             context = {"context": self.config.context, "host": self.config.host}
             kube_team.launch(self.api, objects, ns, experiment.name)
@@ -158,8 +164,7 @@ class KubeBackend(Backend):
         try:
             for secret in self._secrets(experiment, ns, options):
                 self.api.create(secret)
-            for obj in objects[1:]:
-                self.api.create(obj)
+            ending.create(self.api, objects[1:])
         except Exception as err:
             self.api.delete_namespace(ns, wait_s=None)
             raise BackendError(
@@ -251,22 +256,25 @@ class KubeBackend(Backend):
             )
         return found[0].metadata.name
 
-    def _groups(self, record: ExperimentRecord, ns: str) -> dict[str, list[str]]:
+    def _spec(self, record: ExperimentRecord, ns: str) -> Experiment:
+        """The experiment's spec: its record's, else the one stored on the cluster (a
+        teammate's experiment: the marker's in team mode, else the namespace's)."""
         if record.spec:
-            return _groups_from_spec(yaml.safe_dump(record.spec))
-        if self._team(record):
-            groups = kube_team.groups_of(self.api, ns, record.name)
-            if groups:
-                return groups
-        meta = self.api.read_namespace(ns)
-        groups = _groups_from_spec(
-            ((meta.metadata.annotations or {}) if meta else {}).get(ANNOTATION_SPEC)
-        )
-        if not groups:
+            text = yaml.safe_dump(record.spec)
+        else:
+            text = kube_team.spec_text(self.api, ns, record.name) if self._team(record) else None
+            if text is None:
+                meta = self.api.read_namespace(ns)
+                text = ((meta.metadata.annotations or {}) if meta else {}).get(ANNOTATION_SPEC)
+        exp = spec_store.decode(text)
+        if exp is None:
             raise BackendError(
                 f"experiment {record.name!r} has no spec in its record or namespace {ns!r}"
             )
-        return groups
+        return exp
+
+    def _groups(self, record: ExperimentRecord, ns: str) -> dict[str, list[str]]:
+        return _groups_of(self._spec(record, ns))
 
     def _team(self, record: ExperimentRecord) -> bool:
         return bool((record.data or {}).get("team") or self.config.team_namespace)
@@ -294,19 +302,26 @@ class KubeBackend(Backend):
             ]
             return self.status_from_record(record, processes, namespace=ns, pods={})
         pods = self._pods(ns, record.name)
-        processes = process_statuses(pods, self._groups(record, ns))
+        spec = self._spec(record, ns)
+        processes = process_statuses(pods, _groups_of(spec))
+        ends_with = spec.ends_with
+        cleanup = record.data.get("cleanup_after_s")  # None: launched to stay, or not ours
+        if ending.remember(record.data, ends_with, processes) and record.path is not None:
+            record.save()  # the cluster deletes the leader's pod, and its exit code, later
+        cleaned = bool(ends_with) and not pods and not self._workloads(record, ns)
+        if cleaned:
+            processes = ending.cleaned_up(processes, record.data.get("ending"), ends_with)
         status = self.status_from_record(record, processes, namespace=ns, pods=pod_phases(pods))
         states = {p.name: p.state for p in processes}
-        leader = ended_leader((record.spec or {}).get("ends_with") or [], states)
-        alive = [p for p in processes if p.state in ALIVE_STATES]
-        # nothing on the cluster ends the rest (docs/kubernetes.md): say so while they run
-        if leader is not None and alive:
-            how = "failed" if states[leader] == FAILED else "exited 0"
-            status.details["ended"] = (
-                f"{leader} {how}, which ends this experiment, but nothing on kube stops "
-                f"the other {len(alive)} processes: `symphony delete {record.name}` frees their pods"
-            )
+        status.status = ending.outcome(states, ends_with, cleaned) or status.status
+        told = ending.tell(status.processes, record.name, ends_with, cleanup, record.data)
+        if told:
+            status.details["ended"] = told
         return status
+
+    def _workloads(self, record: ExperimentRecord, ns: str) -> list[str]:
+        """Its Jobs and Deployments (none once the cluster cleaned up after its end)."""
+        return self.api.workloads(ns, kube_team.selector(record.name))
 
     def _locate(self, record: ExperimentRecord, process: str) -> tuple[str, str]:
         ns = self._namespace(record)
@@ -402,6 +417,10 @@ class KubeBackend(Backend):
                 if (ns.status and ns.status.phase == "Terminating")
                 else (overall_status(states) if states else "pending")
             )
+            if status == "running" and not mine and groups:  # no pod: not yet, or no more?
+                name = labels.get(LABEL_EXPERIMENT, ns.metadata.name)
+                if not self.api.workloads(ns.metadata.name, kube_team.selector(name)):
+                    status = ending.ENDED  # the cluster cleaned up after its end
             rows.append(
                 ExperimentSummary(
                     name=labels.get(LABEL_EXPERIMENT, ns.metadata.name),
@@ -431,8 +450,10 @@ def _taken(ns: str, experiment: str, existing: Any) -> LaunchRefused:
 def _groups_from_spec(text: str | None) -> dict[str, list[str]]:
     """Group name -> process names, from a stored spec (`symphony.spec_store`; {} for none)."""
     exp = spec_store.decode(text)
-    if exp is None:
-        return {}
+    return {} if exp is None else _groups_of(exp)
+
+
+def _groups_of(exp: Experiment) -> dict[str, list[str]]:
     return {g.name: [p.name for p in g.processes] for g in exp.groups()}
 
 

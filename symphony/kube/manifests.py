@@ -26,6 +26,8 @@ What one experiment becomes, in apply order:
   `kubernetes.io/hostname` (the first pod places the group: a pod matching its own affinity term
   schedules when no other pod matches yet). Such pods share the node (and its GPUs' node pool)
   but not a network namespace or /dev/shm; services are reached through their Service as always.
+  The Job of an `Experiment.ends_with` process comes first, with `ttlSecondsAfterFinished`
+  (`RenderOptions.cleanup_after_s`; how the experiment then ends: `symphony.kube.ending`).
 
 Secrets are referenced by name only (secret volumes); their values never appear here.
 
@@ -44,6 +46,7 @@ from dataclasses import dataclass
 from symphony import scrape, spec_store
 from symphony.addresses import Address, env_prefix, process_env
 from symphony.errors import SpecError
+from symphony.kube.ending import lead
 from symphony.kube.naming import (
     ANNOTATION_SPEC,
     LABEL_EXPERIMENT,
@@ -139,7 +142,7 @@ def render(experiment: Experiment, options: RenderOptions | None = None) -> list
             workloads.append(workload(experiment, part, ns, labels, eps, options, len(parts) > 1))
     env_map = f"{experiment.name}-{SHARED_ENV}"[:240] if options.team else SHARED_ENV
     shared = share_env(workloads, _meta(env_map, ns, labels))
-    return objects + shared + workloads
+    return objects + shared + lead(workloads, experiment.ends_with, options.cleanup_after_s)
 
 
 def namespace(experiment: Experiment, options: RenderOptions) -> dict:

@@ -48,6 +48,9 @@ class RenderOptions:
             on several nodes) mounted read-write at `volume_path` in every container.
         volume_path: where every container mounts the run storage: the `volume` claim, or
             without one a scratch volume of its pod (emptyDir); None: no run storage.
+        cleanup_after_s: seconds after the Job of an `Experiment.ends_with` process finished
+            before the cluster deletes every workload of the experiment (`symphony.kube.ending`);
+            None: they stay until `symphony delete`.
     """
 
     owner: str = "unknown"
@@ -60,6 +63,7 @@ class RenderOptions:
     team: bool = False
     volume: str | None = None
     volume_path: str | None = None
+    cleanup_after_s: int | None = None
 
 
 def label_value(text: str) -> str:

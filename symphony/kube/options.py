@@ -19,6 +19,8 @@ from typing import Any
 from symphony.errors import BackendError
 
 ENV_PREFIX = "SYMPHONY_KUBE_"
+CLEANUP_AFTER_S = 300
+"""The default `cleanup_after_s`: the leader's logs stay readable five minutes after its end."""
 
 
 @dataclass
@@ -44,6 +46,10 @@ class KubeOptions:
             `volume_path` in every container (the run storage every pod shares).
         volume_path: where every container mounts the run storage (the `volume` claim, else a
             scratch volume of its pod); default none (`surreal launch` uses /runs).
+        cleanup_after_s: seconds after the Job of an `Experiment.ends_with` process (say, a
+            trainer) finished, by its budget or by failing past its restarts, before the cluster
+            deletes the experiment's pods (Kubernetes' TTL-after-finished controller and garbage
+            collector: `symphony.kube.ending`); -1 keeps them until `symphony delete`.
         delete_wait_s: how long `delete` waits for the namespace to be gone.
         poll_s: seconds between status polls of an attached launch and of `delete`.
     """
@@ -62,6 +68,7 @@ class KubeOptions:
     shm_gb: float | None = None
     volume: str | None = None
     volume_path: str | None = None
+    cleanup_after_s: int = CLEANUP_AFTER_S
     delete_wait_s: float = 300.0
     poll_s: float = 2.0
 
@@ -107,6 +114,12 @@ def resolve(options: dict[str, Any]) -> KubeOptions:
     if merged.get("volume") and not merged.get("volume_path"):
         raise BackendError(
             f"volume={merged['volume']} needs volume_path=PATH, where the containers mount it"
+        )
+    cleanup = merged.get("cleanup_after_s", CLEANUP_AFTER_S)
+    if isinstance(cleanup, bool) or not isinstance(cleanup, int) or cleanup < -1:
+        raise BackendError(
+            f"cleanup_after_s={cleanup!r}: give whole seconds >= 0 (how long the pods stay once "
+            "the ends_with process's Job finished), or -1 to keep them until `symphony delete`"
         )
     for key in ("cluster_spec", "kubeconfig", "output"):
         if merged.get(key):

@@ -23,6 +23,7 @@ from typing import Any
 from symphony import spec_store
 from symphony.backends.base import ExperimentSummary, overall_status
 from symphony.errors import BackendError, LaunchRefused
+from symphony.kube import ending
 from symphony.kube.naming import (
     ANNOTATION_SPEC,
     LABEL_EXPERIMENT,
@@ -66,8 +67,7 @@ def launch(api: Any, objects: list[dict], ns: str, experiment: str) -> None:
             f"(`kubectl auth can-i create configmaps -n {ns}`)"
         ) from err
     try:
-        for obj in objects[1:]:
-            api.create(obj)
+        ending.create(api, objects[1:])
     except Exception as err:
         api.delete_labelled(ns, selector(experiment), force=True)
         raise BackendError(
@@ -89,10 +89,10 @@ def delete(
     return True
 
 
-def groups_of(api: Any, ns: str, experiment: str) -> dict[str, list[str]]:
-    """Group -> process names, from the marker's spec annotation ({} without a marker)."""
+def spec_text(api: Any, ns: str, experiment: str) -> str | None:
+    """The spec stored on the experiment's marker (`symphony.spec_store`; None without one)."""
     marker = api.read_config_map(ns, f"symphony-{experiment}")
-    return _groups((marker.metadata.annotations or {}).get(ANNOTATION_SPEC) if marker else None)
+    return (marker.metadata.annotations or {}).get(ANNOTATION_SPEC) if marker else None
 
 
 def summaries(api: Any, ns: str, backend: str, skip: set[str]) -> list[ExperimentSummary]:
@@ -108,13 +108,16 @@ def summaries(api: Any, ns: str, backend: str, skip: set[str]) -> list[Experimen
         mine = [p for p in pods if (p.metadata.labels or {}).get(LABEL_EXPERIMENT) == name]
         groups = _groups((marker.metadata.annotations or {}).get(ANNOTATION_SPEC))
         states = [s.state for s in process_statuses(mine, groups)]
+        status = overall_status(states) if states else "pending"
+        if status == "running" and not mine and not api.workloads(ns, selector(name)):
+            status = ending.ENDED  # the cluster cleaned up after its end (not yet started: Jobs)
         created = marker.metadata.creation_timestamp
         rows.append(
             ExperimentSummary(
                 name=name,
                 backend=backend,
                 owner=labels.get(LABEL_OWNER, "unknown"),
-                status=overall_status(states) if states else "pending",
+                status=status,
                 created=created.timestamp() if created else 0.0,
                 processes=len(states),
                 running=sum(s == "running" for s in states),

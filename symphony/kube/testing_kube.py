@@ -28,6 +28,7 @@ import datetime
 import json
 import re
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,7 @@ from aiohttp import web
 _NS = re.compile(r"^/api/v1/namespaces/([^/]+)$")
 _LOG = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log$")
 _EXEC = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/exec$")
+_COLLECTION = re.compile(r"^/apis?/(.+?)/namespaces/([^/]+)/([^/]+)$")
 _RESOURCES = {
     "v1/pods": "Pod",
     "v1/services": "Service",
@@ -59,6 +61,10 @@ def _status(code: int, reason: str, message: str) -> web.Response:
         "metadata": {},
     }
     return web.json_response(body, status=code)
+
+
+def _stamp() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _selected(labels: dict[str, str], selector: str | None) -> bool:
@@ -164,12 +170,12 @@ class KubeEndpoint:
 
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         """A stored pod (its dict, live: change it and `add_pod` it back), or None."""
-        key = self._pod_key(namespace, name)
+        key = self._key("Pod", namespace, name)
         return None if key is None else self.kmock.objects[key].raw
 
-    def _pod_key(self, namespace: str, name: str) -> Any:
+    def _key(self, kind: str, namespace: str, name: str) -> Any:
         for key, obj in list(self.kmock.objects.items()):
-            if key[1:] == (namespace, name) and not obj.deleted and obj.raw.get("kind") == "Pod":
+            if key[1:] == (namespace, name) and not obj.deleted and obj.raw.get("kind") == kind:
                 return key
         return None
 
@@ -183,9 +189,13 @@ class KubeEndpoint:
 
     def delete_pod(self, namespace: str, name: str) -> None:
         """Remove a pod (as a node failure or an eviction would)."""
+        self.delete("Pod", namespace, name)
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Remove an object (as a controller of the cluster would; a no-op when it is gone)."""
 
         async def drop() -> None:
-            key = self._pod_key(namespace, name)
+            key = self._key(kind, namespace, name)
             if key is not None:
                 del self.kmock.objects[key]
 
@@ -206,20 +216,33 @@ class KubeEndpoint:
         if (match := _EXEC.match(path)) and self.exec_handler is not None:
             return await self._exec(request, *match.groups())
         try:
-            return await self.kmock(request)
+            response = await self.kmock(request)
+            if request.method == "POST" and response.status < 300 and _COLLECTION.match(path):
+                return self._identified(response, _COLLECTION.match(path).groups())
+            return response
         except Exception as err:
             if type(err).__name__ == "KubernetesObjectNotFoundError":  # kmock: a 500 otherwise
                 return _status(404, "NotFound", f"{path} not found")
             raise
+
+    def _identified(self, response: web.Response, where: tuple[str, str, str]) -> web.Response:
+        """A created object gets what the API server gives every object, a `uid` and a
+        `creationTimestamp` (owner references name their owner by uid); kmock sets neither."""
+        obj = json.loads(response.body)
+        meta = obj["metadata"]
+        meta.setdefault("uid", str(uuid.uuid4()))
+        meta.setdefault("creationTimestamp", _stamp())
+        group, ns, plural = where
+        self.kmock.objects[f"{group}/{plural}", ns, meta["name"]] = obj
+        return web.json_response(obj, status=201)
 
     async def _create_ns(self, request: web.Request) -> web.Response:
         body = await request.json()
         name = body["metadata"]["name"]
         if name in self.namespaces:
             return _status(409, "AlreadyExists", f'namespaces "{name}" already exists')
-        body["metadata"]["creationTimestamp"] = datetime.datetime.now(
-            datetime.timezone.utc
-        ).strftime("%Y-%m-%dT%H:%M:%SZ")
+        body["metadata"]["creationTimestamp"] = _stamp()
+        body["metadata"]["uid"] = str(uuid.uuid4())
         body["status"] = {"phase": "Active"}
         self.namespaces[name] = body
         return web.json_response(body, status=201)

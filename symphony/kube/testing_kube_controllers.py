@@ -10,11 +10,15 @@ The rules follow the Kubernetes documentation for the fields symphony sets, and 
 - the kubelet applies the pod's `restartPolicy` to each container on its own: `Always` restarts
   it after any exit, `OnFailure` after a non-zero one (each restart counts toward the Job's
   `backoffLimit`), `Never` leaves it terminated; the pod succeeds when every container exited 0
-  and fails when all ended and one did not.
+  and fails when all ended and one did not;
+- the TTL-after-finished controller deletes a Job that completed or failed once its
+  `ttlSecondsAfterFinished` passed, and the garbage collector deletes every object whose owners
+  (`ownerReferences`, by uid) are all gone; a controller's pods are owned by it.
 
 Use: `Controllers(endpoint).reconcile()` after a launch creates the pods; `exit(ns, process,
 code)` ends a process's container as if its program exited; `lose_pod(ns, process)` deletes its
-pod as a node failure would (then `reconcile()` again).
+pod as a node failure would (then `reconcile()` again); `clean_up()` stands for the time passing
+past every finished Job's `ttlSecondsAfterFinished` (no clock: tests never sleep).
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from __future__ import annotations
 import copy
 import datetime
 import itertools
+import uuid
 from typing import Any
 
-from symphony.kube.naming import LABEL_WORKLOAD
+from symphony.kube.naming import LABEL_EXPERIMENT
 from symphony.kube.testing_kube import KubeEndpoint
 
 
@@ -54,9 +59,41 @@ class Controllers:
                     )
                     if status["condition"] is not None:
                         continue  # Complete or Failed: a Job never starts again
-                self._create_pod(ns, name, obj["spec"]["template"])
+                self._create_pod(ns, name, obj)
 
-    def _create_pod(self, ns: str, workload: str, template: dict[str, Any]) -> None:
+    def clean_up(self) -> list[str]:
+        """The TTL-after-finished controller, then the garbage collector, once every finished
+        Job's TTL has passed; returns the `Kind/name` of every object they deleted."""
+        gone = []
+        for job in self.endpoint.stored("Job"):
+            meta = job["metadata"]
+            finished = (self.jobs.get((meta["namespace"], meta["name"])) or {}).get("condition")
+            if finished and "ttlSecondsAfterFinished" in job["spec"]:
+                self.endpoint.delete("Job", meta["namespace"], meta["name"])
+                gone.append(f"Job/{meta['name']}")
+        while True:  # dependents of dependents (a Deployment's pods) go in the next round
+            live = {
+                o["metadata"].get("uid")
+                for kind in ("Job", "Deployment", "Pod")
+                for o in self.endpoint.stored(kind)
+            }
+            orphans = [
+                o
+                for kind in ("Job", "Deployment", "Pod")
+                for o in self.endpoint.stored(kind)
+                if (refs := o["metadata"].get("ownerReferences"))
+                and all(r.get("uid") for r in refs)
+                and not any(r["uid"] in live for r in refs)
+            ]
+            if not orphans:
+                return gone
+            for o in orphans:
+                meta = o["metadata"]
+                self.endpoint.delete(o["kind"], meta["namespace"], meta["name"])
+                gone.append(f"{o['kind']}/{meta['name']}")
+
+    def _create_pod(self, ns: str, workload: str, controller: dict[str, Any]) -> None:
+        template = controller["spec"]["template"]
         spec = copy.deepcopy(template["spec"])
         now = _now()
         self.endpoint.add_pod(
@@ -66,7 +103,16 @@ class Controllers:
                 "metadata": {
                     "name": f"{workload}-{next(self._serial)}",
                     "namespace": ns,
+                    "uid": str(uuid.uuid4()),
                     "labels": dict(template["metadata"]["labels"]),
+                    "ownerReferences": [
+                        {
+                            "apiVersion": controller["apiVersion"],
+                            "kind": controller["kind"],
+                            "name": workload,
+                            "uid": controller["metadata"].get("uid"),
+                        }
+                    ],
                 },
                 "spec": {**spec, "nodeName": "node-1"},
                 "status": {
@@ -90,8 +136,7 @@ class Controllers:
         pods = [
             p
             for p in self.endpoint.stored("Pod")
-            if p["metadata"]["namespace"] == ns
-            and (p["metadata"].get("labels") or {}).get(LABEL_WORKLOAD) == workload
+            if p["metadata"]["namespace"] == ns and _owner(p) == workload
         ]
         if alive:
             pods = [p for p in pods if p["status"]["phase"] in ("Pending", "Running")]
@@ -104,19 +149,22 @@ class Controllers:
                     return obj
         raise KeyError(workload)
 
-    def _live_pod(self, ns: str, process: str) -> dict[str, Any]:
+    def _live_pod(self, ns: str, process: str, experiment: str | None) -> dict[str, Any]:
         for pod in self.endpoint.stored("Pod"):
             names = [c["name"] for c in pod["spec"]["containers"]]
+            labels = pod["metadata"].get("labels") or {}
             if pod["metadata"]["namespace"] == ns and process in names:
+                if experiment is not None and labels.get(LABEL_EXPERIMENT) != experiment:
+                    continue
                 if pod["status"]["phase"] in ("Pending", "Running"):
                     return pod
         raise LookupError(f"no live pod runs {process!r} in {ns!r}")
 
-    # --- kubelet -----------------------------------------------------------------------------
-    def exit(self, ns: str, process: str, code: int) -> None:
-        """The program of `process` exited with `code`: apply the pod's restartPolicy."""
-        pod = self._live_pod(ns, process)
-        workload = pod["metadata"]["labels"][LABEL_WORKLOAD]
+    def exit(self, ns: str, process: str, code: int, experiment: str | None = None) -> None:
+        """The program of `process` (of `experiment`, in a namespace a team shares) exited with
+        `code`: apply the pod's restartPolicy."""
+        pod = self._live_pod(ns, process, experiment)
+        workload = _owner(pod)
         controller = self._controller(ns, workload)
         policy = pod["spec"]["restartPolicy"]
         statuses = pod["status"]["containerStatuses"]
@@ -163,8 +211,8 @@ class Controllers:
 
     def lose_pod(self, ns: str, process: str) -> None:
         """The node of `process`'s pod failed: the pod is gone (a disruption, not a failure)."""
-        pod = self._live_pod(ns, process)
-        workload = pod["metadata"]["labels"][LABEL_WORKLOAD]
+        pod = self._live_pod(ns, process, None)
+        workload = _owner(pod)
         controller = self._controller(ns, workload)
         self.endpoint.delete_pod(ns, pod["metadata"]["name"])
         if controller["kind"] == "Job":
@@ -176,3 +224,8 @@ class Controllers:
             )
             if not ignored:
                 self._pod_ended(ns, workload, controller, "Failed")
+
+
+def _owner(pod: dict[str, Any]) -> str:
+    """The name of the controller that made `pod`."""
+    return pod["metadata"]["ownerReferences"][0]["name"]

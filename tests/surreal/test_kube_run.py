@@ -262,9 +262,13 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
         )
         assert launched.exit_code == 0, launched.output
         assert "cart-t1 is running on kube" in launched.output
-        # nothing on the cluster ends a detached run: the user is told who must
-        assert "It does not end by itself" in launched.output
-        assert "until `symphony delete cart-t1`" in launched.output
+        # no launcher watches a detached run: the cluster ends it, and the user is told how
+        assert "It ends by itself: at its step budget the learner exits 0, and 300 s" in (
+            launched.output
+        )
+        assert "cleanup_after_s; -1 keeps them until `symphony delete cart-t1`" in launched.output
+        learner_job = next(j for j in endpoint.stored("Job") if j["metadata"]["name"] == "learner")
+        assert learner_job["spec"]["ttlSecondsAfterFinished"] == 300
         assert (runs / "cart" / "t1" / "config.json").is_file()  # the run's record here
         assert "cart-t1" in endpoint.namespaces
         secrets = endpoint.stored("Secret")
@@ -317,21 +321,19 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
         stop = f"{STAMP} INFO actor-0: stop: finished\n"
         endpoint.write_log("cart-t1", actors_pod, "actor-0", stop)
         endpoint.end_log("cart-t1", actors_pod, "actor-0")
-        # the learner used its budget: nothing on the cluster stops the rest, describe says so
+        # the learner used its budget: the cluster deletes the rest after cleanup_after_s
         controllers.exit("cart-t1", "learner", 0)
         told = invoke(symphony_main, "describe", "cart-t1").output
         assert "ended: learner exited 0, which ends this experiment" in told, told
-        assert "the other 8 processes: `symphony delete cart-t1` frees their pods" in told
-        for process in ("metrics", "buffer", "param-server", "evaluator"):
-            controllers.exit("cart-t1", process, 0)
-        for i in range(4):
-            controllers.exit("cart-t1", f"actor-{i}", 0)
-        ended = invoke(symphony_main, "list", "--all", "-b", "kube")
-        row = next(r for r in ended.output.splitlines() if r.startswith("cart-t1 "))
-        assert row.split()[3] == "finished", ended.output
+        assert "the cluster deletes the other 8 processes' pods 300 s after its Job" in told
         for follow in ((), ("-f",)):  # following an ended process returns
             after = invoke(symphony_main, "logs", "cart-t1", "actor-0", *follow)
             assert after.exit_code == 0 and after.output == ACTOR_LOG + stop, after.output
+        gone = controllers.clean_up()  # 300 s later
+        assert "Job/actors-0" in gone and endpoint.stored("Pod") == []
+        ended = invoke(symphony_main, "list", "--all", "-b", "kube")
+        row = next(r for r in ended.output.splitlines() if r.startswith("cart-t1 "))
+        assert row.split()[3] == "finished", ended.output
         deleted = invoke(symphony_main, "delete", "cart-t1")
         assert deleted.exit_code == 0, deleted.output
         assert "cart-t1" not in endpoint.namespaces

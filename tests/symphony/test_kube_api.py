@@ -50,13 +50,18 @@ def records(tmp_path):
     return Records(tmp_path / "state")
 
 
+SERVER_SET = ("uid", "creationTimestamp")
+
+
 def stored(endpoint, namespace):
-    """kind/name -> object, for every namespaced object the endpoint holds in `namespace`."""
-    return {
-        f"{obj.raw['kind']}/{key[2]}": obj.raw
-        for key, obj in endpoint.kmock.objects.items()
-        if key[1] == namespace and not obj.deleted
-    }
+    """kind/name -> object, for every namespaced object the endpoint holds in `namespace`, as
+    it was sent (without what the API server adds: `SERVER_SET`)."""
+    out = {}
+    for key, obj in endpoint.kmock.objects.items():
+        if key[1] == namespace and not obj.deleted:
+            meta = {k: v for k, v in obj.raw["metadata"].items() if k not in SERVER_SET}
+            out[f"{obj.raw['kind']}/{key[2]}"] = {**obj.raw, "metadata": meta}
+    return out
 
 
 def pod(ns, name, group, containers, node="node-1"):
