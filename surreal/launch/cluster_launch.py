@@ -3,8 +3,8 @@
 `-o KEY=VALUE` are the symphony backend's options, read like `symphony launch -o` does (the
 symphony config file's `backend_options.<backend>` first; a bare `-o DIR` is `output=DIR`, where
 `--dry-run` writes one file per Kubernetes object). On kube every container mounts the run
-storage at /runs (`-o volume=CLAIM`: a PersistentVolumeClaim all pods share; without it each
-pod's own scratch volume), and the run is launched detached: its processes live on the cluster,
+storage at /runs (`-o team_namespace=NS -o volume=CLAIM`: a PersistentVolumeClaim in NS all
+pods share; without it each pod's own scratch volume), and the run is launched detached: its processes live on the cluster,
 and `symphony describe/logs/delete EXPERIMENT` follow it. On compose every process container
 reads the run's private env file (`surreal.runtime.plan.compose_env`: Curve keys, object-store settings), and
 `surreal launch` stays attached; the containers' output becomes `RUN/logs/` at the end.

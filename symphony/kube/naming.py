@@ -44,7 +44,7 @@ class RenderOptions:
         base_port: first service port (ports follow declaration order).
         team: run inside the existing namespace `namespace` beside other experiments (see the
             module docstring); objects are then prefixed with the experiment name.
-        volume: a PersistentVolumeClaim (in the experiment's namespace; ReadWriteMany for pods
+        volume: a PersistentVolumeClaim (in the team namespace; ReadWriteMany for pods
             on several nodes) mounted read-write at `volume_path` in every container.
         volume_path: where every container mounts the run storage: the `volume` claim, or
             without one a scratch volume of its pod (emptyDir); None: no run storage.

@@ -42,8 +42,9 @@ class KubeOptions:
             namespace (the values pass through memory only, never through a manifest).
         secret_files: secret name -> local file (or folder): launch creates the Secret from it.
         shm_gb: /dev/shm size limit per pod (default: the pod's memory request).
-        volume: a PersistentVolumeClaim in the experiment's namespace, mounted read-write at
-            `volume_path` in every container (the run storage every pod shares).
+        volume: a PersistentVolumeClaim in `team_namespace` (needs it: a claim is mounted only
+            in its own namespace, and a namespace of its own is created by launch), mounted
+            read-write at `volume_path` in every container (the run storage every pod shares).
         volume_path: where every container mounts the run storage (the `volume` claim, else a
             scratch volume of its pod); default none (`surreal launch` uses /runs).
         cleanup_after_s: seconds after the Job of an `Experiment.ends_with` process (say, a
@@ -114,6 +115,15 @@ def resolve(options: dict[str, Any]) -> KubeOptions:
     if merged.get("volume") and not merged.get("volume_path"):
         raise BackendError(
             f"volume={merged['volume']} needs volume_path=PATH, where the containers mount it"
+        )
+    if merged.get("volume") and not merged.get("team_namespace"):
+        raise BackendError(
+            f"volume={merged['volume']}: only pods of the claim's own namespace can mount it, and "
+            "without team_namespace launch creates the experiment's namespace itself (it refuses "
+            "one that exists), so no claim can be in it; create a namespace and a ReadWriteMany "
+            f"claim {merged['volume']!r} in it once, then launch there with "
+            f"-o team_namespace=NAMESPACE -o volume={merged['volume']}, or keep the run's files in "
+            "an object store instead"
         )
     cleanup = merged.get("cleanup_after_s", CLEANUP_AFTER_S)
     if isinstance(cleanup, bool) or not isinstance(cleanup, int) or cleanup < -1:

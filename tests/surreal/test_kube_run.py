@@ -188,6 +188,42 @@ def test_a_cuda_learner_asks_for_a_gpu_and_a_group_too_big_for_the_nodes_is_refu
 
 
 @pytest.mark.integration
+def test_a_claim_without_its_namespace_is_refused_before_the_run_folder_is_written(tmp_path):
+    runs = tmp_path / "runs"
+    launched = CliRunner().invoke(
+        surreal_main,
+        ["launch", "ppo", "--env", "gym:CartPole-v1", "--backend", "kube", "--image", IMAGE]
+        + ["--folder", str(runs), "-o", "volume=surreal-runs", "-o", "host=http://127.0.0.1:9"],
+    )
+    assert launched.exit_code == 2, launched.output
+    error = launched.output.strip().splitlines()[-1]
+    assert "volume=surreal-runs: only pods of the claim's own namespace can mount it" in error
+    assert "-o team_namespace=NAMESPACE -o volume=surreal-runs" in error
+    assert not runs.exists()
+
+    # as docs/kubernetes.md says: in a namespace that holds the claim, every pod mounts it
+    with KubeEndpoint() as endpoint:
+        endpoint.namespaces["rl"] = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "rl", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Active"},
+        }
+        there = CliRunner().invoke(
+            surreal_main,
+            ["launch", "ppo", "--env", "gym:CartPole-v1", "--backend", "kube", "--image", IMAGE]
+            + ["--folder", str(runs), "-o", "volume=surreal-runs", "-o", "team_namespace=rl"]
+            + ["-o", f"host={endpoint.url}"],
+        )
+        assert there.exit_code == 0, there.output
+        jobs = endpoint.stored("Job")
+        assert jobs and all(
+            {"name": "run-storage", "persistentVolumeClaim": {"claimName": "surreal-runs"}}
+            in pod(job)["volumes"]
+            for job in jobs
+        )
+
+
 def test_a_2000_actor_run_renders_valid_objects_under_the_annotation_limit(tmp_path):
     plan = launching.plan("ppo", actors=2000, folder=str(tmp_path / "runs"))
     plan.backend, plan.config.run.image = "kube", IMAGE

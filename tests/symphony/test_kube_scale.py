@@ -72,7 +72,8 @@ def test_a_damaged_or_too_large_spec_is_a_clear_error():
 
 @pytest.mark.parametrize("volume", [None, "runs-claim"])
 def test_run_storage_is_mounted_in_every_container_and_validates(volume):
-    objects = KubeBackend(volume=volume, volume_path="/runs").manifests(many(10))
+    team = {"team_namespace": "team-a"} if volume else {}  # a claim lives in a namespace
+    objects = KubeBackend(volume=volume, volume_path="/runs", **team).manifests(many(10))
     pods = [o["spec"]["template"]["spec"] for o in objects if "template" in o.get("spec", {})]
     for pod in pods:
         storage = next(v for v in pod["volumes"] if v["name"] == "run-storage")
@@ -88,7 +89,10 @@ def test_run_storage_is_mounted_in_every_container_and_validates(volume):
     plain = KubeBackend().manifests(many(2))  # no run storage unless asked for
     assert all("run-storage" not in str(o) for o in plain)
     with pytest.raises(BackendError, match="volume_path"):
-        KubeBackend(volume="runs-claim")
+        KubeBackend(volume="runs-claim", team_namespace="team-a")
+    # in a namespace launch creates, no claim can be there first: refused, saying where it works
+    with pytest.raises(BackendError, match=r"-o team_namespace=NAMESPACE -o volume=runs-claim"):
+        KubeBackend(volume="runs-claim", volume_path="/runs")
 
 
 def test_a_group_larger_than_a_node_of_its_pool_is_refused_naming_the_numbers():

@@ -3,7 +3,7 @@
 On the image-based backends (compose, kube: symphony's `Capabilities.runs_in_image`) every process of a run is
 `python -m surreal component ROLE /runs/EXPERIMENT/TRIAL --index I`: the image's own `python`,
 and the run folder as a container path under `RUNS_ROOT` (mounted from the backend's run
-storage: a PersistentVolumeClaim with the kube option `volume=NAME`, else each pod's own
+storage: a PersistentVolumeClaim with the kube options `team_namespace=NS volume=NAME`, else each pod's own
 scratch volume) or, for an object-store run folder (`s3://...`), that URL unchanged.
 
 The run's files that every process reads (config.json, run.json and the copies of user code
