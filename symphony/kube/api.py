@@ -38,6 +38,7 @@ _DELETE = (
     ("core", "list_namespaced_service", "delete_namespaced_service"),
     ("networking", "list_namespaced_network_policy", "delete_namespaced_network_policy"),
     ("core", "list_namespaced_config_map", "delete_namespaced_config_map"),
+    ("core", "list_namespaced_secret", "delete_namespaced_secret"),
 )
 
 
@@ -150,7 +151,7 @@ class KubeApi:
     def delete_labelled(self, namespace: str, label_selector: str, *, force: bool = False) -> None:
         """Delete every object symphony makes that matches `label_selector` (equality terms,
         `k=v,k2=v2`) in `namespace`: Jobs, Deployments, their pods, Services, NetworkPolicies,
-        the marker ConfigMap."""
+        the marker ConfigMap, the Secrets it made from files."""
         body = client.V1DeleteOptions(
             propagation_policy="Background", grace_period_seconds=0 if force else None
         )

@@ -44,6 +44,7 @@ from symphony.kube.naming import (
     SECRETS_ROOT,
     RenderOptions,
     namespace_of,
+    secret_object,
     secrets_of,
 )
 from symphony.kube.options import KubeOptions, resolve
@@ -104,6 +105,7 @@ class KubeBackend(Backend):
             volume=self.config.volume,
             volume_path=self.config.volume_path,
             cleanup_after_s=self.cleanup_after_s(),
+            own_secrets=frozenset(self.config.secret_files),
         )
 
     def manifests(self, experiment: Experiment) -> list[dict]:
@@ -138,7 +140,8 @@ class KubeBackend(Backend):
         record.data["cleanup_after_s"] = options.cleanup_after_s
         if options.team:
             context = {"context": self.config.context, "host": self.config.host}
-            kube_team.launch(self.api, objects, ns, experiment.name)
+            secrets = self._secrets(experiment, ns, options)  # refused before anything is made
+            kube_team.launch(self.api, objects, ns, experiment.name, secrets)
             record.data.update({"namespace": ns, "team": True, **context})
             record.set_status("running")
             if not detach:
@@ -193,12 +196,18 @@ class KubeBackend(Backend):
         record.set_status(status.status)
 
     def _secrets(self, experiment: Experiment, ns: str, options: RenderOptions) -> list[dict]:
-        """Secret objects for the experiment's namespace, read from files or the secrets namespace."""
+        """Secret objects for the experiment's namespace, read from files or the secrets namespace.
+
+        In a team namespace only those from files (named `<experiment>-<name>`); the others must
+        be there already, created by its admin (BackendError naming the missing one)."""
         names = sorted({s for p in experiment.processes() for s in secrets_of(p, options)})
         out = []
         for name in names:
             if name in self.config.secret_files:
                 data = _files_data(Path(self.config.secret_files[name]).expanduser())
+            elif options.team:
+                self._check_team_secret(ns, name)
+                continue
             else:
                 try:
                     data = self.api.read_secret_data(self.config.secrets_namespace, name)
@@ -217,7 +226,7 @@ class KubeBackend(Backend):
                     "kind": "Secret",
                     "type": "Opaque",
                     "metadata": {
-                        "name": name,
+                        "name": secret_object(experiment, options, name),
                         "namespace": ns,
                         "labels": {LABEL_EXPERIMENT: experiment.name, LABEL_MANAGED: MANAGER},
                     },
@@ -225,6 +234,19 @@ class KubeBackend(Backend):
                 }
             )
         return out
+
+    def _check_team_secret(self, ns: str, name: str) -> None:
+        """A Secret a process mounts in a team namespace exists there (it is the admin's)."""
+        from symphony.kube.api import short_error
+
+        try:
+            self.api.read_secret_data(ns, name)
+        except Exception as err:
+            raise BackendError(
+                f"secret {name!r} is not in team namespace {ns!r} ({short_error(err)}); ask its "
+                f"admin to create it there, or pass secret_files={{{name!r}: PATH}} to create "
+                f"one for this experiment"
+            ) from None
 
     def _use(self, record: ExperimentRecord) -> None:
         """Talk to the cluster the record was launched on, unless a context/host was given now."""

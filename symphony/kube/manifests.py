@@ -64,6 +64,7 @@ from symphony.kube.naming import (
     marker_name,
     namespace_of,
     object_name,
+    secret_object,
     secrets_of,
     service_name,
 )
@@ -337,7 +338,13 @@ def pod_spec(
         volumes.append({"name": RUN_VOLUME, **(storage or {"emptyDir": {}})})
     for name in sorted({s for p in group.processes for s in secrets_of(p, options)}):
         volumes.append(
-            {"name": f"secret-{name}"[:63], "secret": {"secretName": name, "defaultMode": 0o440}}
+            {
+                "name": f"secret-{name}"[:63],
+                "secret": {
+                    "secretName": secret_object(experiment, options, name),
+                    "defaultMode": 0o440,
+                },
+            }
         )
     spec = {
         "containers": [container(experiment, p, eps, options, group_name) for p in group.processes],

@@ -48,6 +48,9 @@ class RenderOptions:
             on several nodes) mounted read-write at `volume_path` in every container.
         volume_path: where every container mounts the run storage: the `volume` claim, or
             without one a scratch volume of its pod (emptyDir); None: no run storage.
+        own_secrets: Secrets launch creates from files (the `secret_files` option); in team
+            mode each is named `<experiment>-<name>`, so experiments sharing the namespace
+            never share or overwrite one.
         cleanup_after_s: seconds after the Job of an `Experiment.ends_with` process finished
             before the cluster deletes every workload of the experiment (`symphony.kube.ending`);
             None: they stay until `symphony delete`.
@@ -64,6 +67,7 @@ class RenderOptions:
     volume: str | None = None
     volume_path: str | None = None
     cleanup_after_s: int | None = None
+    own_secrets: frozenset[str] = frozenset()
 
 
 def label_value(text: str) -> str:
@@ -118,6 +122,13 @@ def secrets_of(process: Process, options: RenderOptions) -> list[str]:
     """Secret names a process mounts: its `Process.secrets` plus the `secrets` option's, once each."""
     names = list(process.secrets) + list(options.secrets.get(process.name, []))
     return list(dict.fromkeys(names))
+
+
+def secret_object(experiment: Experiment, options: RenderOptions, name: str) -> str:
+    """The Secret object a process's secret `name` mounts: `<experiment>-<name>` for one launch
+    creates in a team namespace (`own_secrets`), else `name` itself."""
+    own = options.team and name in options.own_secrets
+    return object_name(experiment, options, name) if own else name
 
 
 def base_labels(experiment: Experiment, options: RenderOptions) -> dict[str, str]:

@@ -11,8 +11,10 @@ scope). `symphony launch ... -b kube -o team_namespace=team-a` then:
 - finds, describes and deletes an experiment by its label `symphony.io/experiment` only, so
   the other experiments of the namespace are never touched.
 
-Secrets are not copied in this mode: the names a process mounts must exist in the namespace
-(the team's admin creates them there).
+Secrets are not copied from another namespace in this mode: a name a process mounts must exist in
+the namespace (the team's admin creates it there) unless the launch gets it as a file
+(`secret_files`), which creates the Secret `<experiment>-<name>` for this experiment only (it
+goes with the experiment at `symphony delete`).
 """
 
 from __future__ import annotations
@@ -48,8 +50,9 @@ def refused(ns: str, experiment: str, marker: Any) -> LaunchRefused:
     )
 
 
-def launch(api: Any, objects: list[dict], ns: str, experiment: str) -> None:
-    """Create the marker, then everything else; a failure deletes what this launch created."""
+def launch(api: Any, objects: list[dict], ns: str, experiment: str, secrets: list[dict]) -> None:
+    """Create the marker, then the experiment's own Secrets (`secrets`: from files, named
+    `<experiment>-<name>`), then everything else; a failure deletes what this launch created."""
     from symphony.kube.api import short_error
 
     marker_name = objects[0]["metadata"]["name"]
@@ -67,6 +70,8 @@ def launch(api: Any, objects: list[dict], ns: str, experiment: str) -> None:
             f"(`kubectl auth can-i create configmaps -n {ns}`)"
         ) from err
     try:
+        for secret in secrets:
+            api.create(secret)
         ending.create(api, objects[1:])
     except Exception as err:
         api.delete_labelled(ns, selector(experiment), force=True)

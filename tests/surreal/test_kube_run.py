@@ -216,7 +216,15 @@ def test_a_claim_without_its_namespace_is_refused_before_the_run_folder_is_writt
             + ["-o", f"host={endpoint.url}"],
         )
         assert there.exit_code == 0, there.output
+        # the run's Curve keys become its own Secret there (experiments share the namespace)
+        (secret,) = endpoint.stored("Secret")
+        name = secret["metadata"]["name"]
+        assert name == "ppo-cartpole-v1-t1-surreal-curve", name
         jobs = endpoint.stored("Job")
+        assert all(
+            any(v.get("secret", {}).get("secretName") == name for v in pod(job)["volumes"])
+            for job in jobs
+        )
         assert jobs and all(
             {"name": "run-storage", "persistentVolumeClaim": {"claimName": "surreal-runs"}}
             in pod(job)["volumes"]

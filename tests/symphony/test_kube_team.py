@@ -3,6 +3,7 @@ RBAC only (the shipped Role grants every call the mode makes, and nothing cluste
 
 from __future__ import annotations
 
+import base64
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import yaml
 pytest.importorskip("kmock")
 
 from symphony import Experiment, Process, RestartPolicy  # noqa: E402
-from symphony.errors import LaunchRefused  # noqa: E402
+from symphony.errors import BackendError, LaunchRefused  # noqa: E402
 from symphony.kube.backend import KubeBackend  # noqa: E402
 from symphony.kube.testing_kube import KubeEndpoint  # noqa: E402
 from symphony.kube.testing_kube_controllers import Controllers  # noqa: E402
@@ -133,12 +134,80 @@ def test_two_users_share_a_team_namespace_apart_and_the_role_allows_every_call(
         }
         assert alice.describe(alice_records.load("exp-a")).status == "running"
 
-        rules = rbac()[0]["rules"]
-        for method, path in endpoint.requests:
-            match = _PATH.match(path)
-            assert match and match["ns"] == "team-a", f"{method} {path} is not namespaced"
-            resource = match["res"] + (f"/{match['sub']}" if match["sub"] else "")
-            verb = {"POST": "create", "DELETE": "delete"}.get(
-                method, "get" if match["name"] else "list"
+        assert_the_role_allows(endpoint.requests)
+
+
+def assert_the_role_allows(requests: list[tuple[str, str]]) -> None:
+    """Every API request served was namespaced in team-a and allowed by the shipped Role."""
+    rules = rbac()[0]["rules"]
+    for method, path in requests:
+        match = _PATH.match(path)
+        assert match and match["ns"] == "team-a", f"{method} {path} is not namespaced"
+        resource = match["res"] + (f"/{match['sub']}" if match["sub"] else "")
+        verb = {"POST": "create", "DELETE": "delete"}.get(
+            method, "get" if match["name"] else "list"
+        )
+        assert _allowed(rules, match["group"] or "", resource, verb), (method, path)
+
+
+def test_secrets_from_files_are_the_experiments_own_and_an_admins_missing_one_is_refused(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("SYMPHONY_OWNER", "alice")
+    with KubeEndpoint() as endpoint:
+        endpoint.namespaces["team-a"] = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Active"},
+        }
+        endpoint.requests.clear()
+        records = Records(tmp_path / "alice")
+
+        def launch(name: str, secret: str, shared: bool = False):
+            key = tmp_path / name / "key.txt"
+            key.parent.mkdir()
+            key.write_text(secret)
+            exp = experiment(name)
+            exp.processes()[1].secrets = ["keys"] + (["shared"] if shared else [])
+            backend = KubeBackend(
+                records,
+                host=endpoint.url,
+                team_namespace="team-a",
+                secret_files={"keys": str(key.parent)},
             )
-            assert _allowed(rules, match["group"] or "", resource, verb), (method, path)
+            backend.launch(exp, records.create(exp, "kube"))
+            return backend
+
+        def secrets():
+            return {
+                s["metadata"]["name"]: base64.b64decode(s["data"]["key.txt"]).decode()
+                for s in endpoint.stored("Secret")
+            }
+
+        alice = launch("exp-a", "a-secret")
+        launch("exp-b", "b-secret")
+        assert secrets() == {"exp-a-keys": "a-secret", "exp-b-keys": "b-secret"}
+        client = next(j for j in endpoint.stored("Job") if j["metadata"]["name"] == "exp-a-client")[
+            "spec"
+        ]["template"]["spec"]
+        assert {
+            "name": "secret-keys",
+            "secret": {"secretName": "exp-a-keys", "defaultMode": 0o440},
+        } in (client["volumes"])
+        mount = {
+            "name": "secret-keys",
+            "mountPath": "/var/run/secrets/symphony/keys",
+            "readOnly": True,
+        }
+        assert mount in client["containers"][0]["volumeMounts"]
+
+        # a Secret the admin was to create, and did not: refused, nothing of exp-c made
+        before = len(endpoint.kmock.objects)
+        with pytest.raises(BackendError, match="secret 'shared' is not in team namespace 'team-a'"):
+            launch("exp-c", "c-secret", shared=True)
+        assert len(endpoint.kmock.objects) == before
+
+        alice.delete(records.load("exp-a"))
+        assert secrets() == {"exp-b-keys": "b-secret"}
+        assert_the_role_allows(endpoint.requests)
