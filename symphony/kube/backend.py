@@ -356,7 +356,8 @@ class KubeBackend(Backend):
         pod = group_pod(self._pods(ns, record.name), group, process)
         if pod is None:
             raise BackendError(
-                f"process {process!r} has no pod yet; see `symphony describe {record.name}`"
+                f"process {process!r} has no pod: not scheduled yet, or deleted by the cluster "
+                f"after the experiment ended (cleanup_after_s); see `symphony describe {record.name}`"
             )
         return ns, pod.metadata.name
 

@@ -114,6 +114,8 @@ def test_a_finished_trainer_takes_every_pod_with_it_and_describe_says_finished(t
         assert again.describe(again.records.load("train")).status == "finished"
         (row,) = backend.list()
         assert row.status == "finished" and row.running == 0
+        with pytest.raises(BackendError, match="deleted by the cluster after the experiment ended"):
+            backend.logs(record, "worker-0")
         backend.delete(record)
         assert "train" not in endpoint.namespaces
 
