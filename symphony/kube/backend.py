@@ -327,7 +327,7 @@ class KubeBackend(Backend):
         spec = self._spec(record, ns)
         processes = process_statuses(pods, _groups_of(spec))
         ends_with = spec.ends_with
-        cleanup = record.data.get("cleanup_after_s")  # None: launched to stay, or not ours
+        cleanup = record.data.get("cleanup_after_s", ending.UNKNOWN_TTL)  # None: launched to stay
         if ending.remember(record.data, ends_with, processes) and record.path is not None:
             record.save()  # the cluster deletes the leader's pod, and its exit code, later
         cleaned = bool(ends_with) and not pods and not self._workloads(record, ns)

@@ -34,6 +34,8 @@ from typing import Any
 from symphony.states import ALIVE_STATES, EXITED, FAILED, STOPPED, UNKNOWN, ended_leader
 
 WORKLOADS = ("Job", "Deployment")
+UNKNOWN_TTL = "unknown"
+"""`cleanup` for `tell` when the launch's `cleanup_after_s` is not known here (a teammate's)."""
 DELETED = "deleted by the cluster"
 ENDED = "ended"
 """The status of an experiment whose pods the cluster deleted before anyone saw how its leader
@@ -121,12 +123,15 @@ def outcome(states: dict[str, str], ends_with: list[str], cleaned: bool = False)
 
 def tell(processes: list[Any], name: str, ends_with: list[str], cleanup: Any, data: dict) -> str:
     """`describe`'s `ended` line: what ended experiment NAME and what becomes of the rest
-    (`cleanup`: the launch's cleanup_after_s, None when it stays; "" while no leader ended)."""
+    (`cleanup`: the launch's cleanup_after_s, None when it stays, `UNKNOWN_TTL` when this
+    machine did not launch it; "" while no leader ended)."""
     states = {p.name: p.state for p in processes}
     leader = ended_leader(ends_with, states)
     alive = [p for p in processes if p.state in ALIVE_STATES]
     if leader is not None and alive:
         how = "failed" if states[leader] == FAILED else "exited 0"
+        if cleanup == UNKNOWN_TTL:
+            return f"{leader} {how}, which ends this experiment ({len(alive)} others still run)"
         if cleanup is None:
             return (
                 f"{leader} {how}, which ends this experiment, but nothing on kube stops the other "
@@ -139,7 +144,7 @@ def tell(processes: list[Any], name: str, ends_with: list[str], cleanup: Any, da
     if not any((p.location or "").startswith(DELETED) for p in processes):
         return ""
     lost = "" if data.get("ending") else " (how it ended is no longer on the cluster)"
-    after = f"{cleanup} s after" if cleanup is not None else "after"
+    after = f"{cleanup} s after" if isinstance(cleanup, int) else "after"
     return (
         f"the cluster deleted the pods {after} {'/'.join(ends_with)} ended{lost}; "
         f"`symphony delete {name}` removes the rest (services, namespace)"

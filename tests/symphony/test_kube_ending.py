@@ -94,6 +94,12 @@ def test_a_finished_trainer_takes_every_pod_with_it_and_describe_says_finished(t
             "trainer exited 0, which ends this experiment; the cluster deletes the other 3 "
             "processes' pods 60 s after its Job finished (cleanup_after_s)"
         )
+        teammate = KubeBackend(Records(tmp_path / "teammate"), host=endpoint.url)
+        (row,) = teammate.list()
+        theirs = teammate.describe(ExperimentRecord("train", "kube", "alice", row.created))
+        assert theirs.details["ended"] == (
+            "trainer exited 0, which ends this experiment (3 others still run)"
+        )
 
         gone = controllers.clean_up()  # 60 s later
         assert "Job/trainer" in gone and live(endpoint, "Pod") == []
