@@ -313,9 +313,10 @@ class Experiment:
             good (exit 0, or failed past its restarts), the local supervisor stops the others
             and the experiment is finished (failed, if that process failed); on tmux the
             process's runner stops the others; on kube the cluster deletes them once its Job
-            finished (`symphony.kube.ending`). So a run ends by itself when its learner does,
-            with no launcher watching. Compose and slurm leave this to the launcher (`symphony
-            launch` attached, or `surreal launch`).
+            finished (`symphony.kube.ending`); on slurm the group launchers stop them
+            (`slurm_launcher`). So a run ends by itself when its learner does, with no launcher
+            watching. Compose leaves this to the launcher (`symphony launch` attached, or
+            `surreal launch`).
     """
 
     name: str

@@ -140,15 +140,11 @@ def record_cost(plan: Any, cost: Any) -> None:
 
 
 def _the_end(name: str, backend: str, opts: dict[str, Any]) -> str:
-    """What ends a detached run: on kube the cluster, `cleanup_after_s` after the learner's Job
-    finished (symphony.kube.ending); elsewhere, and with -1, nothing but `symphony delete`."""
-    cleanup = get_backend(backend, records=Records(), **opts).cleanup_after_s()
-    if cleanup is not None:
-        return (
-            f"It ends by itself: at its step budget the learner exits 0, and {cleanup} s after "
-            f"its Job finished the cluster deletes the other processes' pods ({backend} option "
-            f"cleanup_after_s; -1 keeps them until `symphony delete {name}`)"
-        )
+    """What ends a detached run with no launcher watching: the backend's own machinery once the
+    learner ended (`Backend.ends_alone`), else nothing but `symphony delete`."""
+    alone = get_backend(backend, records=Records(), **opts).ends_alone(name)
+    if alone is not None:
+        return f"It ends by itself: at its step budget the learner exits 0, and {alone}"
     return (
         f"It does not end by itself: at its step budget the learner exits 0 (`symphony describe "
         f"{name}`), and the other processes keep their pods, and the nodes, until "

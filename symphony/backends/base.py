@@ -217,11 +217,11 @@ class Backend(abc.ABC):
         """What `launch` would do, as text for `--dry-run` (no side effects). Default: the spec."""
         return experiment.to_yaml()
 
-    def cleanup_after_s(self) -> int | None:
-        """Seconds after an `Experiment.ends_with` process ended for good that the backend's
-        own machinery, with no launcher watching, deletes the other processes (kube: the
-        cluster, its `cleanup_after_s` option); None (default) where nothing but `symphony
-        delete` does it once the launcher is gone."""
+    def ends_alone(self, name: str) -> str | None:
+        """How experiment NAME ends with no launcher watching, once its `Experiment.ends_with`
+        process ended for good: a clause that follows "that process ends, and" (kube: the
+        cluster deletes the other pods; slurm: the group launchers stop the rest); None
+        (default) where nothing but `symphony delete NAME` stops the others then."""
         return None
 
     def cluster_spec(self) -> str | None:

@@ -50,11 +50,13 @@ from symphony.backends.base import (
     ProcessStatus,
 )
 from symphony.backends.slurm_jobs import DEFAULT_TIME_LIMIT, JobInfo
+from symphony.backends.slurm_launcher import ENDED
 from symphony.backends.slurm_names import NameStore
 from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused, SymphonyError
 from symphony.local import proctree
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
+from symphony.states import ended_leader
 
 OPTIONS = ("time_limit", "partition", "python", "resolve_timeout_s", "sbatch_args", "workdir")
 # Job states in which processes that had not ended were killed by Slurm, not by `delete`.
@@ -104,6 +106,13 @@ class SlurmBackend(Backend):
             for g, s in self._scripts(experiment, folder).items()
         )
 
+    def ends_alone(self, name: str) -> str | None:
+        """The group launchers' end marker (`slurm_launcher`, step 5)."""
+        return (
+            "within seconds the other groups' launchers stop their processes and their jobs "
+            "end, freeing the nodes before the time limit"
+        )
+
     def launch(
         self, experiment: Experiment, record: ExperimentRecord, *, detach: bool = True
     ) -> None:
@@ -125,6 +134,7 @@ class SlurmBackend(Backend):
             )
         launch_id = uuid.uuid4().hex
         NameStore(folder, launch_id).clear()
+        (folder / ENDED).unlink(missing_ok=True)  # a relaunch's end is its own
         (folder / "status").mkdir(exist_ok=True)
         (folder / "slurm").mkdir(exist_ok=True)
         resolve_timeout = float(self.options.get("resolve_timeout_s", 600))
@@ -178,7 +188,13 @@ class SlurmBackend(Backend):
             )
             for proc in group.processes:
                 processes.append(self._process_status(record, proc.name, group.name, job_id, info))
-        return self.status_from_record(record, processes, **details)
+        described = self.status_from_record(record, processes, **details)
+        states = {p.name: p.state for p in processes}
+        ended = ended_leader(exp.ends_with, states)
+        if ended is not None and described.status != "running":
+            # the others were stopped for it (`slurm_launcher`): not a "stopped" experiment
+            described.status = "failed" if states[ended] == FAILED else "finished"
+        return described
 
     def _process_status(
         self,

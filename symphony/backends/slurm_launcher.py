@@ -10,6 +10,11 @@ job. FOLDER is the experiment's shared folder (spec.yaml, slurm.json, names/, st
    `status/<process>.json` (what `symphony describe` reads).
 4. On SIGTERM (scancel, time limit) pass SIGTERM to every process group, SIGKILL after a grace
    period. Exit 0 when every process exited 0, else 1 (Slurm then shows the job FAILED).
+5. `Experiment.ends_with`: once such a process of this group ended for good (exited, or failed
+   past its restarts), write `ended.json` (the process, its state and exit code, the launch id);
+   every group's launcher, this one included, finds it on the shared folder and stops its
+   processes as on SIGTERM, then exits 0 (they were stopped for the experiment's end), so no
+   job holds its node until the time limit.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ from symphony.spec import Experiment, Process, ProcessGroup
 
 GRACE_S = 10.0
 POLL_S = 0.2
+ENDED = "ended.json"
+"""The end marker in the experiment's folder (step 5 of the module docstring)."""
+END_CHECK_S = 1.0
+"""How often a launcher looks for the end marker (a read on the shared filesystem each time)."""
 
 
 def node_host() -> str:
@@ -42,9 +51,13 @@ def node_host() -> str:
 
 def write_status(folder: Path, name: str, **fields: Any) -> None:
     """Atomically write `status/<name>.json`."""
-    path = folder / "status" / f"{name}.json"
+    write_json(folder / "status" / f"{name}.json", fields)
+
+
+def write_json(path: Path, fields: dict[str, Any]) -> None:
+    """Atomically write `path` (readers on other nodes never see half of it)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(fields))
     os.replace(tmp, path)
 
@@ -79,9 +92,12 @@ class GroupRunner:
         group: ProcessGroup,
         endpoints: dict[str, Address],
         run_id: str = "",
+        launch_id: str = "",
     ) -> None:
         self.folder, self.exp, self.group, self.endpoints = folder, exp, group, endpoints
-        self.run_id = run_id
+        self.run_id, self.launch_id = run_id, launch_id
+        self.ended_by: dict[str, Any] | None = None  # the end marker that stopped this group
+        self._end_checked = 0.0
         self.children: dict[str, subprocess.Popen] = {}
         self.restarts = {p.name: 0 for p in group.processes}
         self.due: dict[str, float] = {}  # process -> when its restart is due
@@ -143,6 +159,24 @@ class GroupRunner:
         )
         if again:
             self.due[proc.name] = time.monotonic() + proc.restart.delay(count)
+        elif proc.name in self.exp.ends_with and state in ("exited", "failed"):
+            end = {"process": proc.name, "state": state, "exit_code": code}
+            write_json(self.folder / ENDED, {**end, "launch_id": self.launch_id})
+
+    def _check_end(self) -> None:
+        """Stop this group's processes once the experiment's end marker of this launch is there."""
+        if self.stopping.is_set() or not self.exp.ends_with:
+            return
+        if time.monotonic() < self._end_checked + END_CHECK_S:
+            return
+        self._end_checked = time.monotonic()
+        try:
+            end = json.loads((self.folder / ENDED).read_text())
+        except (OSError, ValueError):
+            return
+        if isinstance(end, dict) and end.get("launch_id") == self.launch_id:
+            self.ended_by = end
+            self.terminate(signal.SIGTERM, None)
 
     def terminate(self, signum: int, frame: Any) -> None:
         """Signal handler: pass SIGTERM on to every process group; the loop then reaps them."""
@@ -159,6 +193,7 @@ class GroupRunner:
             self.start(proc)
         stop_deadline = None
         while self.children or self.due:
+            self._check_end()
             for name, child in list(self.children.items()):
                 code = child.poll()
                 if code is not None:
@@ -175,6 +210,9 @@ class GroupRunner:
                     for child in self.children.values():
                         _signal_group(child.pid, signal.SIGKILL)
             time.sleep(POLL_S)  # polling children with a deadline; SIGTERM sets `stopping`
+        if self.ended_by is not None:  # stopped for the experiment's end: only a leader's code
+            mine = [codes.get(n, 0) for n in procs if n in self.exp.ends_with]
+            return 0 if all(c == 0 for c in mine) else 1
         if self.stopping.is_set():
             return 128 + signal.SIGTERM
         return 0 if all(c == 0 for c in codes.values()) else 1
@@ -212,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     marker = run_id(launch["launch_id"], group.name)
     guard = start_guard(marker, folder)
-    runner = GroupRunner(folder, exp, group, endpoints, marker)
+    runner = GroupRunner(folder, exp, group, endpoints, marker, launch["launch_id"])
     signal.signal(signal.SIGTERM, runner.terminate)
     signal.signal(signal.SIGINT, runner.terminate)
     code = runner.run()

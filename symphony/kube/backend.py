@@ -121,6 +121,16 @@ class KubeBackend(Backend):
         """The `cleanup_after_s` option (None for -1: the pods stay until `symphony delete`)."""
         return None if self.config.cleanup_after_s < 0 else self.config.cleanup_after_s
 
+    def ends_alone(self, name: str) -> str | None:
+        """The cluster's cleanup (`symphony.kube.ending`), unless cleanup_after_s is -1."""
+        seconds = self.cleanup_after_s()
+        if seconds is None:
+            return None
+        return (
+            f"{seconds} s after its Job finished the cluster deletes the other processes' pods "
+            f"(kube option cleanup_after_s; -1 keeps them until `symphony delete {name}`)"
+        )
+
     def cluster_spec(self) -> str | None:
         """The `cluster_spec` option: the cloudwise spec of the cluster (None: none given)."""
         return self.config.cluster_spec

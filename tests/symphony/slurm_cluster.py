@@ -6,6 +6,7 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,20 @@ def require_slurm() -> None:
         )
     if os.geteuid() != 0:
         pytest.skip("the test Slurm cluster needs root (slurmd starts jobs as their owner)")
+
+
+def module_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SlurmCluster]:
+    """A test module's two-node cluster (yield from it in a module-scoped fixture): SLURM_CONF,
+    SYMPHONY_HOME and SYMPHONY_CONFIG set while it runs; stopped, its state gone, at the end."""
+    require_slurm()
+    base = tmp_path_factory.mktemp("slurm")
+    cluster = SlurmCluster(base / "cluster").start()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
+        mp.setenv("SYMPHONY_HOME", str(base / "home"))
+        mp.setenv("SYMPHONY_CONFIG", str(base / "no-config.yaml"))
+        try:
+            yield cluster
+        finally:
+            cluster.stop()
+    assert not Path(cluster.env["SLURM_CONF"]).exists(), "slurm-down.sh left its state behind"

@@ -17,7 +17,7 @@ from symphony.launcher import launch
 from symphony.records import Records
 from symphony.spec import Experiment, Process, ProcessGroup, Resources
 from symphony.testing import cli, env_with, scaled, wait_for
-from tests.symphony.slurm_cluster import SlurmCluster, require_slurm
+from tests.symphony.slurm_cluster import module_cluster
 
 RING = Path(__file__).resolve().parents[2] / "examples" / "01_ring" / "ring.py"
 
@@ -59,18 +59,7 @@ def ring_node(me: str, nxt: str, stay: bool = True) -> list[str]:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A two-node cluster, SLURM_CONF and SYMPHONY_HOME set for this module; stopped at the end."""
-    require_slurm()
-    base = tmp_path_factory.mktemp("slurm")
-    cluster = SlurmCluster(base / "cluster").start()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SLURM_CONF", cluster.env["SLURM_CONF"])
-        mp.setenv("SYMPHONY_HOME", str(base / "home"))
-        mp.setenv("SYMPHONY_CONFIG", str(base / "no-config.yaml"))
-        try:
-            yield cluster
-        finally:
-            cluster.stop()
-    assert not Path(cluster.env["SLURM_CONF"]).exists(), "slurm-down.sh left its state behind"
+    yield from module_cluster(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
