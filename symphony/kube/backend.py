@@ -10,11 +10,9 @@ experiment's namespace. Detached, it returns once every object is created.
 
 from __future__ import annotations
 
-import base64
 import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -44,11 +42,10 @@ from symphony.kube.naming import (
     SECRETS_ROOT,
     RenderOptions,
     namespace_of,
-    secret_object,
-    secrets_of,
 )
 from symphony.kube.options import KubeOptions, resolve
 from symphony.kube.output import plan_text
+from symphony.kube.secrets import secret_objects
 from symphony.kube.status import group_pod, pod_phases, process_statuses
 from symphony.ownership import current_owner
 from symphony.records import ExperimentRecord, Records
@@ -150,7 +147,9 @@ class KubeBackend(Backend):
         record.data["cleanup_after_s"] = options.cleanup_after_s
         if options.team:
             context = {"context": self.config.context, "host": self.config.host}
-            secrets = self._secrets(experiment, ns, options)  # refused before anything is made
+            secrets = secret_objects(
+                self.api, self.config, experiment, ns, options
+            )  # refused before anything is made
             kube_team.launch(self.api, objects, ns, experiment.name, secrets)
             record.data.update({"namespace": ns, "team": True, **context})
             record.set_status("running")
@@ -175,7 +174,7 @@ class KubeBackend(Backend):
         )
         record.save()
         try:
-            for secret in self._secrets(experiment, ns, options):
+            for secret in secret_objects(self.api, self.config, experiment, ns, options):
                 self.api.create(secret)
             ending.create(self.api, objects[1:])
         except Exception as err:
@@ -204,59 +203,6 @@ class KubeBackend(Backend):
             return
         record.data["exit_code"] = 0 if status.status == "finished" else 1
         record.set_status(status.status)
-
-    def _secrets(self, experiment: Experiment, ns: str, options: RenderOptions) -> list[dict]:
-        """Secret objects for the experiment's namespace, read from files or the secrets namespace.
-
-        In a team namespace only those from files (named `<experiment>-<name>`); the others must
-        be there already, created by its admin (BackendError naming the missing one)."""
-        names = sorted({s for p in experiment.processes() for s in secrets_of(p, options)})
-        out = []
-        for name in names:
-            if name in self.config.secret_files:
-                data = _files_data(Path(self.config.secret_files[name]).expanduser())
-            elif options.team:
-                self._check_team_secret(ns, name)
-                continue
-            else:
-                try:
-                    data = self.api.read_secret_data(self.config.secrets_namespace, name)
-                except Exception as err:
-                    from symphony.kube.api import short_error
-
-                    raise BackendError(
-                        f"secret {name!r} is not in namespace {self.config.secrets_namespace!r} "
-                        f"({short_error(err)}); "
-                        f"create it there (`kubectl -n {self.config.secrets_namespace} create secret "
-                        f"generic {name} --from-file=...`) or pass secret_files={{{name!r}: PATH}}"
-                    ) from None
-            out.append(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "type": "Opaque",
-                    "metadata": {
-                        "name": secret_object(experiment, options, name),
-                        "namespace": ns,
-                        "labels": {LABEL_EXPERIMENT: experiment.name, LABEL_MANAGED: MANAGER},
-                    },
-                    "data": data,
-                }
-            )
-        return out
-
-    def _check_team_secret(self, ns: str, name: str) -> None:
-        """A Secret a process mounts in a team namespace exists there (it is the admin's)."""
-        from symphony.kube.api import short_error
-
-        try:
-            self.api.read_secret_data(ns, name)
-        except Exception as err:
-            raise BackendError(
-                f"secret {name!r} is not in team namespace {ns!r} ({short_error(err)}); ask its "
-                f"admin to create it there, or pass secret_files={{{name!r}: PATH}} to create "
-                f"one for this experiment"
-            ) from None
 
     def _use(self, record: ExperimentRecord) -> None:
         """Talk to the cluster the record was launched on, unless a context/host was given now."""
@@ -498,11 +444,3 @@ def _groups_from_pods(pods: list[Any]) -> dict[str, list[str]]:
             known = groups.setdefault(group, [])
             known += [c.name for c in pod.spec.containers if c.name not in known]
     return groups
-
-
-def _files_data(path: Path) -> dict[str, str]:
-    """Base64 Secret data from a file (key: its name) or every file in a folder."""
-    if not path.exists():
-        raise BackendError(f"secret file {path} does not exist; check the secret_files option")
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
-    return {f.name: base64.b64encode(f.read_bytes()).decode() for f in files}

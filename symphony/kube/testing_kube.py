@@ -135,7 +135,16 @@ class KubeEndpoint:
     def _call(self, coro: Any) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(10)
 
-    # --- what controllers and kubelets would do ----------------------------------------------
+    # --- what an admin, controllers and kubelets would do --------------------------------------
+    def add_namespace(self, name: str) -> None:
+        """A namespace that exists before any launch (an admin's, for team mode)."""
+        self.namespaces[name] = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "creationTimestamp": "2026-01-01T00:00:00Z", "uid": name},
+            "status": {"phase": "Active"},
+        }
+
     def add_pod(self, pod: dict[str, Any]) -> None:
         """Store a pod, as a controller (spec) and a kubelet (status) would have made it."""
         meta = pod["metadata"]

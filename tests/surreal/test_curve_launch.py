@@ -53,6 +53,7 @@ def test_kube_mounts_the_keys_as_a_secret_and_manifests_validate(tmp_path):
     kubernetes_validate = pytest.importorskip("kubernetes_validate")
     from symphony.kube.backend import KubeBackend
     from symphony.kube.naming import SECRETS_ROOT
+    from symphony.kube.secrets import secret_objects
 
     plan = make_plan(tmp_path, "kube")
     launching.create_run(plan)
@@ -63,7 +64,7 @@ def test_kube_mounts_the_keys_as_a_secret_and_manifests_validate(tmp_path):
     backend = KubeBackend(image="busybox", **curve.launch_options(plan))
     manifests = backend.manifests(exp)
     options = backend.render_options()
-    secrets = backend._secrets(exp, options.namespace or exp.name, options)
+    secrets = secret_objects(None, backend.config, exp, options.namespace or exp.name, options)
     assert [s["metadata"]["name"] for s in secrets] == [curve.SECRET]
     assert set(secrets[0]["data"]) == {
         "client.key",

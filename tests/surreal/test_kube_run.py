@@ -203,12 +203,7 @@ def test_a_claim_without_its_namespace_is_refused_before_the_run_folder_is_writt
 
     # as docs/kubernetes.md says: in a namespace that holds the claim, every pod mounts it
     with KubeEndpoint() as endpoint:
-        endpoint.namespaces["rl"] = {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": "rl", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "status": {"phase": "Active"},
-        }
+        endpoint.add_namespace("rl")  # the admin's
         there = CliRunner().invoke(
             surreal_main,
             ["launch", "ppo", "--env", "gym:CartPole-v1", "--backend", "kube", "--image", IMAGE]

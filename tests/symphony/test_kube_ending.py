@@ -173,12 +173,7 @@ def test_a_launch_that_was_told_to_stay_stays_and_says_who_ends_it(tmp_path):
 
 def test_in_a_team_namespace_only_the_experiments_own_pods_go(tmp_path):
     with KubeEndpoint() as endpoint:
-        endpoint.namespaces["team-a"] = {  # the admin's namespace
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "status": {"phase": "Active"},
-        }
+        endpoint.add_namespace("team-a")  # the admin's
         records = Records(tmp_path / "state")
         backend = KubeBackend(records, host=endpoint.url, team_namespace="team-a")
         for name in ("train", "other"):

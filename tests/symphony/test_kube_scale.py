@@ -252,12 +252,7 @@ def test_team_mode_prefixes_the_shared_env_and_lists_one_experiment(tmp_path):
         "many-symphony-env",
     ]
     with KubeEndpoint() as endpoint:
-        endpoint.namespaces["team-a"] = {  # the admin's namespace
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "status": {"phase": "Active"},
-        }
+        endpoint.add_namespace("team-a")  # the admin's
         backend = KubeBackend(Records(tmp_path), host=endpoint.url, team_namespace="team-a")
         backend.launch(exp, backend.records.create(exp, "kube"))
         stored = {c["metadata"]["name"] for c in endpoint.stored("ConfigMap")}

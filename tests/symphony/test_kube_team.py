@@ -59,12 +59,7 @@ def test_two_users_share_a_team_namespace_apart_and_the_role_allows_every_call(
     tmp_path, monkeypatch
 ):
     with KubeEndpoint() as endpoint:
-        endpoint.namespaces["team-a"] = {  # the admin's namespace
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "status": {"phase": "Active"},
-        }
+        endpoint.add_namespace("team-a")  # the admin's
         endpoint.requests.clear()
 
         def user(name):
@@ -155,12 +150,7 @@ def test_secrets_from_files_are_the_experiments_own_and_an_admins_missing_one_is
 ):
     monkeypatch.setenv("SYMPHONY_OWNER", "alice")
     with KubeEndpoint() as endpoint:
-        endpoint.namespaces["team-a"] = {
-            "apiVersion": "v1",
-            "kind": "Namespace",
-            "metadata": {"name": "team-a", "creationTimestamp": "2026-01-01T00:00:00Z"},
-            "status": {"phase": "Active"},
-        }
+        endpoint.add_namespace("team-a")  # the admin's
         endpoint.requests.clear()
         records = Records(tmp_path / "alice")
 

@@ -10,6 +10,7 @@ import yaml
 kubernetes_validate = pytest.importorskip("kubernetes_validate")
 
 from symphony.kube.backend import KubeBackend  # noqa: E402
+from symphony.kube.secrets import secret_objects  # noqa: E402
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -42,7 +43,7 @@ def generated_objects(tmp_path: Path) -> list[dict]:
         backend.plan(exp)
         objects += [yaml.safe_load(p.read_text()) for p in sorted(out.iterdir())]
         options = backend.render_options()
-        objects += backend._secrets(exp, options.namespace or exp.name, options)
+        objects += secret_objects(None, backend.config, exp, options.namespace or exp.name, options)
     objects += KubeBackend(image="busybox", shm_gb=2.5, secrets={"once": ["licence"]}).manifests(
         every_field()
     )
