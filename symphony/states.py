@@ -23,3 +23,13 @@ def ended_leader(ends_with: list[str], states: dict[str, str]) -> str | None:
     says it ended for good (exited, or failed past its restarts); None while none has. The
     local supervisor, tmux and kube read an experiment's end from it."""
     return next((name for name in ends_with if states.get(name) in (EXITED, FAILED)), None)
+
+
+def ended_status(ends_with: list[str], states: dict[str, str], status: str) -> str:
+    """An experiment's `status` once nothing runs and an `ends_with` process ended it:
+    `finished` (`failed`, if that process failed), not the `stopped` its stopped others would
+    make it; `status` as it is otherwise (tmux and slurm describe with it)."""
+    leader = ended_leader(ends_with, states)
+    if leader is None or status == "running":
+        return status
+    return "failed" if states[leader] == FAILED else "finished"

@@ -56,7 +56,7 @@ from symphony.errors import BackendError, ExperimentNotFound, LaunchRefused, Sym
 from symphony.local import proctree
 from symphony.records import ExperimentRecord
 from symphony.spec import Experiment
-from symphony.states import ended_leader
+from symphony.states import ended_status
 
 OPTIONS = ("time_limit", "partition", "python", "resolve_timeout_s", "sbatch_args", "workdir")
 # Job states in which processes that had not ended were killed by Slurm, not by `delete`.
@@ -189,11 +189,8 @@ class SlurmBackend(Backend):
             for proc in group.processes:
                 processes.append(self._process_status(record, proc.name, group.name, job_id, info))
         described = self.status_from_record(record, processes, **details)
-        states = {p.name: p.state for p in processes}
-        ended = ended_leader(exp.ends_with, states)
-        if ended is not None and described.status != "running":
-            # the others were stopped for it (`slurm_launcher`): not a "stopped" experiment
-            described.status = "failed" if states[ended] == FAILED else "finished"
+        states = {p.name: p.state for p in processes}  # the others stopped for `ends_with`
+        described.status = ended_status(exp.ends_with, states, described.status)
         return described
 
     def _process_status(

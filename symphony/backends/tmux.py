@@ -53,7 +53,7 @@ from symphony.local.runner import ENDS_FLAG, read_runner_state
 from symphony.logfiles import follow_file, read_lines
 from symphony.records import ExperimentRecord, load_config
 from symphony.spec import Experiment, Process
-from symphony.states import ended_leader
+from symphony.states import ended_status
 
 INHERITED = (
     "PATH",
@@ -218,10 +218,7 @@ class TmuxBackend(Backend):
             procs.append(status)
         described = self.status_from_record(record, procs, socket=record.data.get("socket"))
         states = {p.name: p.state for p in procs}
-        ended = ended_leader(experiment.ends_with, states)
-        if ended is not None and described.status != "running":
-            # the others were stopped for it: not a "stopped" experiment
-            described.status = "failed" if states[ended] == FAILED else "finished"
+        described.status = ended_status(experiment.ends_with, states, described.status)
         return described
 
     def logs(
