@@ -110,8 +110,9 @@ class RunConfig:
     checkpoint_every: int = bounded(25, ge=1)
     """Write a checkpoint every this many learner iterations (and always at exit)."""
     stop_at_return: float | None = None
-    """Also stop once the evaluator's mean return reaches this value (`surreal launch`'s watch:
-    not applied to a detached kube run, docs/kubernetes.md)."""
+    """Also stop once the evaluator's mean return reaches this value: `surreal launch`'s watch,
+    and the learner itself, told by the evaluator (`surreal.runtime.wire.goal`), so a run that
+    no launcher watches (kube; slurm or local once the launcher died) stops there too."""
     torch_threads: int = bounded(0, ge=0)
     """torch threads in the learner process (actors always use 1); 0: the CPUs the learner may
     run on minus one per actor and one for buffer and parameter server, at least 1

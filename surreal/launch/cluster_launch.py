@@ -22,6 +22,7 @@ from surreal.runtime.plan import compose_env
 from surreal.runtime.plan.portable import RUNS_ROOT, run_url
 from surreal.runtime.runfolder.rundir import write_json
 from surreal.runtime.wire import curve
+from surreal.runtime.wire.goal import applies as goal_applies
 from symphony.backends import capabilities, get_backend
 from symphony.cli import backend_options
 from symphony.errors import BackendError, SpecError
@@ -152,6 +153,23 @@ def _the_end(name: str, backend: str, opts: dict[str, Any]) -> str:
     )
 
 
+def _goal(plan: Any, backend: str) -> str:
+    """What stops the detached run before its budget: `run.stop_at_return` through its learner
+    (`surreal.runtime.wire.goal`) where that applies; `run.stall_timeout_s` never."""
+    stall = f"run.stall_timeout_s stops nothing on {backend} (no `surreal launch` watches it)"
+    goal = plan.config.run.stop_at_return
+    if goal is None:
+        return stall
+    if goal_applies(plan.config):
+        return (
+            f"at run.stop_at_return {goal} the evaluator tells the learner, which ends it; {stall}"
+        )
+    return (
+        f"run.stop_at_return stops nothing here (it needs one learner and evaluations: "
+        f"run.learner_replicas 1, eval.every_s > 0); {stall}"
+    )
+
+
 def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     """Render the run (a request no node can hold is refused here), write the run folder
     (with the run's cost per hour, on kube with a cluster spec), launch it and leave it
@@ -165,7 +183,6 @@ def launch_detached(plan: Any, backend: str, opts: dict[str, Any]) -> str:
     told = (
         f"{name} is running on {backend} ({plan.config.run.actors} actors); follow it with "
         f"`symphony describe {name}`, `symphony logs {name} learner -f`; stop it with "
-        f"`symphony delete {name}`.\n{_the_end(name, backend, opts)}; run.stop_at_return and "
-        f"run.stall_timeout_s stop nothing on {backend} (no `surreal launch` watches it)"
+        f"`symphony delete {name}`.\n{_the_end(name, backend, opts)}; {_goal(plan, backend)}"
     )
     return told if cost is None else f"{told}\n{cost.lines()[0]} (`surreal status` tracks it)"

@@ -16,7 +16,7 @@ from surreal.launch.progress_view import restarts_by_role
 from surreal.monitoring.crash import status_lines
 from surreal.runtime.processes.evaluator import evaluate
 from surreal.runtime.runfolder import checkpoint
-from surreal.runtime.runfolder.rundir import RunDir, load_json, resolve_run
+from surreal.runtime.runfolder.rundir import RunDir, finish_why, load_json, resolve_run
 from surreal.runtime.runfolder.storage_sync import reading
 from surreal.runtime.wire import waits
 from symphony.backends import get_backend
@@ -162,7 +162,7 @@ def _state(run: RunDir, status: dict[str, Any], alive: bool) -> str:
     if ended.get("outcome"):
         return ended["outcome"] + (f" ({ended['why']})" if ended.get("why") else "")
     if status.get("finished"):
-        return "finished (budget used)"
+        return f"finished ({finish_why(status)})"
     return "not running (its launcher did not say how it ended: killed, or still starting)"
 
 

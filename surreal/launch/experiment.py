@@ -33,7 +33,7 @@ from surreal.runtime.runfolder.rundir import (
     write_json,
 )
 from surreal.runtime.runfolder.storage_sync import prepare_launch_mirror
-from surreal.runtime.wire import curve, report_token
+from surreal.runtime.wire import curve, goal, report_token
 from symphony.backends import capabilities, get_backend
 from symphony.errors import ExperimentNotFound, SymphonyError
 from symphony.launcher import free_name
@@ -264,8 +264,10 @@ def build_experiment(p: LaunchPlan) -> Any:
     (the standard topology when it returns None: `surreal.runtime.plan.topology.algorithm_experiment`),
     with the run's Curve keys on every process when `surreal.runtime.wire.curve.enabled(plan)`, and on
     compose and kube commands that run in the image (`surreal.runtime.plan.portable`). The learner's end
-    is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there."""
-    exp = preload.apply(portable.apply(curve.apply(algorithm_experiment(p), p), p), p)
+    is the run's end (`Experiment.ends_with`): a run whose launcher died still stops there, at
+    its budget or at `run.stop_at_return` (the evaluator tells the learner: `surreal.runtime.wire.goal`)."""
+    wired = goal.wire(algorithm_experiment(p), p.config).validate()  # run.stop_at_return
+    exp = preload.apply(portable.apply(curve.apply(wired, p), p), p)
     report_token.apply(exp, p)  # local runs: only the run's processes report (their token)
     if "learner" in exp.process_names():
         exp.ends_with = ["learner"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from surreal.launch.cluster_launch import save_container_logs
-from surreal.runtime.runfolder.rundir import RunDir, read_json, write_ending
+from surreal.runtime.runfolder.rundir import RunDir, finish_why, read_json, write_ending
 
 OUTCOMES = {0: "finished", 130: "stopped"}
 """`surreal launch`'s exit code -> how symphony's record says the run ended (else "failed")."""
@@ -76,8 +76,8 @@ def ending_why(run: RunDir, code: int) -> str:
         goal = None
     best = status.get("best_eval_return")
     reached = goal is not None and isinstance(best, int | float) and best >= goal
-    if status.get("finished") or not reached:  # the learner exited 0: it used its budget
-        return "budget used"
+    if status.get("finished") or not reached:  # the learner exited 0: its budget, or its goal
+        return finish_why(status)
     return f"eval {best:.1f} >= run.stop_at_return {goal}"
 
 

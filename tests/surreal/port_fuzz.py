@@ -91,6 +91,7 @@ def socket_types(service: str) -> list[int]:
         "params": [zmq.DEALER],
         "replay-sample": [zmq.DEALER],
         "params-pub": [zmq.XSUB],
+        "learner-goal": [zmq.PUSH],
     }
     return known.get(service, [zmq.PUSH, zmq.DEALER, zmq.XSUB])
 

@@ -24,13 +24,13 @@ from tests.surreal.port_fuzz import flood, garbled, http_junk, junk_connections,
 from tests.surreal.run_ports import endpoints, restarts_in_logs
 from tests.surreal.test_ppo_learns import CARTPOLE
 
-# The learning test's settings, but ended by the step budget (not by the first eval >= 475), so
-# the run is surely still training while the junk arrives.
+# The learning test's settings, but with a goal no CartPole return reaches (not the first eval
+# >= 475), so the run is surely still training while the junk arrives, and its learner binds
+# `learner-goal` (where an evaluator's word would end the run: `surreal.runtime.wire.goal`).
 SETTINGS = [
     arg
     for flag, value in zip(CARTPOLE[::2], CARTPOLE[1::2], strict=True)
-    if value != "run.stop_at_return=475"
-    for arg in (flag, value)
+    for arg in (flag, "run.stop_at_return=1000000" if value == "run.stop_at_return=475" else value)
 ]
 MESSAGES, CONNECTIONS, WINDOW_S = 10_000, 200, 20.0
 HTTP_REQUESTS = 200  # to each process's Prometheus /metrics port (HTTP, not caraml)
@@ -116,7 +116,9 @@ def test_junk_on_every_port_of_a_ppo_run_crashes_nothing_and_it_still_learns(tmp
     try:
         wait_until(lambda: status(run).get("global_step", 0) > 0, 180, "first learner step", proc)
         ports = endpoints(home, "fuzz-a")
-        assert {"experience", "batches", "params", "params-pub", "metrics"} <= set(ports)
+        assert {"experience", "batches", "params", "params-pub", "metrics", "learner-goal"} <= set(
+            ports
+        )
         attackers = [
             threading.Thread(target=_attack, args=(host, port, name, i, report), daemon=True)
             for i, (name, (host, port)) in enumerate(sorted(ports.items()))

@@ -376,3 +376,36 @@ def test_launch_list_describe_logs_delete_against_the_api_emulator(tmp_path, mon
         deleted = invoke(symphony_main, "delete", "cart-t1")
         assert deleted.exit_code == 0, deleted.output
         assert "cart-t1" not in endpoint.namespaces
+
+
+@pytest.mark.integration
+def test_a_kube_run_with_a_goal_wires_the_evaluator_to_the_learner(tmp_path, monkeypatch):
+    """Kube launches detached: `run.stop_at_return` ends the run through its learner, which
+    the evaluator reaches at the `learner-goal` Service (`surreal.runtime.wire.goal`)."""
+    with KubeEndpoint() as endpoint:
+        monkeypatch.setenv("SYMPHONY_KUBE_HOST", endpoint.url)
+        launched = invoke(
+            surreal_main,
+            *("launch", "ppo", "--actors", "2", "--backend", "kube", "--image", IMAGE),
+            *("--env", "gym:CartPole-v1", "--set", "run.stop_at_return=475"),
+            *("--folder", str(tmp_path / "runs"), "--name", "goal"),
+        )
+        assert launched.exit_code == 0, launched.output
+        assert "at run.stop_at_return 475.0 the evaluator tells the learner, which ends it" in (
+            launched.output
+        )
+        assert "run.stall_timeout_s stops nothing on kube" in launched.output
+        services = {s["metadata"]["name"]: s for s in endpoint.stored("Service")}
+        assert services["learner-goal"]["spec"]["selector"]["symphony.io/group"] == "learner"
+        maps = config_maps(endpoint.stored("ConfigMap"))
+        jobs = {j["metadata"]["name"]: j for j in endpoint.stored("Job")}
+        env = {}
+        for name in ("learner", "evaluator"):
+            (container,) = jobs[name]["spec"]["template"]["spec"]["containers"]
+            env[name] = container_env(container, maps)
+        port = str(services["learner-goal"]["spec"]["ports"][0]["port"])
+        assert "learner-goal" in env["learner"]["SYMPH_SERVICES"].split(",")
+        assert env["evaluator"]["SYMPH_LEARNER_GOAL_HOST"] == "learner-goal.goal-t1.svc"
+        assert env["evaluator"]["SYMPH_LEARNER_GOAL_PORT"] == port
+        assert "learner-goal" in env["evaluator"]["SYMPH_SERVICES"].split(",")
+        check_containers(list(jobs.values()) + endpoint.stored("ConfigMap"), tmp_path)

@@ -15,6 +15,7 @@ from surreal.runtime.processes.common import Component
 from surreal.runtime.processes.learner import build_learner
 from surreal.runtime.processes.replay_shard import sampling_start
 from surreal.runtime.runfolder import checkpoint
+from surreal.runtime.wire.goal import GoalInbox
 
 REPUBLISH_AFTER_S = 2.0
 """Seconds without a reply from the replay after which the learner publishes its parameters
@@ -197,6 +198,7 @@ class _Loop:
         self.steps = StepCounter(self.counters["global_step"], restarted=comp.restarts > 0)
         self.pace = UpdatePace(comp, self.counters, self.steps)
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
+        self.goal = GoalInbox(comp)  # the evaluators' word: run.stop_at_return reached
         self.last_report = self.last_ckpt = self.started = time.monotonic()
         self.start_step, self.its_at_report = (
             self.counters["global_step"],
@@ -227,7 +229,8 @@ class _Loop:
         self.publisher.publish("params", {**message, "starved": int(starved)})
 
     def done(self) -> bool:
-        return self.counters["global_step"] >= self.comp.config.run.steps
+        """Whether the run used its step budget, or an evaluation reached `run.stop_at_return`."""
+        return self.counters["global_step"] >= self.comp.config.run.steps or self.goal.reached()
 
     def _stop_now(self) -> bool:
         return self.comp.stopping.is_set() or self.done()
@@ -324,7 +327,13 @@ class _Loop:
         c = self.counters
         self.pace.close()
         self.publisher.close()
+        self.goal.close()
         self.comp.report(
-            c["global_step"], {}, version=c["version"], finished=self.done(), exiting=True
+            c["global_step"],
+            {},
+            version=c["version"],
+            finished=self.done(),
+            why=self.goal.why(),
+            exiting=True,
         )
         self.comp.close()

@@ -14,6 +14,7 @@ from surreal.algos.es.worker import run_worker
 from surreal.envs import make_env
 from surreal.runtime.processes.common import Component
 from surreal.runtime.runfolder import checkpoint
+from surreal.runtime.wire.goal import GoalInbox
 
 
 @dataclass
@@ -27,6 +28,8 @@ class _MasterRun:
     start_steps: int = 0
     save_failed: str = ""
     """Why the last checkpoint could not be written ("" while every one was)."""
+    goal: Any = None
+    """The evaluators' word that the run reached `run.stop_at_return` (a `GoalInbox`)."""
 
     def save(self) -> None:
         """Write the run's checkpoint (learner and counters). One that cannot be written (a full
@@ -55,7 +58,7 @@ class _MasterRun:
             if (gen + 1) % max(self.comp.config.run.checkpoint_every, 1) == 0 or m.done:
                 self.save()
         self.report(m, i)
-        return self.comp.stopping.is_set()
+        return self.comp.stopping.is_set() or self.goal.reached()
 
     def report(self, m: Any, i: int) -> None:
         """Report generation `i`: population return, reissued tasks, rates, update time."""
@@ -80,11 +83,14 @@ class _MasterRun:
     def close(self) -> None:
         """Close the publisher, report the exit and close the component."""
         self.publisher.close()
+        self.goal.close()
+        budget = self.counters["global_step"] >= self.comp.config.run.steps
         self.comp.report(
             self.counters["global_step"],
             {},
             version=self.counters["version"],
-            finished=self.counters["global_step"] >= self.comp.config.run.steps,
+            finished=budget or self.goal.reached(),
+            why=self.goal.why(),
             exiting=True,
         )
         self.comp.close()
@@ -114,6 +120,7 @@ def master_main(run_dir: str, index: int = 0) -> None:
         counters,
         publisher=caraml.Publisher(comp.address("params-pub").bind_tcp),
         start_steps=counters["global_step"],
+        goal=GoalInbox(comp),
     )
     run.publish()
     # SIGTERM sets comp.stopping: tell the workers to stop and end serve() even between generations.

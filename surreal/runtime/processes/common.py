@@ -114,6 +114,13 @@ class Component:
         the member's own one: `$SURREAL_SERVICE_PREFIX` (e.g. `m0-`) + `service`."""
         return symphony.address(os.environ.get("SURREAL_SERVICE_PREFIX", "") + service)
 
+    @staticmethod
+    def declares(service: str) -> bool:
+        """Whether this process declared `service` (binds or connects it): a service the
+        experiment wires only for some runs (`surreal.runtime.wire.goal`)."""
+        name = os.environ.get("SURREAL_SERVICE_PREFIX", "") + service
+        return name in os.environ.get("SYMPH_SERVICES", "").split(",")
+
     def report(self, step: int, scalars: dict[str, float] | None = None, **extra: Any) -> None:
         """Send metrics at the global `step` to the metrics sink (never blocks for long)."""
         message = {

@@ -1,4 +1,5 @@
-"""Evaluator process: greedy episodes with each new parameter version, every `eval.every_s`."""
+"""Evaluator process: greedy episodes with each new parameter version, every `eval.every_s`; one
+that reaches `run.stop_at_return` is told to the learner (`surreal.runtime.wire.goal`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from surreal.envs import VectorEnv
 from surreal.runtime.processes.common import Component
 from surreal.runtime.runfolder import checkpoint
 from surreal.runtime.runfolder.rundir import read_json
+from surreal.runtime.wire.goal import GoalSender
 from surreal.runtime.wire.parameter_client import ParameterClient
 
 
@@ -61,6 +63,7 @@ def main(run_dir: str, index: int = 0) -> None:
     comp = Component(run_dir, "evaluator", index)
     cfg = comp.config
     params = ParameterClient(comp.address("params").tcp, waits=comp.waits)
+    goal = GoalSender(comp)  # run.stop_at_return: the learner ends there, watched or not
     policy = comp.algo.make_policy(cfg.algo, comp.env_info)
     env = VectorEnv(cfg.env.id, cfg.env, seed=cfg.run.seed + 10**6, num_envs=cfg.eval.episodes)
     comp.log.info(
@@ -82,6 +85,7 @@ def main(run_dir: str, index: int = 0) -> None:
                     break
                 evaluations, last = evaluations + 1, (float(np.mean(returns)), params.step)
                 best = _keep_best(comp, fresh, last, best)
+                goal.tell(*last)
                 if evaluations == 1:
                     comp.log.info("first evaluation: return %.1f at step %s", *last)
                 comp.prom.set("surreal_eval_return", float(np.mean(returns)))
@@ -107,4 +111,5 @@ def main(run_dir: str, index: int = 0) -> None:
         comp.log.info("%d evaluations; the last: %s", evaluations, last and f"{last[0]:.1f}")
         env.close()
         params.close()
+        goal.close()
         comp.close()

@@ -20,6 +20,7 @@ from surreal.runtime.processes.replay import batch_arrays
 from surreal.runtime.processes.replicas import join as join_replicas
 from surreal.runtime.runfolder import checkpoint
 from surreal.runtime.wire.batch_protocol import BatchRequests
+from surreal.runtime.wire.goal import GoalInbox
 from surreal.runtime.wire.parameter_client import ParameterClient
 from surreal.runtime.wire.waits import SILENT
 from symphony.addresses import AddressError
@@ -116,6 +117,8 @@ class LearnerLoop:
         self.start_step = self.counters["global_step"]
         self.requester = os.urandom(6).hex()  # batch request ids: see components.batch_protocol
         self.member = Member.attach(comp.run.path) if self.rank == 0 else None
+        self.goal = GoalInbox(comp)
+        """The evaluators' word that the run reached `run.stop_at_return` (when wired)."""
         """A population member's hook (`surreal.pbt`): round checkpoints, directives taken."""
         self.empty = 0
         """Replies without a batch (the buffer had none in time): a starved learner's sign."""
@@ -231,8 +234,8 @@ class LearnerLoop:
             self.save_failed = checkpoint.save_or_stop(self.comp, self.learner, self.counters)
 
     def done(self) -> bool:
-        """Whether the run reached its step budget."""
-        return self.counters["global_step"] >= self.comp.config.run.steps
+        """Whether the run reached its step budget, or an evaluation its `run.stop_at_return`."""
+        return self.counters["global_step"] >= self.comp.config.run.steps or self.goal.reached()
 
 
 def _first_batch_bytes(loop: LearnerLoop, address: str) -> int:
@@ -336,6 +339,7 @@ def _learn_from(loop: LearnerLoop, handle: Any, last_report: float) -> float:
         metrics,
         version=loop.counters["version"],
         finished=loop.done(),
+        why=loop.goal.why(),
     )
     return now
 
@@ -346,7 +350,7 @@ def _shut_down(loop: LearnerLoop, fetcher: Any) -> None:
     loop.save()
     comp.log.info(
         "%s at step %s of %s (version %d, %d updates); checkpoint %s",
-        "budget used" if loop.done() else "stopping",
+        loop.goal.why() if loop.done() else "stopping",
         f"{loop.counters['global_step']:,}",
         f"{comp.config.run.steps:,}",
         loop.counters["version"],
@@ -359,11 +363,13 @@ def _shut_down(loop: LearnerLoop, fetcher: Any) -> None:
         loop.publisher.close()
     if loop.replicas is not None:
         loop.replicas.close()
+    loop.goal.close()
     loop.report(
         loop.counters["global_step"],
         {},
         version=loop.counters["version"],
         finished=loop.done(),
+        why=loop.goal.why(),
         exiting=True,
     )
     comp.close()

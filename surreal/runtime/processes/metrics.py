@@ -166,6 +166,7 @@ class MetricsSink:
             status["global_step"] = step
         status["version"] = msg.get("version")
         status["finished"] = bool(msg.get("finished"))
+        status["why"] = msg.get("why") if status["finished"] else None  # "budget used", a goal
         return True
 
     def _rewind(self, start: int) -> None:

@@ -74,7 +74,14 @@ def stop_reason(run: RunDir, since: float) -> str | None:
         return f"{said} ({ended.get('why')})" if ended.get("why") else said
     status = read_json(run.status_file, None)
     fresh = isinstance(status, dict) and float(status.get("updated") or 0) >= since
-    return "the run finished (budget used)" if fresh and status.get("finished") else None
+    return f"the run finished ({finish_why(status)})" if fresh and status.get("finished") else None
+
+
+def finish_why(status: dict) -> str:
+    """Why the learner of a finished run (`status.json`) ended: "budget used", or the
+    evaluation that reached `run.stop_at_return` (`surreal.runtime.wire.goal`)."""
+    why = status.get("why")
+    return why if isinstance(why, str) and why else "budget used"
 
 
 class RunFileError(ValueError):

@@ -12,6 +12,7 @@ A validator takes a decoded caraml message and returns it (possibly a cleaned co
     replay       (replay shard, Puller)  ChunkSchema: a DDPG n-step chunk, shapes from the env spec
     replay-sample (replay shard, Server) sample_request: {"op": "sample"|"stats", "batch_size": b}
     es-master    (ES master, Server)     EsRequest: a worker's ask, its result checked or dropped
+    learner-goal (learner, Puller)       goal.goal_message: {"eval_return", "step"} (run's token)
 
 Schemas that depend on what the run's own processes send (a segment's extra keys, the learner's
 parameter names) are pinned by the first message that passes the fixed checks; later messages must
@@ -320,6 +321,16 @@ class ChunkSchema:
 _REPORT_LISTS = ("episode_returns", "episode_lengths")
 
 
+def check_token(msg: dict, token: str | None, what: str) -> None:
+    """Refuse `msg` (kind `no-token`) unless it carries the run's `token` (None: the run has
+    none, its traffic is Curve-authenticated or nobody else can reach it)."""
+    if token is None:
+        return
+    sent = msg.get("token")
+    if not isinstance(sent, str) or not hmac.compare_digest(sent.encode(), token.encode()):
+        raise Invalid(f"{what} without the run's token (RUN/keys/metrics.token)", "no-token")
+
+
 def report(message: Any, token: str | None = None) -> dict:
     """A component's report on the `metrics` port, cleaned: the known fields, checked.
 
@@ -328,10 +339,7 @@ def report(message: Any, token: str | None = None) -> dict:
     not recorded); at most MAX_KEYS scalars and 10,000 episodes per report.
     """
     msg = as_dict(message, "a report")
-    if token is not None:
-        sent = msg.get("token")
-        if not isinstance(sent, str) or not hmac.compare_digest(sent.encode(), token.encode()):
-            raise Invalid("a report without the run's token (RUN/keys/metrics.token)", "no-token")
+    check_token(msg, token, "a report")
     source = msg.get("source")
     if not isinstance(source, str) or len(source) > MAX_KEY_LEN:
         raise Invalid("a report needs 'source', the component's role", "bad-field")
@@ -357,6 +365,8 @@ def report(message: Any, token: str | None = None) -> dict:
     for key in ("finished", "exiting"):
         if key in msg:
             out[key] = bool(msg[key]) if isinstance(msg[key], (bool, np.bool_)) else False
+    if "why" in msg:  # a learner's end: "budget used", or the goal it reached
+        out["why"] = _short(msg["why"], "why")
     if msg.get("wait_only") is True:
         out["wait_only"] = True
         out["process"] = _short(msg.get("process", source), "process")
