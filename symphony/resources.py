@@ -12,8 +12,19 @@ OUTSIDE_KILLS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGINT, signal
 """Signals that end a process from outside: deaths by them are not crashes (`counts`)."""
 
 
+def outside_kill(exit_code: int | None) -> int | None:
+    """The signal of OUTSIDE_KILLS that ended a process, from its exit code: a death by it
+    (-9 from Popen) or an exit with 128 + its number, as a process that handles the signal
+    reports it (143: stopped on SIGTERM, 130: on SIGINT); None otherwise."""
+    if exit_code is None:
+        return None
+    number = -exit_code if exit_code < 0 else exit_code - 128
+    return number if number in OUTSIDE_KILLS else None
+
+
 def ending(exit_code: int | None) -> str:
-    """How a process ended, in words: `exited with 1`, `killed by SIGKILL`."""
+    """How a process ended, in words: `exited with 1`, `killed by SIGKILL`, `stopped by
+    SIGTERM, exit code 143`."""
     if exit_code is None:
         return "ended (exit code unknown)"
     if exit_code < 0:
@@ -21,16 +32,22 @@ def ending(exit_code: int | None) -> str:
             return f"killed by {signal.Signals(-exit_code).name}"
         except ValueError:
             return f"killed by signal {-exit_code}"
+    if (sig := outside_kill(exit_code)) is not None:
+        return f"stopped by {signal.Signals(sig).name}, exit code {exit_code}"
     return f"exited with {exit_code}"
 
 
 def restart_mark(exit_code: int | None, attempt: int) -> str:
     """The line that opens a restarted process's new attempt in its log, below the ended one's
-    lines: `--- restarted after signal 9 (attempt 2) ---`, `... after exit code 1 ...`."""
+    lines: `--- restarted after signal 9 (attempt 2) ---`, `... after exit code 1 ...`,
+    `... after exit code 143 (SIGTERM) ...`."""
     if exit_code is None:
         cause = "an unknown end"
+    elif exit_code < 0:
+        cause = f"signal {-exit_code}"
     else:
-        cause = f"signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
+        sig = outside_kill(exit_code)
+        cause = f"exit code {exit_code}" + ("" if sig is None else f" ({signal.Signals(sig).name})")
     return f"--- restarted after {cause} (attempt {attempt}) ---"
 
 
@@ -124,10 +141,11 @@ class RestartPolicy:
     def counts(exit_code: int | None) -> bool:
         """Whether an end counts against `max_restarts` (and the window): a crash does (the
         process exited by itself, or died of its own fault: SIGSEGV, SIGABRT, ...); a kill from
-        outside (SIGKILL, SIGTERM, SIGINT, SIGHUP: `kill -9`, a preempted node, the OOM killer)
+        outside (SIGKILL, SIGTERM, SIGINT, SIGHUP: `kill -9`, a preempted node, the OOM killer;
+        also an exit with 128 + the signal's number, a process that stopped on it: `outside_kill`)
         does not. A killed process comes back after the backoff however often it is killed,
         as Kubernetes brings back a Deployment's pods; a crash loop still ends."""
-        return exit_code is None or -exit_code not in OUTSIDE_KILLS
+        return outside_kill(exit_code) is None
 
     def delay(self, restarts: int) -> float:
         """Seconds to wait before restart number `restarts + 1`."""

@@ -132,6 +132,8 @@ def ending(error: BaseException | None, stopping: bool, why: str | None = None) 
     signal = why or "stopped by a signal"
     if error is None:
         return logging.INFO, "finished"
+    if getattr(error, "stop", False):  # the stop signal's exit (`common.Stopped`)
+        return logging.INFO, signal
     if isinstance(error, SystemExit) and error.code in (0, None):
         return logging.INFO, signal if stopping else "finished"
     if isinstance(error, KeyboardInterrupt):

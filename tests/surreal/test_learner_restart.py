@@ -49,13 +49,25 @@ def _launch(tmp_path, name: str, steps: int, *settings: str):
     return home, tmp_path / "runs" / name / "a", proc
 
 
+# How each end shows in the learner's log and in the launcher's `restarts` field. A SIGTERM from
+# outside (a drained or preempted node, `kill`) used to make the learner exit 0: the run then
+# ended as if its budget were used, at whatever step it stood (on kube: its Job completed).
+KILLS = {
+    "kill -9": (signal.SIGKILL, "signal 9", "killed by SIGKILL"),
+    "SIGTERM": (signal.SIGTERM, "exit code 143 (SIGTERM)", "stopped by SIGTERM, exit code 143"),
+}
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.integration
-def test_a_learner_killed_with_kill_9_comes_back_from_its_checkpoint_and_the_run_finishes(
-    tmp_path,
+@pytest.mark.parametrize("kill", list(KILLS))
+def test_a_learner_killed_from_outside_comes_back_from_its_checkpoint_and_the_run_finishes(
+    tmp_path, kill
 ):
+    sig, mark, said = KILLS[kill]
     steps = 60_000
-    home, run, proc = _launch(tmp_path, "back", steps)
+    name = "back" if sig == signal.SIGKILL else "term"
+    home, run, proc = _launch(tmp_path, name, steps)
     latest = run / "checkpoints" / "latest.pt"
     per_iteration = 2 * 16 * 4  # QUICK: one segment of 16 steps x 4 envs per actor
     try:
@@ -66,23 +78,26 @@ def test_a_learner_killed_with_kill_9_comes_back_from_its_checkpoint_and_the_run
             proc,
         )
         before = checkpoint_step(latest)
-        os.kill(describe(home, "back-a").process("learner").pid, signal.SIGKILL)
+        os.kill(describe(home, f"{name}-a").process("learner").pid, sig)
         out, _ = proc.communicate(timeout=scaled(480))  # a guard: the run ends by itself
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, out
     assert status(run)["global_step"] >= steps
-    assert describe(home, "back-a").process("learner").restarts == 1
+    assert describe(home, f"{name}-a").process("learner").restarts == 1
     log = (run / "logs" / "learner.log").read_text()
-    assert "--- restarted after signal 9 (attempt 2) ---" in log, log[-3000:]
-    after_kill = log.split("restarted after signal 9", 1)[1]
+    assert f"--- restarted after {mark} (attempt 2) ---" in log, log[-3000:]
+    assert "(0/3 crashes in 600s)" in log, "a kill from outside is not a crash"
+    after_kill = log.split(f"restarted after {mark}", 1)[1]
     (resumed,) = resumed_steps(after_kill)
     # the checkpoint the killed learner wrote last: the one read before the kill, or at most
-    # one more (a checkpoint every 2 iterations), never a restart from scratch
+    # one more (a checkpoint every 2 iterations; on SIGTERM also the one it writes as it
+    # stops), never a restart from scratch
     assert before <= resumed <= before + 2 * 2 * per_iteration, (before, resumed)
     assert "publishing from version" in after_kill and "parameter server holds" in after_kill
-    assert "restarts learner 1 (killed by SIGKILL)" in out, out[-3000:]
+    assert f"restarts learner 1 ({said})" in out, out[-3000:]
+    assert "finished (budget used)" in run_status(run), "it used its budget after all"
     last: dict[str, int] = {}  # metrics.jsonl went back to the resumed step: never backwards
     for row in metric_records(run):
         assert row["step"] >= last.get(row["name"], 0), row

@@ -21,7 +21,16 @@ from surreal.runtime.wire.waits import Waits
 
 
 class Stopped(SystemExit):
-    """Raised in a component's main thread by the stop signal."""
+    """Raised in a component's main thread by the stop signal: the process exits with 128 + the
+    signal's number (143 on SIGTERM, 130 on SIGINT), as one killed by it would. A stop is not a
+    success: a Kubernetes Job whose process exited 0 on a drained or preempted node's SIGTERM
+    would count as complete and never run again (for the learner: the run ended as if at its
+    budget), and every supervisor's `on-failure` policy would leave it ended. Exiting as
+    stopped, it comes back (a kill from outside never counts against its restarts:
+    `symphony.resources.outside_kill`)."""
+
+    stop = True
+    """How `surreal.monitoring.logs.ending` tells a stop from a `SystemExit` of the code's own."""
 
 
 STOP_REQUESTED = threading.Event()
@@ -89,7 +98,7 @@ class Component:
         (the parameter server, the metrics sink) never imports the learner's module or torch."""
         return self.run.algo_class()
 
-    def _on_signal(self, *_: object) -> None:
+    def _on_signal(self, signum: int, _frame: object) -> None:
         """First SIGTERM/SIGINT: unwind from wherever the process blocks (a socket, an env
         step), so `finally` blocks close sockets and the learner checkpoints; later ones are
         ignored so that cleanup finishes."""
@@ -106,7 +115,7 @@ class Component:
             deadline = threading.Timer(STOP_DEADLINE_S, os._exit, (1,))
             deadline.daemon = True
             deadline.start()
-            raise Stopped(0)
+            raise Stopped(128 + signum)
 
     @staticmethod
     def address(service: str) -> Any:
