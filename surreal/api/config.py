@@ -151,8 +151,10 @@ class RunConfig:
     learner that dies ends the run (`surreal launch --resume` continues it)."""
     stall_timeout_s: float = bounded(300.0, ge=0)
     """A run whose learner step does not move for this many seconds ends `failed`, saying what
-    its processes wait for (`surreal launch`'s watch, so not on a detached kube run; the
-    checkpoint stays and `--resume` continues the run); 0: never."""
+    its processes wait for (`surreal launch`'s watch; the checkpoint stays and `--resume`
+    continues the run); 0: never. A run no launcher watches (kube; slurm or local once the
+    launcher died) ends so too, 60 s later, through the learner's own watch
+    (`surreal.runtime.processes.stall_watch`)."""
     prometheus: bool = True
     """Every process serves Prometheus `/metrics` on its own port (`docs/monitoring.md`)."""
     wandb: str = "disabled"

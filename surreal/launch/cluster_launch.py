@@ -20,6 +20,7 @@ from surreal.launch import experiment as launching
 from surreal.launch.cost import experiment_cost
 from surreal.runtime.plan import compose_env
 from surreal.runtime.plan.portable import RUNS_ROOT, run_url
+from surreal.runtime.processes.stall_watch import GRACE_S
 from surreal.runtime.runfolder.rundir import write_json
 from surreal.runtime.wire import curve
 from surreal.runtime.wire.goal import applies as goal_applies
@@ -155,8 +156,15 @@ def _the_end(name: str, backend: str, opts: dict[str, Any]) -> str:
 
 def _goal(plan: Any, backend: str) -> str:
     """What stops the detached run before its budget: `run.stop_at_return` through its learner
-    (`surreal.runtime.wire.goal`) where that applies; `run.stall_timeout_s` never."""
-    stall = f"run.stall_timeout_s stops nothing on {backend} (no `surreal launch` watches it)"
+    (`surreal.runtime.wire.goal`) where that applies; a stall through the learner's own watch
+    (`surreal.runtime.processes.stall_watch`)."""
+    timeout = plan.config.run.stall_timeout_s
+    stall = (
+        f"a learner whose step stands still for run.stall_timeout_s ({timeout:g} s) + "
+        f"{GRACE_S:g} s ends it as failed"
+        if timeout > 0
+        else "run.stall_timeout_s is 0: a run that stands still is never ended"
+    )
     goal = plan.config.run.stop_at_return
     if goal is None:
         return stall

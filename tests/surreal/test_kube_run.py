@@ -394,7 +394,9 @@ def test_a_kube_run_with_a_goal_wires_the_evaluator_to_the_learner(tmp_path, mon
         assert "at run.stop_at_return 475.0 the evaluator tells the learner, which ends it" in (
             launched.output
         )
-        assert "run.stall_timeout_s stops nothing on kube" in launched.output
+        assert "stands still for run.stall_timeout_s (300 s) + 60 s ends it as failed" in (
+            launched.output
+        )
         services = {s["metadata"]["name"]: s for s in endpoint.stored("Service")}
         assert services["learner-goal"]["spec"]["selector"]["symphony.io/group"] == "learner"
         maps = config_maps(endpoint.stored("ConfigMap"))

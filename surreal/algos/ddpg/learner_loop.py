@@ -14,6 +14,7 @@ from caraml.errors import WorkerDied
 from surreal.runtime.processes.common import Component
 from surreal.runtime.processes.learner import build_learner
 from surreal.runtime.processes.replay_shard import sampling_start
+from surreal.runtime.processes.stall_watch import StallWatch
 from surreal.runtime.runfolder import checkpoint
 from surreal.runtime.wire.goal import GoalInbox
 
@@ -199,6 +200,7 @@ class _Loop:
         self.pace = UpdatePace(comp, self.counters, self.steps)
         self.publisher = caraml.Publisher(comp.address("params-pub").bind_tcp)
         self.goal = GoalInbox(comp)  # the evaluators' word: run.stop_at_return reached
+        StallWatch(comp, lambda: self.counters["global_step"])  # ends a run that stands still
         self.last_report = self.last_ckpt = self.started = time.monotonic()
         self.start_step, self.its_at_report = (
             self.counters["global_step"],

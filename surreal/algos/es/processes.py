@@ -13,6 +13,7 @@ from surreal.algos.es.master import ESMaster, serve
 from surreal.algos.es.worker import run_worker
 from surreal.envs import make_env
 from surreal.runtime.processes.common import Component
+from surreal.runtime.processes.stall_watch import StallWatch
 from surreal.runtime.runfolder import checkpoint
 from surreal.runtime.wire.goal import GoalInbox
 
@@ -122,6 +123,7 @@ def master_main(run_dir: str, index: int = 0) -> None:
         start_steps=counters["global_step"],
         goal=GoalInbox(comp),
     )
+    StallWatch(comp, lambda: counters["global_step"])  # ends a run that stands still
     run.publish()
     # SIGTERM sets comp.stopping: tell the workers to stop and end serve() even between generations.
     threading.Thread(

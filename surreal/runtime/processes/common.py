@@ -66,6 +66,9 @@ class Component:
         """True once the component writes progress lines itself (`tick`, or set by its main
         before its first report): its reports then make none."""
         self.stopping = threading.Event()
+        self.stop_code: int | None = None
+        """The exit code of a stop this process asked of itself (`checkpoint.STALLED_EXIT`);
+        None: a stop signal's 128 + its number."""
         self._parent = os.getppid()
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, self._on_signal)
@@ -115,7 +118,7 @@ class Component:
             deadline = threading.Timer(STOP_DEADLINE_S, os._exit, (1,))
             deadline.daemon = True
             deadline.start()
-            raise Stopped(128 + signum)
+            raise Stopped(self.stop_code or 128 + signum)
 
     @staticmethod
     def address(service: str) -> Any:

@@ -18,6 +18,7 @@ from surreal.runtime.processes.common import Component
 from surreal.runtime.processes.member import Member
 from surreal.runtime.processes.replay import batch_arrays
 from surreal.runtime.processes.replicas import join as join_replicas
+from surreal.runtime.processes.stall_watch import StallWatch
 from surreal.runtime.runfolder import checkpoint
 from surreal.runtime.wire.batch_protocol import BatchRequests
 from surreal.runtime.wire.goal import GoalInbox
@@ -118,6 +119,8 @@ class LearnerLoop:
         self.requester = os.urandom(6).hex()  # batch request ids: see components.batch_protocol
         self.member = Member.attach(comp.run.path) if self.rank == 0 else None
         self.goal = GoalInbox(comp)
+        if self.rank == 0:  # the ranks step together: one watch for all
+            StallWatch(comp, lambda: self.counters["global_step"])
         """The evaluators' word that the run reached `run.stop_at_return` (when wired)."""
         """A population member's hook (`surreal.pbt`): round checkpoints, directives taken."""
         self.empty = 0

@@ -44,6 +44,9 @@ COUNTERS = ("global_step", "version", "iterations")
 UNWRITABLE_EXIT = 73
 """A learner's exit code when it stopped because its checkpoint could not be written (sysexits'
 EX_CANTCREAT): a restart cannot fix a full disk, so it is never restarted (`final_codes`)."""
+STALLED_EXIT = 75
+"""A learner's exit code when its own stall watch ended the run (sysexits' EX_TEMPFAIL:
+`surreal.runtime.processes.stall_watch`); never restarted either (`final_codes`)."""
 INTEGRITY = "integrity"
 """The checkpoint's own checksum: {"sha256": hex digest of everything else it holds}."""
 
