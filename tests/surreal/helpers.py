@@ -168,3 +168,27 @@ def describe(home: Path, experiment: str):
     records = Records(home)
     record = records.load(experiment)
     return get_backend(record.backend, records=records).describe(record)
+
+
+def launch_unwatched(args: list[str], cwd: Path, home: Path, run: Path) -> None:
+    """`surreal launch ARGS` whose launcher is killed (SIGKILL) once the run's processes run:
+    a run nobody watches, as on kube or after a closed terminal."""
+    proc = start_launch(args, cwd, home)
+    try:
+        wait_until(lambda: processes_of(run), 180, "the run's processes", proc)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def process_log(home: Path, experiment: str, process: str) -> str:
+    """What `symphony logs EXPERIMENT PROCESS` prints (the record's log of a process)."""
+    return subprocess.run(
+        [sys.executable, "-m", "symphony", "logs", experiment, process],
+        env=env_for(home),
+        capture_output=True,
+        text=True,
+        timeout=scaled(60),
+    ).stdout

@@ -6,10 +6,6 @@ whose launcher was killed, went on to its full step budget.
 """
 
 import logging
-import os
-import signal
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -18,13 +14,14 @@ import caraml
 from caraml.testing import free_port
 from surreal.launch import experiment as launching
 from surreal.runtime.wire import goal
+from surreal.testing import surreal_cli
 from symphony.records import Records
 from symphony.testing import scaled
 from tests.surreal.helpers import (
     QUICK,
-    env_for,
+    launch_unwatched,
+    process_log,
     processes_of,
-    start_launch,
     status,
     wait_until,
 )
@@ -105,14 +102,7 @@ def test_a_run_whose_launcher_was_killed_ends_at_its_goal_not_its_budget(tmp_pat
     home, run = tmp_path / "home", tmp_path / "runs" / "goal" / "a"
     args = ["ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "400000"]
     sets = ["--set", "run.stop_at_return=60", "--name", "goal", "--trial", "a", *QUICK]
-    proc = start_launch([*args, *sets], tmp_path, home)
-    try:
-        wait_until(lambda: status(run).get("global_step", 0) > 0, 120, "first learner step", proc)
-        os.kill(proc.pid, signal.SIGKILL)  # nobody watches the run from here
-        proc.wait(timeout=10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    launch_unwatched([*args, *sets], tmp_path, home, run)
     wait_until(lambda: status(run).get("finished"), scaled(300), "the learner to end at its goal")
     ended = status(run)
     assert ended["global_step"] < 400_000, "it ended at its goal, long before its budget"
@@ -122,21 +112,8 @@ def test_a_run_whose_launcher_was_killed_ends_at_its_goal_not_its_budget(tmp_pat
     wait_until(lambda: not processes_of(run), 60, "every process to end")
     wait_until(lambda: Records(home).load("goal-a").outcome, 30, "the supervisor's record")
     assert Records(home).load("goal-a").outcome == "finished"
-    said = subprocess.run(
-        [sys.executable, "-m", "surreal", "status", str(run)],
-        cwd=tmp_path,
-        env=env_for(home),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    said = surreal_cli(["status", str(run)], tmp_path, home)
     assert said.returncode == 0, said.stdout + said.stderr
     assert f"finished ({ended['why']})" in said.stdout, said.stdout
-    logs = subprocess.run(
-        [sys.executable, "-m", "symphony", "logs", "goal-a", "learner"],
-        env=env_for(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert f"stopping: {ended['why']}" in logs.stdout, logs.stdout[-2000:] + logs.stderr
+    learner_log = process_log(home, "goal-a", "learner")
+    assert f"stopping: {ended['why']}" in learner_log, learner_log[-2000:]

@@ -7,8 +7,6 @@ failed past their restarts) or hung, and held its machines until `symphony delet
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 from types import SimpleNamespace
 
@@ -16,14 +14,15 @@ import pytest
 
 from surreal.runtime.processes import stall_watch
 from surreal.runtime.runfolder.rundir import RunDir
+from surreal.testing import surreal_cli
 from symphony.records import Records
 from symphony.testing import scaled
 from tests.surreal.helpers import (
     QUICK,
     describe,
-    env_for,
+    launch_unwatched,
+    process_log,
     processes_of,
-    start_launch,
     status,
     wait_until,
 )
@@ -86,53 +85,32 @@ def test_a_starved_run_whose_launcher_was_killed_ends_failed_by_itself(tmp_path)
     home, run = tmp_path / "home", tmp_path / "runs" / "stuck" / "a"
     args = ["ppo", "--env", "gym:CartPole-v1", "--actors", "2", "--steps", "10000000"]
     sets = ["--set", "run.stall_timeout_s=5", "--name", "stuck", "--trial", "a", *QUICK]
-    proc = start_launch([*args, *sets], tmp_path, home)
-    frozen = None
+    # nobody watches the run from its start (the launcher's own watch, 5 s, would end it while
+    # the learner waits for its first batch)
+    launch_unwatched([*args, *sets], tmp_path, home, run)
+    wait_until(lambda: status(run).get("global_step", 0) > 0, 180, "first learner step")
+    # the actors wait for a parameter server that answers nothing: the learner starves
+    frozen = describe(home, "stuck-a").process("param-server").pid
+    os.kill(frozen, signal.SIGSTOP)
     try:
-        # nobody watches the run from its start (the launcher's own watch, 5 s, would end it
-        # while the learner waits for its first batch)
-        wait_until(lambda: (run / "experiment.yaml").is_file(), 180, "the launch", proc)
-        wait_until(lambda: processes_of(run), 60, "the run's processes", proc)
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
-        wait_until(lambda: status(run).get("global_step", 0) > 0, 180, "first learner step")
-        # the actors wait for a parameter server that answers nothing: the learner starves
-        frozen = describe(home, "stuck-a").process("param-server").pid
-        os.kill(frozen, signal.SIGSTOP)
         wait_until(
             lambda: Records(home).load("stuck-a").outcome,
             scaled(300),
             "the learner's watch to end the run",
         )
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        if frozen is not None:
-            try:
-                os.kill(frozen, signal.SIGCONT)
-            except ProcessLookupError:
-                pass
+        try:
+            os.kill(frozen, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
     assert Records(home).load("stuck-a").outcome == "failed"
     learner = describe(home, "stuck-a").process("learner")
     assert learner.exit_code == stall_watch.STALLED_EXIT and learner.restarts == 0
     wait_until(lambda: not processes_of(run), 60, "every process to end")
-    said = subprocess.run(
-        [sys.executable, "-m", "surreal", "status", str(run)],
-        cwd=tmp_path,
-        env=env_for(home),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    said = surreal_cli(["status", str(run)], tmp_path, home)
     assert "state      failed (the learner's step stayed at " in said.stdout, said.stdout
     assert "(run.stall_timeout_s=5 + 60 s)" in said.stdout, said.stdout
-    logs = subprocess.run(
-        [sys.executable, "-m", "symphony", "logs", "stuck-a", "learner"],
-        env=env_for(home),
-        capture_output=True,
-        text=True,
-        timeout=60,
-    ).stdout
+    logs = process_log(home, "stuck-a", "learner")
     assert "ending the learner (exit 75, not restarted)" in logs, logs[-2000:]
     assert f"surreal launch --resume {run}" in logs
     assert (run / "checkpoints" / "latest.pt").is_file(), "its checkpoint stays for --resume"
