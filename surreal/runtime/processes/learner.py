@@ -119,9 +119,9 @@ class LearnerLoop:
         self.requester = os.urandom(6).hex()  # batch request ids: see components.batch_protocol
         self.member = Member.attach(comp.run.path) if self.rank == 0 else None
         self.goal = GoalInbox(comp)
+        """The evaluators' word that the run reached `run.stop_at_return` (when wired)."""
         if self.rank == 0:  # the ranks step together: one watch for all
             StallWatch(comp, lambda: self.counters["global_step"])
-        """The evaluators' word that the run reached `run.stop_at_return` (when wired)."""
         """A population member's hook (`surreal.pbt`): round checkpoints, directives taken."""
         self.empty = 0
         """Replies without a batch (the buffer had none in time): a starved learner's sign."""

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from surreal.runtime.processes.common import STOP_DEADLINE_S
 from surreal.runtime.runfolder.checkpoint import STALLED_EXIT
 from surreal.runtime.runfolder.rundir import write_ending
 
@@ -40,7 +41,7 @@ class StallWatch:
     """Ends the learner (`STALLED_EXIT`) once `step()` stayed put past the run's stall timeout.
 
     Args:
-        comp: the learner's Component (its config, run folder, log; `stop_with`).
+        comp: the learner's Component (its config, run folder, log, `stopping`, `stop_code`).
         step: the learner's step now (read from the watch's thread: a counter, never a lock).
     """
 
@@ -90,3 +91,7 @@ class StallWatch:
             pass
         self.comp.stop_code = STALLED_EXIT
         os.kill(os.getpid(), signal.SIGTERM)  # the main thread unwinds, checkpoints, exits
+        # a main thread hung in native code never runs the signal's handler (nor its deadline)
+        hung = threading.Timer(STOP_DEADLINE_S, os._exit, (STALLED_EXIT,))
+        hung.daemon = True
+        hung.start()
