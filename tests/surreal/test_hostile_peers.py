@@ -141,6 +141,8 @@ def test_junk_on_every_port_of_a_ppo_run_crashes_nothing_and_it_still_learns(tmp
         least = HTTP_REQUESTS if is_scrape_service(service) else MESSAGES
         assert sent >= least and connected == CONNECTIONS, (service, sent, connected)
     assert restarts_in_logs(run) == [], "a process crashed"
+    # the learner read the junk on `learner-goal` and dropped it (its goal stays unreached)
+    assert "[learner-goal] dropped a message (" in (run / "logs" / "learner.log").read_text()
     final = status(run)
     assert final["buffer/invalid"] > 0 and final["invalid_messages"] > 0  # they saw the junk
     stalls = [
