@@ -5,6 +5,7 @@ import pytest
 
 from symphony import Experiment, Process, RestartPolicy
 from symphony.errors import SpecError
+from symphony.resources import ending, outside_kill, restart_mark
 from symphony.spec import Experiment as SpecExperiment
 
 pytestmark = pytest.mark.timeout(120)
@@ -100,3 +101,18 @@ def test_kills_from_outside_never_use_up_the_limit_and_describe_shows_the_last_e
     shown = cli("describe", "segv").stdout  # SYMPHONY_HOME: the fixture's
     assert "LAST END" in shown and "killed by SIGSEGV" in shown, shown
     handle.delete()
+
+
+def test_an_exit_with_128_plus_an_outside_signal_is_a_stop_not_a_crash():
+    """A process that handles SIGTERM and exits 143 (as surreal's do) was stopped from outside,
+    as one killed by it (-15) was: never counted against its restarts, and said so."""
+    assert [outside_kill(c) for c in (143, 130, 137, 129, -15)] == [15, 2, 9, 1, 15]
+    assert [outside_kill(c) for c in (None, 0, 1, 73, 75, 139, 128, -11)] == [None] * 8
+    assert not RestartPolicy.counts(143) and not RestartPolicy.counts(130)
+    assert RestartPolicy.counts(139)  # 128 + SIGSEGV: its own fault
+    assert RestartPolicy("on-failure").should_restart(143, 0)  # a stop before its end: again
+    assert not RestartPolicy("on-failure", final_codes=(75,)).should_restart(75, 0)
+    assert ending(143) == "stopped by SIGTERM, exit code 143"
+    assert ending(1) == "exited with 1" and ending(-9) == "killed by SIGKILL"
+    assert restart_mark(143, 2) == "--- restarted after exit code 143 (SIGTERM) (attempt 2) ---"
+    assert restart_mark(3, 2) == "--- restarted after exit code 3 (attempt 2) ---"
