@@ -90,6 +90,45 @@ def test_a_part_reads_back_as_the_same_replay(tmp_path, dedup, n_chunks):
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left
 
 
+def chronological(storage: UniformStorage) -> dict[str, np.ndarray]:
+    """Every stored transition, oldest first (the ring unrolled)."""
+    start = storage.added % storage.capacity if storage.added > storage.capacity else 0
+    return storage.gather((start + np.arange(len(storage))) % storage.capacity)
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+@pytest.mark.parametrize(
+    "n_chunks, capacity",
+    [(5, 100), (40, 700), (40, 5000), (5, 5000)],
+    ids=["smaller", "wrapped-smaller", "wrapped-larger", "larger"],
+)
+def test_a_part_of_another_capacity_loads_its_newest_transitions(
+    tmp_path, dedup, n_chunks, capacity
+):
+    """--resume with another algo.replay_capacity keeps the replay (before: refused, empty)."""
+    before = filled(1000, n_chunks, dedup)
+    path = saved(tmp_path, before)
+    shard = ReplayShard(capacity, 10, dedup=dedup, index=0)
+    line = shard.load_part(path, ChunkSchema(env_info(), dedup, capacity))
+    kept = min(len(before), capacity)
+    after = shard.storage
+    assert len(after) == kept and after.capacity == capacity
+    said = f"algo.replay_capacity was 1,000, now {capacity:,}: kept the newest {kept:,} of "
+    assert line.endswith(said + f"{len(before):,}") and "\n" not in line, line
+    old, new = chronological(before), chronological(after)
+    for key in old:
+        np.testing.assert_array_equal(new[key], old[key][-kept:], err_msg=key)
+    assert shard.handle({"op": "stats"})["added"] == 0  # not counted again as env steps
+    for chunk in chunks(40, dedup, seed=2):  # it keeps taking chunks, then samples only them
+        shard.add(chunk)
+    fresh = filled(capacity, 0, dedup)
+    for chunk in chunks(40, dedup, seed=2):
+        fresh.add(chunk)
+    last = min(capacity, 40 * 32)
+    for key, value in chronological(fresh).items():
+        np.testing.assert_array_equal(chronological(after)[key][-last:], value[-last:])
+
+
 def test_only_the_filled_rows_are_written(tmp_path):
     small, path = filled(1_000_000, 2), None
     path = saved(tmp_path, small)
@@ -125,9 +164,13 @@ BAD = {
         "compressed entries",
     ),
     "pickled": (lambda p: _pickled(p), "truncated or corrupt|not a surreal replay part"),
-    "another capacity": (
-        lambda p: rewrite(p, lambda m, a: (m.update(capacity=999), resign(m, a))),
-        "for another replay",
+    "another dedup": (
+        lambda p: rewrite(p, lambda m, a: (m.update(dedup=True), resign(m, a))),
+        "for another replay .*algo.dedup_obs changed",
+    ),
+    "a capacity under its rows": (
+        lambda p: rewrite(p, lambda m, a: (m.update(capacity=100), resign(m, a))),
+        "inconsistent",
     ),
     "rows unlike the header": (
         lambda p: rewrite(p, lambda m, a: (a.update(rew=a["rew"][:-1]), resign(m, a))),

@@ -183,13 +183,14 @@ def read(
     storage: UniformStorage,
     check: Callable[[dict[str, np.ndarray]], Any] | None = None,
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The verified (header, arrays) of the part at `path`, for `storage` (its capacity and
-    dedup must be the part's). `check(chunk)` is the shard's chunk schema: it gets every row as
-    one chunk (as an actor would push it) and raises on anything wrong.
+    """The verified (header, arrays) of the part at `path`, for `storage` (its dedup must be
+    the part's; a part of another capacity comes back `resized` to it). `check(chunk)` is the
+    shard's chunk schema: it gets every row as one chunk (as an actor would push it) and
+    raises on anything wrong.
 
     Raises:
         ReplayPartError: the file is not a whole part, fails its checksum, does not fit this
-            shard (capacity, dedup, shapes) or holds values the schema refuses.
+            shard (dedup, shapes) or holds values the schema refuses.
     """
     try:
         with zipfile.ZipFile(path) as archive:
@@ -210,7 +211,12 @@ def read(
     _check_meta(path, meta, storage)
     if digest(meta, arrays) != meta.get("sha256"):
         raise _bad(path, "changed since it was written (its checksum does not match)")
-    _check_arrays(path, meta, arrays, storage, check)
+    _check_shapes(path, meta, arrays, storage.dedup)
+    if (meta["capacity"], meta["obs_capacity"]) != (storage.capacity, storage.obs_capacity):
+        meta, arrays = resized(meta, arrays, storage)
+        if not meta["rows"]:
+            raise _bad(path, "left with no transition once resized (its observations are gone)")
+    _check_values(path, meta, arrays, storage.dedup, check)
     return meta, arrays
 
 
@@ -221,41 +227,50 @@ def _check_meta(path: Path, meta: Any, storage: UniformStorage) -> None:
         value = meta.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise _bad(path, f"not a surreal replay part (its {key} is {value!r})")
-    want = {"capacity": storage.capacity, "dedup": storage.dedup}
-    if storage.dedup:
-        want["obs_capacity"] = storage.obs_capacity
-    have = {k: meta.get(k) for k in want}
-    if have != want:
-        raise _bad(path, f"for another replay ({have}; this shard has {want})")
+    if meta.get("dedup") is not storage.dedup:
+        raise _bad(
+            path,
+            f"for another replay (dedup {meta.get('dedup')!r}; this shard has {storage.dedup}:"
+            " algo.dedup_obs changed)",
+        )
+    if meta["capacity"] < 1 or (storage.dedup and meta["obs_capacity"] < 1):
+        raise _bad(path, f"inconsistent (capacity {meta['capacity']})")
     if meta["rows"] != min(meta["added"], meta["capacity"]) or meta["rows"] < 1:
         raise _bad(path, f"inconsistent (rows {meta['rows']}, added {meta['added']})")
     if meta["obs_rows"] != (min(meta["obs_added"], meta["obs_capacity"]) if storage.dedup else 0):
         raise _bad(path, f"inconsistent (obs_rows {meta['obs_rows']})")
 
 
-def _check_arrays(
-    path: Path,
-    meta: dict[str, Any],
-    arrays: dict[str, np.ndarray],
-    storage: UniformStorage,
-    check: Callable[[dict[str, np.ndarray]], Any] | None,
-) -> None:
+def _check_shapes(path: Path, meta: dict[str, Any], arrays: dict[str, np.ndarray], dedup: bool):
+    """The part's arrays are the ones its kind has, with the header's rows (and, with dedup,
+    observation numbers that point at stored observations)."""
     keys = {"act", "rew", "discount"}
-    keys |= {"obs_table", "obs_seq", "next_obs_seq"} if storage.dedup else {"obs", "next_obs"}
+    keys |= {"obs_table", "obs_seq", "next_obs_seq"} if dedup else {"obs", "next_obs"}
     if set(arrays) != keys:
         raise _bad(path, f"not a surreal replay part (arrays {sorted(arrays)})")
     for key, array in arrays.items():
         rows = meta["obs_rows"] if key in _OBS_KEYS else meta["rows"]
         if array.ndim < 1 or len(array) != rows:
             raise _bad(path, f"inconsistent ({key} has shape {list(array.shape)}, {rows} rows)")
-    chunk = {k: arrays[k] for k in ("act", "rew", "discount")}
-    if storage.dedup:
+    if dedup:
         for key in ("obs_seq", "next_obs_seq"):
             seq = arrays[key]
             if seq.dtype.kind not in "iu" or seq.ndim != 1:
                 raise _bad(path, f"inconsistent ({key} is {seq.dtype} {list(seq.shape)})")
             if len(seq) and (seq.min() < 0 or seq.max() >= meta["obs_added"]):
                 raise _bad(path, f"inconsistent ({key} points past the observations stored)")
+
+
+def _check_values(
+    path: Path,
+    meta: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    dedup: bool,
+    check: Callable[[dict[str, np.ndarray]], Any] | None,
+) -> None:
+    """Finite floats, and every row through the shard's chunk schema."""
+    chunk = {k: arrays[k] for k in ("act", "rew", "discount")}
+    if dedup:
         chunk["obs_table"] = arrays["obs_table"]
         chunk["obs_idx"] = arrays["obs_seq"] % meta["obs_capacity"]
         chunk["next_obs_idx"] = arrays["next_obs_seq"] % meta["obs_capacity"]
@@ -269,6 +284,43 @@ def _check_arrays(
             check(chunk)
         except ValueError as err:  # the schema's Invalid
             raise _bad(path, f"not this run's replay ({str(err)[:160]})") from None
+
+
+def resized(
+    meta: dict[str, Any], arrays: dict[str, np.ndarray], storage: UniformStorage
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A checked part of another capacity (a run resumed with another `algo.replay_capacity`)
+    as a part of `storage`'s: its newest transitions that fit, oldest first from row 0, their
+    observations renumbered from 0 with dedup. The header keeps what the part was in `resized`
+    (`capacity`, `added`, `rows`)."""
+    capacity, added = meta["capacity"], meta["added"]
+    order = (added + np.arange(meta["rows"])) % capacity if added > capacity else np.arange(added)
+    keep = order[-storage.capacity :]
+    out: dict[str, np.ndarray] = {}
+    obs_added = 0
+    if storage.dedup:
+        oldest = meta["obs_added"] - meta["obs_capacity"]  # an evicted observation is gone
+        alive = (arrays["obs_seq"][keep] >= oldest) & (arrays["next_obs_seq"][keep] >= oldest)
+        keep = keep[alive]
+        while True:  # the observations the kept transitions use must fit the new ring
+            seqs = np.unique(
+                np.concatenate([arrays["obs_seq"][keep], arrays["next_obs_seq"][keep]])
+            )
+            if len(seqs) <= storage.obs_capacity:
+                break
+            keep = keep[len(seqs) - storage.obs_capacity :]
+        out["obs_table"] = arrays["obs_table"][seqs % meta["obs_capacity"]]
+        for key in ("obs_seq", "next_obs_seq"):
+            out[key] = np.searchsorted(seqs, arrays[key][keep]).astype(np.int64)
+        obs_added = len(seqs)
+    for key, array in arrays.items():
+        if key not in out:
+            out[key] = array[keep]
+    rows = len(keep)
+    was = {k: meta[k] for k in ("capacity", "added", "rows")}
+    meta = dict(meta, capacity=storage.capacity, obs_capacity=storage.obs_capacity, resized=was)
+    meta.update(added=rows, rows=rows, obs_added=obs_added, obs_rows=obs_added)
+    return meta, out
 
 
 def restore(storage: UniformStorage, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:

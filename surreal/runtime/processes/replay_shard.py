@@ -100,11 +100,19 @@ class ReplayShard:
         with self.lock:
             replay_save.restore(self.storage, meta, arrays)
             self.restored = self.storage.added
-        return (
+        was = meta.get("resized", meta)
+        line = (
             f"loaded the replay part {path}: {len(self.storage):,} transitions of "
-            f"{meta['added']:,} added (saved at learner step {meta['step']:,}, sha256 "
+            f"{was['added']:,} added (saved at learner step {meta['step']:,}, sha256 "
             f"{meta['sha256'][:12]}, verified) in {time.perf_counter() - t0:.2f} s"
         )
+        if "resized" in meta:
+            line += (
+                f"; algo.replay_capacity was {was['capacity']:,}, now "
+                f"{self.storage.capacity:,}: kept the newest {len(self.storage):,} of "
+                f"{was['rows']:,}"
+            )
+        return line
 
     def handle(self, message: Any) -> dict | caraml.Later:
         """Answer a sample or stats request (the caraml Server handler); a request that is
