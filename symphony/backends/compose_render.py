@@ -18,11 +18,21 @@ addresses are free ports on 127.0.0.1, as on the local backend.
 
 from __future__ import annotations
 
+import inspect
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from symphony.addresses import LOCAL_HOST, Address, fixed_endpoints, local_endpoints, process_env
+from symphony.addresses import (
+    LOCAL_HOST,
+    Address,
+    fixed_endpoints,
+    free_port,
+    local_endpoints,
+    process_env,
+)
+from symphony.backends import compose_end
 from symphony.errors import BackendError
 from symphony.spec import Experiment, Process, ProcessGroup
 
@@ -110,6 +120,7 @@ def render_compose(
         endpoints: service addresses (default: `endpoints_for(experiment, options)`).
     """
     endpoints = dict(endpoints or endpoints_for(experiment, options))
+    ends = _end_watch(experiment, options, endpoints)
     services: dict[str, Any] = {}
     for group in experiment.groups():
         sandboxed = len(group.processes) > 1
@@ -119,12 +130,68 @@ def render_compose(
             services[proc.name] = _process_service(
                 experiment, group, proc, owner, options, endpoints, sandboxed
             )
+            if proc.name in ends.wrapped:
+                services[proc.name]["entrypoint"] = ends.entrypoint(proc, options)
+                if proc.restart.mode == "always":  # the wrapper restarts after 0 (`--always`)
+                    services[proc.name]["restart"] = "on-failure"
             if options.network == "service":  # publish exposed services on the namespace owner
                 owner_service = services[group.name if sandboxed else proc.name]
                 for name in proc.exposed:
                     port = endpoints[name].port
                     owner_service.setdefault("ports", []).append(f"{port}:{port}")
     return {"services": _escape(services)}
+
+
+@dataclass(frozen=True)
+class EndWatch:
+    """How the processes of an experiment with `ends_with` learn its end (`compose_end`):
+    `wrapped` names the processes started through the wrapper (those run by `python`),
+    `ports` each wrapped ender's address."""
+
+    wrapped: frozenset[str]
+    ports: Mapping[str, Address]
+
+    def entrypoint(self, proc: Process, options: ComposeOptions) -> list[str]:
+        argv = proc.argv()
+        role = ["--name", proc.name]
+        if proc.name in self.ports:
+            members = sorted(self.wrapped - set(self.ports))
+            role += ["--announce", str(self.ports[proc.name].port), "--members", ",".join(members)]
+            role += ["--final", ",".join(map(str, proc.restart.final_codes))]
+            role += ["--bind-host", LOCAL_HOST if options.network == "host" else "*"]
+        else:
+            role += ["--watch", ",".join(a.addr for a in self.ports.values())]
+            role += ["--grace-s", str(max(1, options.stop_grace_s - 2))]
+            role += ["--always"] if proc.restart.mode == "always" else []
+        return [argv[0], "-c", inspect.getsource(compose_end), *role, "--", *argv]
+
+
+def _runs_python(proc: Process) -> bool:
+    argv = proc.argv()
+    return os.path.basename(argv[0]).startswith("python")
+
+
+def _end_watch(
+    experiment: Experiment, options: ComposeOptions, endpoints: Mapping[str, Address]
+) -> EndWatch:
+    """The end watch of `experiment`: none without `ends_with` or without a `python` ender;
+    otherwise one port per ender: a free one (host network), or the next after the
+    experiment's own (its group's host)."""
+    wrapped = {p.name for p in experiment.processes() if _runs_python(p)}
+    enders = [n for n in experiment.ends_with if n in wrapped]
+    taken = {a.port for a in endpoints.values()}
+    ports: dict[str, Address] = {}
+    for name in enders:
+        if options.network == "host":
+            port = free_port(LOCAL_HOST)
+            while port in taken:
+                port = free_port(LOCAL_HOST)
+            ports[name] = Address(LOCAL_HOST, port, bind_host=LOCAL_HOST)
+        else:
+            port = max(taken, default=options.base_port - 1) + 1
+            ports[name] = Address(experiment.group_of(name), port)
+        taken.add(port)
+    return EndWatch(frozenset(wrapped if enders else ()), ports)
 
 
 def _escape(value: Any) -> Any:

@@ -280,3 +280,51 @@ def test_a_missing_image_fails_before_anything_starts(
     with pytest.raises(BackendError, match="symphony build"):
         launch(exp, "compose", records=records, network="host")
     assert records.all() == [] and _containers(docker_engine, "no-image") == []
+
+
+LOOP = ["python", "-c", "import time\nwhile True: time.sleep(1)"]
+
+
+@pytest.mark.parametrize("code", [0, 75], ids=["finished", "final-code"])
+def test_the_others_stop_when_the_ends_with_process_ends_with_no_launcher_watching(
+    tmp_path: Path, docker_engine: DockerEngine, python_image: str, code: int
+) -> None:
+    """Detached, nobody watching: the learner's end (0, or a final code) stops the rest, and a
+    final code is never run again though docker's on-failure starts its container again."""
+    learner = Process(
+        "learner",
+        ["python", "-c", f"print('learner ran', flush=True); raise SystemExit({code})"],
+        restart=RestartPolicy("on-failure", max_restarts=2, final_codes=(75,)),
+    )
+    actor = Process("actor-0", LOOP, restart=RestartPolicy("always"))
+    replay = Process("replay", LOOP, restart=RestartPolicy("on-failure", max_restarts=3))
+    exp = Experiment("ends", image=python_image, ends_with=["learner"]).add(learner, actor, replay)
+    handle = launch(exp, "compose", records=Records(tmp_path / "home"), network="host")
+    try:
+        try:
+            status = _until(
+                lambda: (
+                    (s := handle.status())
+                    and all(p.state in ("exited", "failed") for p in s.processes)
+                    and s.process("learner").restarts >= (2 if code else 0)
+                    and s
+                ),
+                timeout=scaled(60),
+                what="every process to end",
+            )
+        except AssertionError as err:
+            said = {n: handle.logs(n)[-2000:] for n in ("learner", "actor-0", "replay")}
+            raise AssertionError(f"{err}: {handle.status()}; logs {said}") from None
+        for name in ("actor-0", "replay"):
+            assert status.process(name).exit_code == 0 and status.process(name).restarts == 0
+            assert "says the experiment is over" in handle.logs(name)
+        logs = handle.logs("learner")
+        assert logs.count("learner ran") == 1, logs
+        assert status.process("learner").exit_code == code
+        if code:
+            assert logs.count("not started again") == 2 and status.status == "failed"
+        else:
+            assert "the others were told" in logs and status.status == "finished"
+    finally:
+        handle.stop()
+    assert _containers(docker_engine, "ends") == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 import yaml
 
 from symphony.addresses import Address
+from symphony.backends import compose_end
 from symphony.backends.compose_engine import compose_command
 from symphony.backends.compose_render import (
     EXPERIMENT_LABEL,
@@ -181,3 +183,33 @@ def test_env_files_are_named_on_every_process_and_never_inlined(tmp_path: Path) 
     assert "s3cr3t" not in yaml.safe_dump(compose)
     two = ComposeBackend(env_file=[secret, tmp_path / "b.env"]).compose_options.env_files
     assert two == (str(secret), str(tmp_path / "b.env"))
+
+
+@pytest.mark.parametrize("network", ["service", "host"])
+def test_with_ends_with_every_python_process_runs_through_the_end_watch(network: str) -> None:
+    exp = _experiment()
+    exp.ends_with = ["learner"]
+    exp.process("learner").restart.final_codes = (73, 75)
+    compose = render_compose(exp, "alice", ComposeOptions(network=network, stop_grace_s=10))
+    validate_compose(compose)
+    services = compose["services"]
+    source = inspect.getsource(compose_end).replace("$", "$$")
+    learner, replay, actor = (services[n]["entrypoint"] for n in ("learner", "replay", "actor-0"))
+    assert learner[:3] == ["python", "-c", source]
+    assert learner[-6:] == ["--", "python", "-m", "learn", "--lr", "3e-4"]
+    role = dict(zip(learner[3:-6:2], learner[4:-6:2], strict=True))
+    assert role["--members"] == "actor-0,replay" and role["--final"] == "73,75"
+    port = int(role["--announce"])
+    host = "127.0.0.1" if network == "host" else "learn"  # the learner's group
+    assert port not in {int(v) for v in services["replay"]["environment"].values() if v.isdigit()}
+    for member in (replay, actor):
+        assert member[member.index("--watch") + 1] == f"{host}:{port}"
+        assert member[member.index("--grace-s") + 1] == "8"
+    assert replay[-3:] == ["--", "python", "replay.py"]
+    # `always` would start the actor again after its end: the wrapper restarts it after 0
+    assert services["actor-0"]["restart"] == "on-failure" and "--always" in actor
+    assert "--always" not in replay and services["replay"]["restart"] == "no"
+    # a shell command cannot run the wrapper: it is left as it was, and is not waited for
+    assert services["fetcher"]["entrypoint"][0] == "/bin/sh"
+    plain = render_compose(_experiment(), "alice", ComposeOptions(network=network))["services"]
+    assert plain["learner"]["entrypoint"] == ["python", "-m", "learn", "--lr", "3e-4"]
