@@ -8,12 +8,16 @@ containers through the run's private env file, and keeps the run folder in moto'
 127.0.0.1. It learns (eval >= 475); boto3 sees the run's objects; `surreal status`, `surreal
 eval` and `surreal launch --resume` (again on compose) work from the URL; `symphony logs
 cartpole-c1 actor-0` shows the actor's log while the run runs and after its containers are gone.
+The resume's launcher is killed once its containers run: the learner's end at the budget still
+stops every other container (symphony's `ends_with` on compose).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import signal
 import stat
 import subprocess
 import sys
@@ -28,8 +32,10 @@ from tests.surreal.helpers import (
     ctrl_c,
     listed_status,
     own_lines,
+    process_log,
     shown_log,
     start_launch,
+    symphony_cli,
     wait_until,
 )
 from tests.surreal.test_storage_s3 import BUCKET, checkpoint, metrics, objects, read, store
@@ -145,7 +151,7 @@ def test_the_run_learns_in_containers_and_its_files_are_in_the_bucket(compose_ru
     assert any(k.startswith("tb/events.out.tfevents.") and size for k, size in stored.items())
     assert not any(k.startswith("keys/") for k in stored)
     status = json.loads(read(client, f"{PREFIX}/status.json"))
-    assert status["best_eval_return"] >= GOAL, status  # it learned; the goal ended it
+    assert status.get("best_eval_return", -1e9) >= GOAL, status  # it learned; the goal ended it
     evals = [r["value"] for r in metrics(client, PREFIX) if r["name"] == "charts/eval_return"]
     assert max(evals) >= GOAL, evals
     # every process ran in the image: `python -m surreal component ROLE URL`, with Curve keys
@@ -189,14 +195,40 @@ def test_status_and_eval_read_the_run_from_the_bucket(compose_run):
 
 
 def test_resume_on_compose_from_the_bucket_continues_the_run(compose_run):
+    """... with its launcher killed once the containers run: nobody watches, yet the learner's
+    end at the budget stops every other container (symphony's compose_end wrapper)."""
     root, client, _, _ = compose_run
     before = checkpoint(client, PREFIX)
     target = before["counters"]["global_step"] + 2000
-    args = ["launch", "--resume", RUN_URL, "--steps", str(target), *COMPOSE, "--quiet"]
+    args = ["--resume", RUN_URL, "--steps", str(target), *COMPOSE, "--quiet"]
     args += ["--set", "run.stop_at_return=none"]
-    result = surreal_cli(args, root, root / "home", timeout=scaled(600))
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    home = root / "home"
+    launcher = start_launch(args, root, home)
+    try:
+        _ended_by_itself(launcher, home, client, before, target)
+    finally:  # its exited containers (and the group's sandbox) stay until then
+        deleted = symphony_cli(home, "delete", NAME)
+    assert deleted.returncode == 0, deleted.stderr
+
+
+def _ended_by_itself(launcher, home: Path, client, before: dict, target: int) -> None:
+    try:
+        # the containers run (`up -d` returned): what a closed terminal would leave
+        resumed = lambda: "resumed from" in process_log(home, NAME, "learner")  # noqa: E731
+        wait_until(resumed, 300, "the learner to resume", launcher)
+    finally:
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait(timeout=scaled(30))
+    wait_until(lambda: listed_status(home, NAME) == "finished", 600, "every container to end")
+    described = symphony_cli(home, "describe", NAME).stdout
+    for process in ("actor-0", "actor-3", "buffer", "param-server", "evaluator", "metrics"):
+        line = next(ln for ln in described.splitlines() if ln.split()[:1] == [process])
+        assert "exited" in line and "failed" not in line, described
+    assert "says the experiment is over 0" in process_log(home, NAME, "actor-0")
     after = checkpoint(client, PREFIX)
     assert after["counters"]["global_step"] >= target
     assert after["counters"]["iterations"] > before["counters"]["iterations"]
-    assert b"resumed from" in read(client, f"{PREFIX}/logs/learner.log")
+    # nobody copied the containers' output into the bucket's logs/ (the launcher does at its
+    # stop): it is in the containers, which `symphony logs` reads
+    learner = process_log(home, NAME, "learner")
+    assert "resumed from" in learner and "learner: stop: finished" in learner, learner[-3000:]
