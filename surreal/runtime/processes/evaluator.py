@@ -85,7 +85,6 @@ def main(run_dir: str, index: int = 0) -> None:
                     break
                 evaluations, last = evaluations + 1, (float(np.mean(returns)), params.step)
                 best = _keep_best(comp, fresh, last, best)
-                goal.tell(*last)
                 if evaluations == 1:
                     comp.log.info("first evaluation: return %.1f at step %s", *last)
                 comp.prom.set("surreal_eval_return", float(np.mean(returns)))
@@ -99,6 +98,9 @@ def main(run_dir: str, index: int = 0) -> None:
                     },
                     version=params.version,
                 )
+                # after the report: a learner told of its goal ends the run at once, and the
+                # sink must already hold the evaluation that ended it (status's best return)
+                goal.tell(*last)
             comp.tick(
                 {"evaluations": evaluations},
                 {
