@@ -12,7 +12,7 @@ compose backend (`compose_render`) starts every `python ...` process through thi
   code. A marker in the container's own filesystem (which docker keeps across its restarts)
   makes a restarted ender (a final code is not 0, so docker's `on-failure` starts it again)
   exit with that code at once, never running the command again: `final_codes` hold on compose.
-- a **member** (every other process) runs its command and asks each ender every `--poll-s`
+- a **member** (every other process, and each ender for the others) runs its command and asks each ender every `--poll-s`
   seconds, sending its name; at `over` it stops its command (SIGTERM, SIGKILL after
   `--grace-s`) and exits 0, so docker does not start it again. An ender that cannot be reached
   (not up yet, restarting after a crash) is asked again later. A process whose restart policy is
@@ -138,7 +138,9 @@ def ender(args, command):
         print(f"symphony: {args.name} ended with exit code {code}; not started again", flush=True)
         return code
     port = Ender(args.bind_host, args.announce, args.members.split(",") if args.members else [])
-    code = command.start().wait()
+    code, told = watched(args, command)  # another ender's end (`--watch`) ends this one too
+    if told:
+        return 0
     final = [int(c) for c in args.final.split(",") if c]
     if code != 0 and code not in final:
         return code  # a crash: docker's restart policy decides
@@ -156,14 +158,16 @@ def ender(args, command):
     return code
 
 
-def member(args, command):
+def watched(args, command):
+    """Run the command, asking each ender of `--watch` every `--poll-s` seconds: (its exit
+    code, None), or (0, the answer) once one said `over` and the command was stopped."""
     child = command.start()
     enders = [a for a in args.watch.split(",") if a]
     while True:
         try:
             code = child.wait(args.poll_s)
             if code != 0 or not args.always or command.stopping:
-                return code
+                return code, None
             print(f"symphony: {args.name} exited 0; started again (restart always)", flush=True)
             time.sleep(args.poll_s)  # paces the restarts, as docker's `always` backs off
             child = command.start()
@@ -175,7 +179,11 @@ def member(args, command):
                 print(f"symphony: stopping {args.name}: {address} says the experiment is {reply}")
                 sys.stdout.flush()
                 _stop(child, args.grace_s)
-                return 0
+                return 0, reply
+
+
+def member(args, command):
+    return watched(args, command)[0]
 
 
 def main(argv):

@@ -154,15 +154,16 @@ class EndWatch:
     def entrypoint(self, proc: Process, options: ComposeOptions) -> list[str]:
         argv = proc.argv()
         role = ["--name", proc.name]
-        if proc.name in self.ports:
-            members = sorted(self.wrapped - set(self.ports))
+        if proc.name in self.ports:  # it tells every other wrapped process (other enders too)
+            members = sorted(self.wrapped - {proc.name})
             role += ["--announce", str(self.ports[proc.name].port), "--members", ",".join(members)]
             role += ["--final", ",".join(map(str, proc.restart.final_codes))]
             role += ["--bind-host", LOCAL_HOST if options.network == "host" else "*"]
-        else:
-            role += ["--watch", ",".join(a.addr for a in self.ports.values())]
-            role += ["--grace-s", str(max(1, options.stop_grace_s - 2))]
-            role += ["--always"] if proc.restart.mode == "always" else []
+        watch = [a.addr for name, a in self.ports.items() if name != proc.name]
+        role += ["--watch", ",".join(watch)] if watch else []
+        role += ["--grace-s", str(max(1, options.stop_grace_s - 2))]
+        always = proc.restart.mode == "always" and proc.name not in self.ports  # 0 ends an ender
+        role += ["--always"] if always else []
         return [argv[0], "-c", inspect.getsource(compose_end), *role, "--", *argv]
 
 

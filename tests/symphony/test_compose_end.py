@@ -159,3 +159,32 @@ def test_a_stop_while_the_ender_waits_for_its_members_ends_it_at_once_with_its_c
     assert ender.poll() is None  # m1 never asked: it waits
     ender.terminate()
     assert ender.wait(scaled(30)) == 0
+
+
+def test_with_two_enders_the_first_end_stops_the_other_ender_and_the_members(tmp_path):
+    """`ends_with=[a, b]`: a's end is the experiment's, so b stops like any member."""
+    port_a, port_b = free_port(), free_port()
+    a = start(
+        ["--name", "a", "--announce", str(port_a), "--members", "b,m1"]
+        + ["--watch", f"127.0.0.1:{port_b}", "--poll-s", "0.1"],
+        UNTIL_STDIN_CLOSES,
+        tmp_path / "a.ended",
+        stdin=subprocess.PIPE,
+    )
+    b = start(
+        ["--name", "b", "--announce", str(port_b), "--members", "a,m1"]
+        + ["--watch", f"127.0.0.1:{port_a}", "--poll-s", "0.1"],
+        FOREVER,
+        tmp_path / "b.ended",
+    )
+    m1 = start(
+        ["--name", "m1", "--watch", f"127.0.0.1:{port_a},127.0.0.1:{port_b}", "--poll-s", "0.1"],
+        FOREVER,
+        tmp_path / "m1.ended",
+    )
+    up(port_a), up(port_b)
+    a.stdin.close()
+    assert a.wait(scaled(60)) == 0 and b.wait(scaled(30)) == 0 and m1.wait(scaled(30)) == 0
+    assert "a ended with exit code 0; the others were told\n" in a.stdout.read()
+    assert f"stopping b: 127.0.0.1:{port_a} says the experiment is over 0" in b.stdout.read()
+    assert not (tmp_path / "b.ended").exists()  # b did not end for good: a's end ended it
