@@ -95,6 +95,41 @@ def test_a_killed_shard_and_a_resumed_run_start_from_the_saved_replay(tmp_path):
     assert part(run)[0]["rows"] < after["rows"]  # what the emptied shard took since
 
 
+MERGED = re.compile(r"merged the replay part (\S+) of a run with more replay shards: ([\d,]+) ")
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(400)
+def test_a_resume_with_fewer_replay_shards_keeps_every_shards_transitions(tmp_path):
+    """--resume with algo.replay_shards 2 -> 1: replay-0 takes replay-1's part too, and
+    replay-1.npz is removed once replay-0 saved them (before: left out of the replay, and left
+    on disk for a later resume with 2 shards to load as if it were current)."""
+    home, run = tmp_path / "home", tmp_path / "runs" / "keep" / "a"
+    args = ["launch", "td3", "--env", "gym:Pendulum-v1", "--actors", "2", "--steps", "2500"]
+    args += ["--quiet"]
+    args += ["--folder", str(tmp_path / "runs"), "--name", "keep", "--trial", "a"]
+    first = surreal_cli(args + SMALL + ["--set", "algo.replay_shards=2"], tmp_path, home)
+    assert first.returncode == 0, first.stdout + first.stderr
+    checkpoints = run / "checkpoints"
+    rows = [
+        replay_save.read(replay_save.part_path(checkpoints, k), UniformStorage(9000))[0]
+        for k in (0, 1)
+    ]
+    assert all(r["rows"] for r in rows) and sum(r["rows"] for r in rows) >= 2500
+    resume = ["launch", "--resume", str(run), "--steps", "3500", "--quiet"]
+    again = surreal_cli(resume + ["--set", "algo.replay_shards=1"], tmp_path, home)
+    assert again.returncode == 0, again.stdout + again.stderr
+    log = (home / "experiments" / "keep-a" / "logs" / "replay-0.log").read_text()
+    merged = [m for ln in own_lines(log, "replay-0") if (m := MERGED.search(ln))]
+    assert [(m.group(1), int(m.group(2).replace(",", ""))) for m in merged] == [
+        (str(replay_save.part_path(checkpoints, 1)), rows[1]["rows"])
+    ]
+    assert sorted(p.name for p in checkpoints.glob("replay-*")) == ["replay-0.npz"]
+    after = part(run)[0]
+    assert after["rows"] >= rows[0]["rows"] + rows[1]["rows"] + 500  # both, and the new steps
+    assert status(run)["global_step"] >= 3500
+
+
 def _rows(run) -> int:
     """Transitions in replay-0's saved part (0 before the first one)."""
     path = replay_save.part_path(run / "checkpoints", 0)

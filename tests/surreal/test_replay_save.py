@@ -320,3 +320,64 @@ def test_the_learners_checkpoint_note_makes_the_shard_save_and_junk_is_dropped(t
     meta, _ = replay_save.read(path, UniformStorage(1000))
     assert meta["step"] == 1234 and meta["rows"] == 96 and meta["shard"] == 1
     assert keeper.guard.total_dropped >= 1  # the junk note: counted and dropped
+
+
+def test_the_parts_of_a_run_with_more_shards_go_to_the_shard_their_index_maps_to(tmp_path):
+    for name in ["replay-0", "replay-1", "replay-2", "replay-3", "replay-5", "replay-x"]:
+        (tmp_path / f"{name}.npz").write_bytes(b"")
+    names = lambda k, n: [p.stem for p in replay_save.orphans(tmp_path, k, n)]  # noqa: E731
+    assert names(0, 1) == ["replay-1", "replay-2", "replay-3", "replay-5"]
+    assert (names(0, 2), names(1, 2)) == (["replay-2"], ["replay-3", "replay-5"])
+    assert names(0, 6) == [] and replay_save.orphans(tmp_path / "none", 0, 1) == []
+
+
+def _part(tmp_path: Path, index: int, storage: UniformStorage) -> Path:
+    path = replay_save.part_path(tmp_path, index)
+    replay_save.write(path, replay_save.snapshot(storage, threading.Lock(), index, 5))
+    return path
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+def test_a_resume_with_fewer_shards_merges_their_parts_and_removes_them_once_saved(tmp_path, dedup):
+    """2 shards -> 1 on --resume: shard 0 holds both parts' transitions (before: replay-1.npz
+    was left out, and stayed on disk for a later resume with 2 shards to load as current)."""
+    own, other = filled(1000, 20, dedup), UniformStorage(1000, dedup=dedup)
+    for chunk in chunks(12, dedup, seed=3):
+        other.add(chunk)
+    mine, orphan = _part(tmp_path, 0, own), _part(tmp_path, 1, other)
+    check = ChunkSchema(env_info(), dedup, 2000)
+    shard = ReplayShard(2000, 10, dedup=dedup, index=0)
+    assert shard.load_part(mine, check).startswith("loaded")
+    assert replay_save.orphans(tmp_path, 0, 1) == [orphan]
+    line, sha = shard.merge_part(orphan, check)
+    assert line.startswith(f"merged the replay part {orphan}") and "384 transitions" in line
+    assert len(shard.storage) == 640 + 384 and shard.handle({"op": "stats"})["added"] == 0
+    for key, value in chronological(shard.storage).items():  # own part, then the other's
+        both = np.concatenate([chronological(own)[key], chronological(other)[key]])
+        np.testing.assert_array_equal(value, both, err_msg=key)
+    keeper, log = PartKeeper(shard, mine, _Log(), {orphan: sha}), _Log()
+    keeper.log = log
+    keeper.save()
+    assert not keeper.saves  # nothing new since the load: the orphan stays until a save
+    for chunk in chunks(1, dedup, seed=4):
+        shard.add(chunk)
+    copy = orphan.read_bytes()
+    keeper.save()
+    assert not orphan.exists() and any("removed" in line for line in log.lines)
+    meta, _ = replay_save.read(mine, UniformStorage(2000, dedup=dedup), check)
+    assert meta["merged"] == [sha] and meta["rows"] == 640 + 384 + 32
+    # a kill between that save and the removal: the orphan is not merged twice
+    orphan.write_bytes(copy)
+    again = ReplayShard(2000, 10, dedup=dedup, index=0)
+    again.load_part(mine, check)
+    line, same_sha = again.merge_part(orphan, check, again.merged_before)
+    assert same_sha == sha and "already in" in line and len(again.storage) == 640 + 384 + 32
+
+
+def test_a_bad_part_of_another_shard_is_left_out_and_kept(tmp_path):
+    orphan = _part(tmp_path, 1, filled(1000, 3))
+    corrupt(orphan)
+    shard = ReplayShard(1000, 10, index=0)
+    line, sha = shard.merge_part(orphan, ChunkSchema(env_info(), False, 1000))
+    assert sha is None and line.endswith("; left out") and str(orphan) in line
+    assert len(shard.storage) == 0 and orphan.exists()

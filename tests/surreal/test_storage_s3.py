@@ -221,6 +221,32 @@ def test_each_process_uploads_what_it_wrote_and_never_the_keys(store, tmp_path):
     assert (copy / "metrics.jsonl").read_text() == "a\nb\n"
 
 
+def test_a_file_a_process_removed_is_deleted_from_the_store(store, tmp_path):
+    """A replay part merged into another shard's (a resume with fewer shards) must not come
+    back with the next fetch of the run."""
+    from surreal.runtime.runfolder import storage_sync
+
+    _, client = store
+    url = f"s3://{BUCKET}/unit/forget"
+    local = tmp_path / "mirror"
+    part, kept = local / "checkpoints" / "replay-1.npz", local / "checkpoints" / "replay-0.npz"
+    part.parent.mkdir(parents=True)
+    part.write_bytes(b"x"), kept.write_bytes(b"y")
+    mirror = storage_sync.Mirror(url, local)
+    storage_sync.track(part), storage_sync.track(kept)
+    mirror.sync()
+    assert objects(client, "unit/forget") == {
+        "checkpoints/replay-0.npz": 1,
+        "checkpoints/replay-1.npz": 1,
+    }
+    part.unlink()
+    storage_sync.forget(part)
+    mirror.sync()
+    assert objects(client, "unit/forget") == {"checkpoints/replay-0.npz": 1}
+    assert storage_sync.forgotten() == [] and part.absolute() not in storage_sync.tracked()
+    assert storage_sync.Mirror(url, tmp_path / "copy").pull() == 1
+
+
 def test_launch_help_says_the_folder_may_be_a_bucket():
     from click.testing import CliRunner
 

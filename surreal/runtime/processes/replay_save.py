@@ -3,7 +3,9 @@
 Replay shard k of an off-policy run keeps its part in `RUN/checkpoints/replay-k.npz` (on by
 default; `--set algo.save_replay=false` turns it off). It writes one when the learner says it
 wrote its checkpoint (a `checkpoint` publication on `params-pub`) and once more when it is
-stopped; `--resume` and a shard restarted after a crash load the last one.
+stopped; `--resume` and a shard restarted after a crash load the last one. A run resumed with
+fewer shards merges the parts of the shards that are gone into the remaining ones (`orphans`,
+`as_chunk`) and removes them once those saved.
 
 A part is a plain uncompressed `.npz` (no pickle: `np.load(..., allow_pickle=False)` reads it)
 holding the filled rows of the shard's arrays and `meta`, a JSON header as uint8 bytes: the
@@ -39,7 +41,7 @@ import numpy as np
 
 from surreal.runtime.processes.replay_uniform import UniformStorage
 from surreal.runtime.runfolder.storage import fsync_dir
-from surreal.runtime.runfolder.storage_sync import track
+from surreal.runtime.runfolder.storage_sync import forget, track
 
 FORMAT = "surreal-replay/1"
 """The `format` of a part's header."""
@@ -55,6 +57,13 @@ class ReplayPartError(ValueError):
 def part_path(checkpoints: Path, index: int) -> Path:
     """Where replay shard `index` keeps its part: `checkpoints/replay-<index>.npz`."""
     return checkpoints / f"replay-{index}.npz"
+
+
+def remove(path: Path) -> None:
+    """Delete a part whose transitions another part holds now, here and (a run in an object
+    store) in the store."""
+    path.unlink(missing_ok=True)
+    forget(path)
 
 
 def remove_stale_temporaries(path: Path) -> list[Path]:
@@ -293,12 +302,23 @@ def resized(
     as a part of `storage`'s: its newest transitions that fit, oldest first from row 0, their
     observations renumbered from 0 with dedup. The header keeps what the part was in `resized`
     (`capacity`, `added`, `rows`)."""
-    capacity, added = meta["capacity"], meta["added"]
-    order = (added + np.arange(meta["rows"])) % capacity if added > capacity else np.arange(added)
-    keep = order[-storage.capacity :]
+    return _newest(meta, arrays, storage.capacity, storage.obs_capacity, storage.dedup)
+
+
+def _newest(
+    meta: dict[str, Any], arrays: dict[str, np.ndarray], capacity: int, obs_capacity: int, dedup
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """`resized` to a ring of `capacity` transitions and `obs_capacity` observations."""
+    was_capacity, added = meta["capacity"], meta["added"]
+    order = (
+        (added + np.arange(meta["rows"])) % was_capacity
+        if added > was_capacity
+        else np.arange(added)
+    )
+    keep = order[-capacity:]
     out: dict[str, np.ndarray] = {}
     obs_added = 0
-    if storage.dedup:
+    if dedup:
         oldest = meta["obs_added"] - meta["obs_capacity"]  # an evicted observation is gone
         alive = (arrays["obs_seq"][keep] >= oldest) & (arrays["next_obs_seq"][keep] >= oldest)
         keep = keep[alive]
@@ -306,9 +326,9 @@ def resized(
             seqs = np.unique(
                 np.concatenate([arrays["obs_seq"][keep], arrays["next_obs_seq"][keep]])
             )
-            if len(seqs) <= storage.obs_capacity:
+            if len(seqs) <= obs_capacity:
                 break
-            keep = keep[len(seqs) - storage.obs_capacity :]
+            keep = keep[len(seqs) - obs_capacity :]
         out["obs_table"] = arrays["obs_table"][seqs % meta["obs_capacity"]]
         for key in ("obs_seq", "next_obs_seq"):
             out[key] = np.searchsorted(seqs, arrays[key][keep]).astype(np.int64)
@@ -318,9 +338,38 @@ def resized(
             out[key] = array[keep]
     rows = len(keep)
     was = {k: meta[k] for k in ("capacity", "added", "rows")}
-    meta = dict(meta, capacity=storage.capacity, obs_capacity=storage.obs_capacity, resized=was)
+    meta = dict(meta, capacity=capacity, obs_capacity=obs_capacity, resized=was)
     meta.update(added=rows, rows=rows, obs_added=obs_added, obs_rows=obs_added)
     return meta, out
+
+
+def as_chunk(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """A verified part's transitions, oldest first, as one chunk `UniformStorage.add` takes
+    (with dedup: the observations they still use, once each)."""
+    dedup = "obs_table" in arrays
+    obs_rows = max(meta["obs_rows"], 1)
+    meta, arrays = _newest(meta, arrays, max(meta["rows"], 1), obs_rows, dedup)
+    chunk = {k: arrays[k] for k in ("act", "rew", "discount")}
+    if dedup:
+        chunk.update(
+            obs_table=arrays["obs_table"],
+            obs_idx=arrays["obs_seq"],
+            next_obs_idx=arrays["next_obs_seq"],
+        )
+    else:
+        chunk.update(obs=arrays["obs"], next_obs=arrays["next_obs"])
+    return chunk
+
+
+def orphans(checkpoints: Path, index: int, shards: int) -> list[Path]:
+    """The parts a run with more replay shards left that shard `index` of `shards` takes over
+    on `--resume`: `replay-j.npz` for every j >= shards with j % shards == index."""
+    found = []
+    for path in checkpoints.glob("replay-*.npz") if checkpoints.is_dir() else ():
+        j = path.stem.removeprefix("replay-")
+        if j.isdigit() and int(j) >= shards and int(j) % shards == index:
+            found.append((int(j), path))
+    return [path for _, path in sorted(found)]
 
 
 def restore(storage: UniformStorage, meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:

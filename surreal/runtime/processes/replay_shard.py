@@ -77,6 +77,8 @@ class ReplayShard:
         self.chunks = 0
         self.restored = 0
         """Transitions loaded from a saved part (`load_part`): not counted as new env steps."""
+        self.merged_before: tuple[str, ...] = ()
+        """The loaded part's `merged`: the sha256 of other shards' parts it took in."""
         self.stopped = threading.Event()
         self.on_stored: Callable[[], None] = lambda: None
         """Called after a chunk was stored (`serve`: the server's wake when a request waits)."""
@@ -100,6 +102,8 @@ class ReplayShard:
         with self.lock:
             replay_save.restore(self.storage, meta, arrays)
             self.restored = self.storage.added
+        merged = meta.get("merged")
+        self.merged_before = tuple(m for m in merged if isinstance(m, str)) if merged else ()
         was = meta.get("resized", meta)
         line = (
             f"loaded the replay part {path}: {len(self.storage):,} transitions of "
@@ -113,6 +117,32 @@ class ReplayShard:
                 f"{was['rows']:,}"
             )
         return line
+
+    def merge_part(
+        self, path: Path, check: Callable[[Any], Any] | None = None, skip: tuple[str, ...] = ()
+    ) -> tuple[str, str | None]:
+        """Add the transitions of another shard's part at `path` (a run resumed with fewer
+        `algo.replay_shards`) after what this shard holds, oldest first, verified; they are not
+        counted as env steps. Returns (the line that says what happened, the part's sha256 if
+        its transitions are now here); a part whose sha256 is in `skip` (merged into this
+        shard's own part before) is not added again."""
+        t0 = time.perf_counter()
+        try:
+            meta, arrays = replay_save.read(path, self.storage, check)
+        except replay_save.ReplayPartError as err:
+            return f"{err}; left out", None
+        if meta["sha256"] in skip:
+            return f"the replay part {path} is already in this shard's own part", meta["sha256"]
+        chunk = replay_save.as_chunk(meta, arrays)
+        with self.lock:
+            kept = self.storage.add(chunk)
+            self.restored = self.storage.added
+        return (
+            f"merged the replay part {path} of a run with more replay shards: {kept:,} "
+            f"transitions (saved at learner step {meta['step']:,}, verified) in "
+            f"{time.perf_counter() - t0:.2f} s; this shard holds {len(self.storage):,}",
+            meta["sha256"],
+        )
 
     def handle(self, message: Any) -> dict | caraml.Later:
         """Answer a sample or stats request (the caraml Server handler); a request that is
@@ -199,8 +229,13 @@ class PartKeeper:
     more when the shard stops (`close`). A part that cannot be written is one error line; the
     last whole part stays and the shard serves on."""
 
-    def __init__(self, shard: ReplayShard, path: Path, log: Any) -> None:
+    def __init__(
+        self, shard: ReplayShard, path: Path, log: Any, merged: dict[Path, str] | None = None
+    ) -> None:
         self.shard, self.path, self.log = shard, path, log
+        self.merged = dict(merged or {})
+        """Parts of a run with more shards whose transitions this shard took (path: sha256):
+        listed in every part it writes, and removed once one is written."""
         self.guard = PortGuard("checkpoint")
         self.saved_added = shard.storage.added  # what the part on disk holds (a loaded one)
         self.step = 0  # the learner's step at its last checkpoint
@@ -218,6 +253,8 @@ class PartKeeper:
         )
         if snap is None:
             return
+        if self.merged:
+            snap.meta["merged"] = sorted(set(self.merged.values()))
         t0 = time.perf_counter()
         try:
             size = replay_save.write(self.path, snap)
@@ -234,6 +271,15 @@ class PartKeeper:
             time.perf_counter() - t0,
             snap.pause_s,
         )
+        self.remove_merged()
+
+    def remove_merged(self) -> None:
+        """Remove the merged parts (their transitions are in this shard's own part now), so a
+        later resume with more shards does not load them as its own."""
+        for path in self.merged:
+            replay_save.remove(path)
+            self.log.info("removed %s: its transitions are in %s", path, self.path)
+        self.merged = {}
 
     def listen(self, address: str) -> None:
         """Save on every `checkpoint` the learner publishes at `address` until the shard stops
@@ -268,7 +314,16 @@ def _keep_parts(comp: Component, shard: ReplayShard) -> tuple[PartKeeper, thread
     said = shard.load_part(path, check)
     if said:
         (comp.log.info if said.startswith("loaded") else comp.log.warning)("%s", said)
-    keeper = PartKeeper(shard, path, comp.log)
+    skip = shard.merged_before
+    merged = {}
+    for orphan in replay_save.orphans(path.parent, shard.index, algo.replay_shards):
+        said, sha = shard.merge_part(orphan, check, skip)
+        (comp.log.info if sha else comp.log.warning)("%s", said)
+        if sha:
+            merged[orphan] = sha
+    keeper = PartKeeper(shard, path, comp.log, merged)
+    if merged and set(merged.values()) <= set(skip):
+        keeper.remove_merged()  # a kill came between the save of the merged part and this
     listener = threading.Thread(
         target=keeper.listen, args=(comp.address("params-pub").tcp,), daemon=True
     )

@@ -225,6 +225,12 @@ class S3Folder:
             Key=self._object_key(rel),
         )
 
+    def delete(self, rel: str) -> None:
+        """Delete the object `self/rel` (nothing happens when there is none)."""
+        self._call(
+            "delete", self.client.delete_object, Bucket=self.bucket, Key=self._object_key(rel)
+        )
+
     def read_text(self, rel: str) -> str:
         """The text of the object `self/rel`."""
         body = self._call(

@@ -25,6 +25,7 @@ SKIP_ON_START = ("tb/", "logs/")
 """Run files a process does not fetch when it starts (TensorBoard starts a new events file)."""
 
 _TRACKED: set[Path] = set()
+_FORGOTTEN: set[Path] = set()
 _LOCK = threading.Lock()
 
 
@@ -33,6 +34,20 @@ def track(path: str | os.PathLike[str]) -> None:
     changes. Cheap and harmless for runs on a local path (nothing uploads them)."""
     with _LOCK:
         _TRACKED.add(Path(path).absolute())
+
+
+def forget(path: str | os.PathLike[str]) -> None:
+    """Mark a file this process wrote (`track`) and has since deleted: a mirror's syncer
+    deletes it from the store too, so a later fetch of the run does not bring it back."""
+    with _LOCK:
+        _TRACKED.discard(Path(path).absolute())
+        _FORGOTTEN.add(Path(path).absolute())
+
+
+def forgotten() -> list[Path]:
+    """The files this process deleted (`forget`) and the store may still hold."""
+    with _LOCK:
+        return sorted(_FORGOTTEN)
 
 
 def tracked() -> list[Path]:
@@ -135,6 +150,29 @@ class Mirror:
                 uploaded += 1
         return uploaded
 
+    def delete(self, paths: Iterable[Path]) -> int:
+        """Delete from the store the mirror's files `paths` that are gone here (`forget`);
+        returns how many it deleted."""
+        root, deleted = self.path.absolute(), 0
+        for path in paths:
+            path = Path(path).absolute()
+            try:
+                rel = path.relative_to(root).as_posix()
+            except ValueError:
+                continue
+            if not path.exists():
+                self.remote.delete(rel)
+                self.synced.pop(rel, None)
+                deleted += 1
+            with _LOCK:
+                _FORGOTTEN.discard(path)
+        return deleted
+
+    def sync(self) -> None:
+        """Upload what this process wrote and delete from the store what it removed."""
+        self.push(tracked())
+        self.delete(forgotten())
+
     def push_all(self) -> int:
         """Upload every changed file of the mirror."""
         return self.push([self.path])
@@ -187,7 +225,7 @@ def attached(run_dir: str) -> Iterator[str]:
     mirror = Mirror(run_dir, mirror_path(run_dir))
     mirror.path.mkdir(parents=True, exist_ok=True)
     mirror.pull(only_missing=True)
-    syncer = Syncer(lambda: mirror.push(tracked())).start()
+    syncer = Syncer(mirror.sync).start()
     try:
         yield str(mirror.path)
     finally:
