@@ -20,6 +20,7 @@ from surreal.api.registry import config_class, resolve
 from surreal.envs import check_env, env_info
 from surreal.launch import config_check
 from surreal.launch.preflight import check_algorithm
+from surreal.launch.resume_check import fits_checkpoint
 from surreal.runtime.plan import compose_env, portable, preload
 from surreal.runtime.plan.policy_topology import check_inference, check_remote_actors
 from surreal.runtime.plan.topology import LaunchPlan, algorithm_experiment
@@ -255,7 +256,7 @@ def preflight(p: LaunchPlan) -> None:
     config = p.config
     if portable.applies(p):  # the learner's device is the cluster's: check on the CPU
         config = dataclasses.replace(config, run=dataclasses.replace(config.run, device="cpu"))
-    check_algorithm(p.algo_class, config, p.env_info)
+    check_algorithm(p.algo_class, config, p.env_info, fits_checkpoint(p))
     check_remote_actors(p, algorithm_experiment)  # remote inference: actors that ask for it
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import inspect
 import sysconfig
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from surreal.api.config import Config
+from surreal.api.config import Config, ConfigError
 from surreal.api.core import Learner
 from surreal.api.recipe import recipe_of, segment_batch
 from surreal.api.spaces import EnvInfo
@@ -49,8 +50,15 @@ class PreflightError(ValueError):
     """The algorithm failed on synthetic data at launch; the message says where and why."""
 
 
-def check_algorithm(algo_class: type[Learner], run_config: Config, env_info: EnvInfo) -> None:
-    """Run the algorithm's hooks once on synthetic data in this process.
+def check_algorithm(
+    algo_class: type[Learner],
+    run_config: Config,
+    env_info: EnvInfo,
+    fits: Callable[[Learner], None] | None = None,
+) -> None:
+    """Run the algorithm's hooks once on synthetic data in this process; `fits(learner)`, when
+    given, checks the learner built (a resumed run's checkpoint: `surreal.launch.resume_check`)
+    and raises a ConfigError of its own.
 
     Raises:
         PreflightError: naming the stage, the file:line where it failed and the error.
@@ -72,6 +80,8 @@ def check_algorithm(algo_class: type[Learner], run_config: Config, env_info: Env
         policy.value(obs)
         stage, where = f"{name}(config, env_info)", algo_class.__init__
         learner = algo_class.create(run_config, env_info)
+        if fits is not None:
+            fits(learner)
         stage, where = f"{type(policy).__name__}.load_params({name}.params())", algo_class.params
         policy.load_params(learner.params())
         feeding = recipe_of(algo_class)
@@ -80,6 +90,8 @@ def check_algorithm(algo_class: type[Learner], run_config: Config, env_info: Env
         if batch is not None:
             stage, where = f"{name}.learn(batch)", algo_class.learn
             _check_metrics(learner.learn(batch))
+    except ConfigError:
+        raise  # fits: says what to do itself
     except Exception as err:
         raise PreflightError(_paragraph(name, stage, err, where)) from err
     finally:

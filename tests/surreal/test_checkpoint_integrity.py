@@ -202,6 +202,36 @@ def test_a_nan_checkpoint_is_refused_by_status_eval_and_resume(tmp_path):
         assert str(latest) in lines[0] and str(before) in lines[0] and "not finite" in lines[0]
 
 
+@pytest.mark.integration
+def test_a_resume_whose_settings_change_the_networks_is_refused_before_anything_is_written(
+    tmp_path,
+):
+    """Before: `--resume RUN --set algo.hidden_sizes=32,32` saved that config over the run's,
+    the learner could not load its checkpoint, crashed past run.max_restarts, and every later
+    `--resume RUN` failed the same way."""
+    home, run = tmp_path / "home", tmp_path / "runs" / "shape" / "a"
+    made = _run(
+        tmp_path,
+        home,
+        *["launch", "ppo", "--env", "gym:CartPole-v1", "--actors", "1", "--steps", "1000"],
+        *["--name", "shape", "--trial", "a", "--quiet"],
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    files = {name: (run / name).read_bytes() for name in ("config.json", "run.json")}
+    refused = _run(
+        tmp_path,
+        home,
+        *["launch", "--resume", str(run), "--steps", "2000", "--quiet"],
+        *["--set", "algo.hidden_sizes=32,32", "--set", "run.actors=2"],
+    )
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"Error: --resume {run}: its checkpoint"), lines
+    assert "algo.hidden_sizes: (64, 64) -> (32, 32)" in lines[0] and "size mismatch" in lines[0]
+    assert "run.actors" not in lines[0]  # how the run goes on is not what changed its networks
+    assert {name: (run / name).read_bytes() for name in files} == files  # nothing written
+
+
 def _poison_run(path: Path) -> None:
     """A run's checkpoint with every floating tensor (weights, optimizer, parameters) NaN."""
     state = torch.load(path, weights_only=False)
