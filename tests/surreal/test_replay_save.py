@@ -172,6 +172,10 @@ BAD = {
         lambda p: rewrite(p, lambda m, a: (m.update(capacity=100), resign(m, a))),
         "inconsistent",
     ),
+    "a step that is not a count": (
+        lambda p: rewrite(p, lambda m, a: (m.update(step="7k"), resign(m, a))),
+        "its step is '7k'",
+    ),
     "rows unlike the header": (
         lambda p: rewrite(p, lambda m, a: (a.update(rew=a["rew"][:-1]), resign(m, a))),
         "inconsistent",
@@ -366,6 +370,7 @@ def test_a_resume_with_fewer_shards_merges_their_parts_and_removes_them_once_sav
     assert not orphan.exists() and any("removed" in line for line in log.lines)
     meta, _ = replay_save.read(mine, UniformStorage(2000, dedup=dedup), check)
     assert meta["merged"] == [sha] and meta["rows"] == 640 + 384 + 32
+    assert meta["step"] == 5  # the loaded part's, until the learner publishes a checkpoint
     # a kill between that save and the removal: the orphan is not merged twice
     orphan.write_bytes(copy)
     again = ReplayShard(2000, 10, dedup=dedup, index=0)

@@ -47,7 +47,7 @@ FORMAT = "surreal-replay/1"
 """The `format` of a part's header."""
 
 _OBS_KEYS = ("obs_table",)  # arrays with one row per stored observation (dedup), not transition
-_META_INTS = ("shard", "capacity", "obs_capacity", "added", "obs_added", "rows", "obs_rows")
+_META_INTS = ("shard", "capacity", "obs_capacity", "added", "obs_added", "rows", "obs_rows", "step")
 
 
 class ReplayPartError(ValueError):

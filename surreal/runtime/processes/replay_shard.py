@@ -77,6 +77,8 @@ class ReplayShard:
         self.chunks = 0
         self.restored = 0
         """Transitions loaded from a saved part (`load_part`): not counted as new env steps."""
+        self.loaded_step = 0
+        """The learner's step of the loaded part (until the learner says another)."""
         self.merged_before: tuple[str, ...] = ()
         """The loaded part's `merged`: the sha256 of other shards' parts it took in."""
         self.stopped = threading.Event()
@@ -102,6 +104,7 @@ class ReplayShard:
         with self.lock:
             replay_save.restore(self.storage, meta, arrays)
             self.restored = self.storage.added
+        self.loaded_step = int(meta["step"])
         merged = meta.get("merged")
         self.merged_before = tuple(m for m in merged if isinstance(m, str)) if merged else ()
         was = meta.get("resized", meta)
@@ -238,7 +241,7 @@ class PartKeeper:
         listed in every part it writes, and removed once one is written."""
         self.guard = PortGuard("checkpoint")
         self.saved_added = shard.storage.added  # what the part on disk holds (a loaded one)
-        self.step = 0  # the learner's step at its last checkpoint
+        self.step = shard.loaded_step  # the learner's step at its last checkpoint
         self.saves = 0
 
     def save(self) -> None:
