@@ -284,16 +284,51 @@ class Learner(abc.ABC):
     def state_dict(self) -> dict[str, Any]:
         """Everything needed to resume: model, optimizer, normalizers, counters.
 
-        Default: `self.model` and `self.optimizer` (if set).
+        Default: `self.model`, `self.optimizer` (if set) and every other torch module,
+        optimizer or learning-rate scheduler the learner holds as an attribute (a target
+        network, a second optimizer), under `modules` by attribute name; counters and other
+        plain values are the learner's own to add (override and extend this).
         """
         optimizer = self.optimizer.state_dict() if self.optimizer is not None else None
-        return {"model": self._model("state_dict()").state_dict(), "optimizer": optimizer}
+        state = {"model": self._model("state_dict()").state_dict(), "optimizer": optimizer}
+        modules = {name: obj.state_dict() for name, obj in self._stateful().items()}
+        return {**state, "modules": modules} if modules else state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restore what `state_dict` returned."""
+        """Restore what `state_dict` returned (a checkpoint of a learner without some of the
+        attributes this one has leaves those as they are; one with attributes this learner
+        lacks is refused: KeyError)."""
         self._model("load_state_dict()").load_state_dict(state["model"])
         if self.optimizer is not None and state.get("optimizer") is not None:
             self.optimizer.load_state_dict(state["optimizer"])
+        stateful, saved = self._stateful(), state.get("modules") or {}
+        unknown = sorted(set(saved) - set(stateful))
+        if unknown:
+            raise KeyError(
+                f"the checkpoint holds {unknown} that {type(self).__name__} does not have"
+            )
+        for name, sub in saved.items():
+            stateful[name].load_state_dict(sub)
+
+    def _stateful(self) -> dict[str, Any]:
+        """The learner's torch modules, optimizers and schedulers besides `model` and
+        `optimizer`, by attribute name, each once (a module inside another is saved with it)."""
+        import torch
+
+        kinds = (torch.nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)
+        taken = [obj for obj in (self.model, self.optimizer) if obj is not None]
+        inside = {id(m) for obj in taken if isinstance(obj, torch.nn.Module) for m in obj.modules()}
+        found: dict[str, Any] = {}
+        for name, obj in sorted(vars(self).items()):
+            if name in ("model", "optimizer") or not isinstance(obj, kinds):
+                continue
+            if id(obj) in inside or any(obj is seen for seen in taken):
+                continue
+            found[name] = obj
+            taken.append(obj)
+            if isinstance(obj, torch.nn.Module):
+                inside |= {id(m) for m in obj.modules()}
+        return found
 
     def _model(self, method: str) -> Any:
         if self.model is None:
