@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -176,6 +177,13 @@ class ExperimentRecord:
             setattr(self, key, value)
         current.save()
 
+    def launch_interrupted(self) -> bool:
+        """The launch never finished: the record still says `launching` and the process that
+        made it (`data["launcher"]`, on this machine) is gone (killed during `docker compose
+        up`, a closed terminal), so what it did not start never will."""
+        mark = self.data.get("launcher")
+        return self.status == "launching" and isinstance(mark, dict) and launcher_gone(mark)
+
     def ended_status(self, status: str) -> str:
         """The status to show for live status `status`: the launcher's `outcome` once the
         experiment is no longer active, else `status` itself."""
@@ -260,6 +268,7 @@ class Records:
             path=folder,
         )
         record.logs = {p: str(record.log_path(p)) for p in experiment.process_names()}
+        record.data["launcher"] = launcher_mark()
         if earlier:
             record.data["earlier_logs"] = True  # a failed launch retires them again (launcher)
         record.save()
@@ -343,3 +352,36 @@ def resolve_prefix(prefix: str, names: list[str], what: str) -> str:
     raise ExperimentNotFound(
         f"{prefix!r} is ambiguous: it matches {what} names {matches}; type more of it"
     )
+
+
+def _started(pid: int) -> int | None:
+    """When process `pid` started (clock ticks since boot, Linux's /proc), None if unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (name) ": state is field 3
+    return int(fields[19]) if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def launcher_mark(pid: int | None = None) -> dict[str, Any]:
+    """Who is launching: this machine, the process and when it started (a pid reused later
+    by another process is told apart by that)."""
+    pid = os.getpid() if pid is None else pid
+    return {"host": socket.gethostname(), "pid": pid, "started": _started(pid)}
+
+
+def launcher_gone(mark: dict[str, Any]) -> bool:
+    """Whether the launcher `mark` names no longer runs; False when it ran on another machine
+    (it cannot be asked from here) or the mark is not one."""
+    pid = mark.get("pid")
+    if mark.get("host") != socket.gethostname() or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, another user's
+    started = mark.get("started")
+    return started is not None and _started(pid) not in (None, started)

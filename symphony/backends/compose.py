@@ -192,9 +192,10 @@ class ComposeBackend(Backend):
             for s in map(engine.process_status, engine.project_containers(self.client, project))
         }
         names = record.experiment().process_names() if record.spec else sorted(seen)
+        interrupted = record.launch_interrupted()
+        pending = record.status == "launching" and not interrupted
         processes = [
-            seen.get(n) or ProcessStatus(n, PENDING if record.status == "launching" else STOPPED)
-            for n in names
+            seen.get(n) or ProcessStatus(n, PENDING if pending else STOPPED) for n in names
         ]
         return self.status_from_record(
             record,
@@ -202,6 +203,7 @@ class ComposeBackend(Backend):
             project=project,
             images=record.data.get("images", {}),
             compose_file=record.data.get("compose_file"),
+            **({"launch": _INTERRUPTED.format(name=record.name)} if interrupted else {}),
         )
 
     def logs(
@@ -287,6 +289,12 @@ class ComposeBackend(Backend):
             )
             summaries.append(self.describe(record).summary())
         return summaries
+
+
+_INTERRUPTED = (
+    "interrupted: its launcher stopped before `docker compose up` was done, and what it did "
+    "not start never will; `symphony delete {name}` removes the rest"
+)
 
 
 def _all(fn: Any, items: list[Any]) -> None:

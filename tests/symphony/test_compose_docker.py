@@ -20,7 +20,7 @@ from symphony.build_context import ContextEntry
 from symphony.cli import main
 from symphony.errors import BackendError
 from symphony.launcher import launch
-from symphony.records import Records
+from symphony.records import Records, launcher_mark
 from symphony.spec import Experiment, Process, ProcessGroup, RestartPolicy
 from symphony.testing import scaled
 from tests.symphony import docker_engine as engine
@@ -280,6 +280,27 @@ def test_a_missing_image_fails_before_anything_starts(
     with pytest.raises(BackendError, match="symphony build"):
         launch(exp, "compose", records=records, network="host")
     assert records.all() == [] and _containers(docker_engine, "no-image") == []
+
+
+def test_a_launch_whose_launcher_died_before_up_shows_stopped_not_pending(
+    tmp_path: Path, docker_engine: DockerEngine
+) -> None:
+    """Before: `symphony list` showed it `launching`, 0/2 running, for good."""
+    env = {"SYMPHONY_HOME": str(tmp_path / "home")}
+    records = Records(tmp_path / "home")
+    record = records.create(
+        Experiment("cut").add(Process("p", ["true"]), Process("q", ["true"])), "compose"
+    )
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    record.update(data={**record.data, "launcher": launcher_mark(gone.pid)})
+    status = ComposeBackend(records=records).describe(records.load("cut"))
+    assert status.status == "stopped" and {p.state for p in status.processes} == {"stopped"}
+    assert "no experiments running" in _symphony("list", env=env).stdout
+    described = _symphony("describe", "cut", env=env).stdout
+    assert "interrupted: its launcher stopped" in described and "symphony delete cut" in described
+    assert _symphony("delete", "cut", env=env).returncode == 0
+    assert records.all() == []
 
 
 LOOP = ["python", "-c", "import time\nwhile True: time.sleep(1)"]

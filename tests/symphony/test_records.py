@@ -2,13 +2,14 @@
 the experiment ended."""
 
 import re
+import subprocess
 import sys
 
 import pytest
 
 from symphony import Experiment, ExperimentNotFound, Process, SymphonyError
 from symphony.launcher import free_name, launch
-from symphony.records import Records, resolve_prefix, state_dir
+from symphony.records import Records, launcher_mark, resolve_prefix, state_dir
 from symphony.testing import cli, wait_for
 
 pytestmark = pytest.mark.timeout(30)
@@ -266,3 +267,22 @@ def test_a_failed_relaunch_hands_the_earlier_logs_on_to_the_next(records, monkey
     monkeypatch.undo()
     record = records.create(_printer("twice", "x"), "local", note="--- third ---")
     assert record.log_path("p").read_text() == "first\n--- again ---\n--- third ---\n"
+
+
+def test_a_launch_whose_launcher_is_gone_is_interrupted(records):
+    """A record still `launching` whose launcher died (killed during `docker compose up`)
+    is told apart from one whose launcher is still at work."""
+    record = records.create(_exp("cut"), "compose")
+    assert record.data["launcher"] == launcher_mark() and not record.launch_interrupted()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    record.data["launcher"] = launcher_mark(gone.pid)
+    assert record.launch_interrupted()
+    mine = launcher_mark()  # this pid, now another process's: a launcher that started earlier
+    record.data["launcher"] = {**mine, "started": (mine["started"] or 0) + 1}
+    assert record.launch_interrupted()
+    record.data["launcher"] = {**launcher_mark(gone.pid), "host": "elsewhere"}
+    assert not record.launch_interrupted()  # cannot be asked from here: not called gone
+    record.data["launcher"] = launcher_mark(gone.pid)
+    record.status = "running"
+    assert not record.launch_interrupted()  # the launch was done; the backend says the rest
