@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from surreal.algos.ddpg.topology import COMPONENTS, build_experiment
-from surreal.api.config import Config
+from surreal.api.config import Config, ConfigError
 from surreal.api.recipe import Recipe
 from surreal.api.spaces import EnvInfo
 
@@ -39,6 +39,18 @@ class OffPolicy(Recipe):
     @classmethod
     def components(cls) -> dict[str, str]:
         return {**super().components(), **COMPONENTS}
+
+    @classmethod
+    def check_run(cls, run_config: Config) -> None:
+        """A budget past the warm-up: the learner's first update waits for `replay_start`
+        transitions, so a run of fewer steps would end with its networks untouched."""
+        steps, start = int(run_config.run.steps), int(run_config.algo.replay_start)
+        if steps <= start:
+            raise ConfigError(
+                f"--steps {steps:,} does not pass algo.replay_start={start:,}: the learner "
+                "starts updating once the replay holds that many transitions, so this run "
+                "would end without a single update; raise --steps or lower algo.replay_start"
+            )
 
     @classmethod
     def example_batch(

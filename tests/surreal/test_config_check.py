@@ -23,6 +23,8 @@ pytestmark = pytest.mark.timeout(120)
         ("ppo", "gym:CartPole-v1", "eval.every_s=-1", "eval.every_s=-1.0 must be >= 0"),
         ("ddpg", "gym:Pendulum-v1", "algo.replay_shards=0", "algo.replay_shards=0 must be >= 1"),
         ("ddpg", "gym:Pendulum-v1", "algo.replay_start=10000000", "exceeds what the replay"),
+        ("td3", "gym:Pendulum-v1", "run.steps=900", "would end without a single update"),
+        ("sac", "gym:Pendulum-v1", "algo.replay_start=500000", "does not pass algo.replay_start"),
         ("es", "gym:CartPole-v1", "algo.population=0", "algo.population=0 must be >= 1"),
     ],
 )
