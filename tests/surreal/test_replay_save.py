@@ -129,6 +129,33 @@ def test_a_part_of_another_capacity_loads_its_newest_transitions(
         np.testing.assert_array_equal(chronological(after)[key][-last:], value[-last:])
 
 
+@pytest.mark.parametrize("capacity", [1000, 300], ids=["same-capacity", "smaller"])
+@pytest.mark.parametrize("n_chunks", [5, 40], ids=["part-filled", "wrapped"])
+@pytest.mark.parametrize("dedup", [False, True], ids=["plain-to-dedup", "dedup-to-plain"])
+def test_a_part_saved_with_the_other_dedup_obs_is_converted(tmp_path, dedup, n_chunks, capacity):
+    """--resume with --set algo.dedup_obs flipped keeps the replay (before: refused, and the
+    shard's next save replaced the part with an empty start)."""
+    before = filled(1000, n_chunks, dedup)
+    path = saved(tmp_path, before)
+    shard = ReplayShard(capacity, 10, dedup=not dedup, index=0)
+    line = shard.load_part(path, ChunkSchema(env_info(), not dedup, capacity))
+    kept = min(len(before), capacity)
+    assert (
+        f"algo.dedup_obs was {str(dedup).lower()}, now {str(not dedup).lower()}: converted" in line
+    )
+    assert ("algo.replay_capacity was 1,000" in line) == (capacity != 1000), line
+    after = shard.storage
+    assert len(after) == kept and after.dedup is not dedup
+    old, new = chronological(before), chronological(after)
+    for key in old:  # the same transitions, observations included, oldest first
+        np.testing.assert_array_equal(new[key], old[key][-kept:], err_msg=key)
+    if not dedup:  # each observation once: ~1 per transition, not 2
+        assert after.obs_added < 1.2 * kept
+    for chunk in chunks(40, not dedup, seed=2):  # and it takes the new kind of chunks
+        shard.add(chunk)
+    assert shard.handle({"op": "sample", "batch_size": 8})["ready"]
+
+
 def test_only_the_filled_rows_are_written(tmp_path):
     small, path = filled(1_000_000, 2), None
     path = saved(tmp_path, small)
@@ -164,9 +191,9 @@ BAD = {
         "compressed entries",
     ),
     "pickled": (lambda p: _pickled(p), "truncated or corrupt|not a surreal replay part"),
-    "another dedup": (
+    "arrays of another kind": (
         lambda p: rewrite(p, lambda m, a: (m.update(dedup=True), resign(m, a))),
-        "for another replay .*algo.dedup_obs changed",
+        r"not a surreal replay part \(arrays",
     ),
     "a capacity under its rows": (
         lambda p: rewrite(p, lambda m, a: (m.update(capacity=100), resign(m, a))),

@@ -217,10 +217,12 @@ def read(
     except (OSError, ValueError, zipfile.BadZipFile, EOFError, UnicodeDecodeError) as err:
         reason = (str(err).splitlines() or [type(err).__name__])[0][:120]
         raise _bad(path, f"truncated or corrupt ({reason})") from None
-    _check_meta(path, meta, storage)
+    _check_meta(path, meta)
     if digest(meta, arrays) != meta.get("sha256"):
         raise _bad(path, "changed since it was written (its checksum does not match)")
-    _check_shapes(path, meta, arrays, storage.dedup)
+    _check_shapes(path, meta, arrays, meta["dedup"])
+    if meta["dedup"] is not storage.dedup:
+        meta, arrays = converted(meta, arrays, storage.dedup)
     if (meta["capacity"], meta["obs_capacity"]) != (storage.capacity, storage.obs_capacity):
         meta, arrays = resized(meta, arrays, storage)
         if not meta["rows"]:
@@ -229,24 +231,21 @@ def read(
     return meta, arrays
 
 
-def _check_meta(path: Path, meta: Any, storage: UniformStorage) -> None:
+def _check_meta(path: Path, meta: Any) -> None:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise _bad(path, f"not a surreal replay part (format is not {FORMAT!r})")
     for key in _META_INTS:
         value = meta.get(key)
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise _bad(path, f"not a surreal replay part (its {key} is {value!r})")
-    if meta.get("dedup") is not storage.dedup:
-        raise _bad(
-            path,
-            f"for another replay (dedup {meta.get('dedup')!r}; this shard has {storage.dedup}:"
-            " algo.dedup_obs changed)",
-        )
-    if meta["capacity"] < 1 or (storage.dedup and meta["obs_capacity"] < 1):
+    dedup = meta.get("dedup")
+    if not isinstance(dedup, bool):
+        raise _bad(path, f"not a surreal replay part (its dedup is {dedup!r})")
+    if meta["capacity"] < 1 or (dedup and meta["obs_capacity"] < 1):
         raise _bad(path, f"inconsistent (capacity {meta['capacity']})")
     if meta["rows"] != min(meta["added"], meta["capacity"]) or meta["rows"] < 1:
         raise _bad(path, f"inconsistent (rows {meta['rows']}, added {meta['added']})")
-    if meta["obs_rows"] != (min(meta["obs_added"], meta["obs_capacity"]) if storage.dedup else 0):
+    if meta["obs_rows"] != (min(meta["obs_added"], meta["obs_capacity"]) if dedup else 0):
         raise _bad(path, f"inconsistent (obs_rows {meta['obs_rows']})")
 
 
@@ -340,6 +339,38 @@ def _newest(
     was = {k: meta[k] for k in ("capacity", "added", "rows")}
     meta = dict(meta, capacity=capacity, obs_capacity=obs_capacity, resized=was)
     meta.update(added=rows, rows=rows, obs_added=obs_added, obs_rows=obs_added)
+    return meta, out
+
+
+def converted(
+    meta: dict[str, Any], arrays: dict[str, np.ndarray], dedup: bool
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A checked part saved with the other `algo.dedup_obs`, in the form of `dedup`: its
+    transitions oldest first from row 0; with dedup, each distinct observation stored once,
+    numbered in the order it first appears. The header keeps what the part was in `converted`
+    (`dedup`, `capacity`, `added`, `rows`)."""
+    was = {k: meta[k] for k in ("dedup", "capacity", "added", "rows")}
+    part_dedup = bool(meta["dedup"])
+    meta, arrays = _newest(meta, arrays, meta["rows"], max(meta["obs_rows"], 1), part_dedup)
+    out = {k: arrays[k] for k in ("act", "rew", "discount")}
+    rows, distinct = meta["rows"], 0
+    if part_dedup:  # -> plain: each transition's observations copied out of the table
+        table = arrays["obs_table"]
+        out.update(obs=table[arrays["obs_seq"]], next_obs=table[arrays["next_obs_seq"]])
+    else:  # -> dedup: obs_0, next_obs_0, obs_1, ... each distinct row once
+        both = np.stack([arrays["obs"], arrays["next_obs"]], axis=1)
+        both = both.reshape(2 * rows, *arrays["obs"].shape[1:])
+        flat = np.ascontiguousarray(both.reshape(2 * rows, -1))
+        keys = flat.view(np.dtype((np.void, flat.dtype.itemsize * flat.shape[1])))[:, 0]
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        order = np.argsort(first)  # distinct rows in the order they first appear
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        seq = rank[inverse.reshape(-1)].astype(np.int64)
+        out.update(obs_table=both[first[order]], obs_seq=seq[0::2], next_obs_seq=seq[1::2])
+        distinct = len(order)
+    meta = dict(meta, dedup=dedup, converted=was)
+    meta.update(obs_added=distinct, obs_rows=distinct, obs_capacity=max(distinct, 1))
     return meta, out
 
 

@@ -107,13 +107,18 @@ class ReplayShard:
         self.loaded_step = int(meta["step"])
         merged = meta.get("merged")
         self.merged_before = tuple(m for m in merged if isinstance(m, str)) if merged else ()
-        was = meta.get("resized", meta)
+        was = meta.get("converted") or meta.get("resized") or meta  # the part as saved
         line = (
             f"loaded the replay part {path}: {len(self.storage):,} transitions of "
             f"{was['added']:,} added (saved at learner step {meta['step']:,}, sha256 "
             f"{meta['sha256'][:12]}, verified) in {time.perf_counter() - t0:.2f} s"
         )
-        if "resized" in meta:
+        if "converted" in meta:
+            line += (
+                f"; algo.dedup_obs was {str(was['dedup']).lower()}, now "
+                f"{str(self.storage.dedup).lower()}: converted"
+            )
+        if was["capacity"] != self.storage.capacity:
             line += (
                 f"; algo.replay_capacity was {was['capacity']:,}, now "
                 f"{self.storage.capacity:,}: kept the newest {len(self.storage):,} of "
