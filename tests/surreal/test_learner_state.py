@@ -71,7 +71,9 @@ def test_every_torch_attribute_comes_back():
     for name in ("model", "target", "critic"):
         assert _same(getattr(after, name), getattr(before, name)), name
     momentum = lambda o: [s["momentum_buffer"] for s in o.state.values()]  # noqa: E731
-    assert all(map(torch.equal, momentum(after.critic_optimizer), momentum(before.critic_optimizer)))
+    assert all(
+        map(torch.equal, momentum(after.critic_optimizer), momentum(before.critic_optimizer))
+    )
     assert after.critic_optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**3)
     assert after.schedule.last_epoch == 3
     assert after.head is after.model[2]  # the alias still points into the loaded model
