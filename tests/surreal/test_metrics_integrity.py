@@ -89,6 +89,30 @@ def test_a_deleted_metrics_file_is_written_anew(tmp_path):
     assert len(notes) == 1 and "was deleted or replaced" in notes[0]
 
 
+def _actor(index: int, env_steps: int) -> dict:
+    return schemas.report(
+        {"source": "actor", "index": index, "step": 0, "env_steps": env_steps, "scalars": {}}
+    )
+
+
+def test_a_restarted_sink_does_not_count_the_actors_steps_twice(tmp_path):
+    """Before: a metrics process killed mid-run counted each actor's whole step count again
+    from its first report after the restart (TD3 Pendulum, 6,000 steps: actor_steps 9,600)."""
+    sink = MetricsSink(tmp_path, 10_000, tensorboard=False, say=lambda line: None)
+    for index, steps in ((0, 500), (1, 400), (0, 1000), (1, 800)):
+        sink.handle(_actor(index, steps))
+    sink.close()  # killed after its last status.json
+    again = MetricsSink(tmp_path, 10_000, tensorboard=False, say=lambda line: None)
+    for index, steps in ((0, 1200), (1, 800), (1, 100)):  # actor 1 restarted: from 0 again
+        again.handle(_actor(index, steps))
+    again.close()
+    shown = json.loads((tmp_path / "status.json").read_text())
+    assert shown["actor_steps"] == 1200 + 800 + 100
+    assert shown["actor_env_steps"] == {"0": 1200, "1": 100}
+    (tmp_path / "status.json").write_text(json.dumps({**shown, "actor_env_steps": ["junk"]}))
+    MetricsSink(tmp_path, 10_000, tensorboard=False).close()  # junk: counted as nothing, no crash
+
+
 QUICK_RUN = ["ppo", "--env", "gym:CartPole-v1", "--actors", "1", "--quiet"]
 
 

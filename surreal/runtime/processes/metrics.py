@@ -40,6 +40,17 @@ def _hidden(module: str) -> Iterator[None]:
         del sys.modules[module]
 
 
+def _counted(saved: Any) -> dict[int, int]:
+    """status.json's `actor_env_steps` ({"0": steps, ...}) as {index: steps}; junk is none."""
+    if not isinstance(saved, dict):
+        return {}
+    return {
+        int(k): v
+        for k, v in saved.items()
+        if isinstance(k, str) and k.isdigit() and isinstance(v, int) and v >= 0
+    }
+
+
 class MetricsSink:
     """Turns component reports into scalar records (always with the global step) and a status.
 
@@ -92,7 +103,10 @@ class MetricsSink:
         self.boot = ""
         """The learner process whose step the run's is (its `boot`; earlier ones are stale)."""
         self.recent_returns: deque[float] = deque(maxlen=20)
-        self.actor_steps: dict[int, int] = {}
+        self.actor_steps: dict[int, int] = _counted(previous.get("actor_env_steps"))
+        """Each actor's env steps as counted into `actor_steps` (kept in status.json, so a
+        restarted sink does not count an actor's steps again from its first report)."""
+        self.status["actor_env_steps"] = {str(i): n for i, n in self.actor_steps.items()}
 
     def _tensorboard(self, purge_step: int | None = None) -> Any:
         """A TensorBoard writer on `tb/` (`purge_step`: events from it on are discarded)."""
@@ -204,6 +218,7 @@ class MetricsSink:
         last = self.actor_steps.get(index, 0)
         self.status["actor_steps"] += steps - last if steps >= last else steps  # restarted
         self.actor_steps[index] = steps
+        self.status["actor_env_steps"][str(index)] = steps
         for ret, length in zip(
             msg.get("episode_returns", []), msg.get("episode_lengths", []), strict=False
         ):
