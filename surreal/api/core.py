@@ -305,7 +305,8 @@ class Learner(abc.ABC):
         unknown = sorted(set(saved) - set(stateful))
         if unknown:
             raise KeyError(
-                f"the checkpoint holds {unknown} that {type(self).__name__} does not have"
+                f"the checkpoint holds {unknown} that {type(self).__name__} does not have "
+                "once built (create them in __init__, or override load_state_dict)"
             )
         for name, sub in saved.items():
             stateful[name].load_state_dict(sub)
