@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from surreal.runtime.runfolder import checkpoint
+from surreal.runtime.runfolder import checkpoint, storage_sync
 from surreal.testing import surreal_cli
 from symphony.testing import scaled
 
@@ -155,6 +155,17 @@ def test_the_learner_that_falls_back_sets_the_bad_one_aside_so_the_next_save_kee
     assert _step(path) == 100  # latest.pt is previous.pt's copy now
     checkpoint.save(path, _learner(4.0), {"global_step": 300})
     assert _step(path) == 300 and _step(checkpoint.previous(path)) == 100  # not the NaN one
+
+
+def test_previous_is_uploaded_too_for_a_run_in_an_object_store(tmp_path):
+    """Before, only latest.pt reached the bucket: a --resume from it (a fresh mirror) had no
+    previous.pt to fall back to when latest.pt was refused."""
+    path = tmp_path / "checkpoints" / "latest.pt"
+    checkpoint.save(path, _learner(1.0), {"global_step": 100})
+    assert path.absolute() in storage_sync.tracked()
+    assert checkpoint.previous(path).absolute() not in storage_sync.tracked()  # none yet
+    checkpoint.save(path, _learner(2.0), {"global_step": 200})
+    assert checkpoint.previous(path).absolute() in storage_sync.tracked()
 
 
 def _run(tmp_path: Path, home: Path, *args: str):

@@ -173,7 +173,9 @@ def _save_state(path: Path, state: dict[str, Any], keep: bool) -> None:
         ) from err
     finally:
         tmp.unlink(missing_ok=True)  # written and renamed, or failed: never left behind
-    track(path)  # a run in an object store uploads it
+    track(path)  # a run in an object store uploads it,
+    if keep and previous(path).is_file():  # and the one before, which --resume falls back to
+        track(previous(path))
 
 
 def _write(tmp: Path, state: dict[str, Any], torch: Any) -> None:
