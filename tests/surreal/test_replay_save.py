@@ -400,10 +400,33 @@ def test_a_resume_with_fewer_shards_merges_their_parts_and_removes_them_once_sav
     assert meta["step"] == 5  # the loaded part's, until the learner publishes a checkpoint
     # a kill between that save and the removal: the orphan is not merged twice
     orphan.write_bytes(copy)
+    assert replay_save.shares(mine, [orphan], 1100) == {}  # merged already: takes no room
     again = ReplayShard(2000, 10, dedup=dedup, index=0)
     again.load_part(mine, check)
     line, same_sha = again.merge_part(orphan, check, again.merged_before)
     assert same_sha == sha and "already in" in line and len(again.storage) == 640 + 384 + 32
+
+
+@pytest.mark.parametrize("dedup", [False, True])
+def test_parts_that_do_not_fit_together_keep_their_newest_in_proportion(tmp_path, dedup):
+    """Two full shards of 1,000 merged into one of 1,000: the newer half of each (before, the
+    merged part evicted all of the shard's own)."""
+    own, other = filled(1000, 40, dedup), UniformStorage(1000, dedup=dedup)
+    for chunk in chunks(40, dedup, seed=3):
+        other.add(chunk)
+    mine, orphan = _part(tmp_path, 0, own), _part(tmp_path, 1, other)
+    shares = replay_save.shares(mine, [orphan], 1000)
+    assert shares == {mine: 500, orphan: 500}
+    check = ChunkSchema(env_info(), dedup, 1000)
+    shard = ReplayShard(1000, 10, dedup=dedup, index=0)
+    line = shard.load_part(mine, check, shares[mine])
+    assert "kept its newest 500 of 1,000 for the parts it merges" in line, line
+    shard.merge_part(orphan, check, (), shares[orphan])
+    assert len(shard.storage) == 1000
+    for key, value in chronological(shard.storage).items():
+        both = np.concatenate([chronological(own)[key][-500:], chronological(other)[key][-500:]])
+        np.testing.assert_array_equal(value, both, err_msg=key)
+    assert replay_save.shares(mine, [orphan], 2000) == {}  # they fit: nothing cut
 
 
 def test_a_bad_part_of_another_shard_is_left_out_and_kept(tmp_path):

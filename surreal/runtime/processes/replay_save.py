@@ -392,6 +392,50 @@ def as_chunk(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> dict[str, n
     return chunk
 
 
+def header(path: Path) -> dict[str, Any]:
+    """The header of the part at `path` as written, unverified ({} when it cannot be read):
+    only for planning a load (`shares`); `read` checks everything."""
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            meta = json.loads(bytes(npz["meta"]).decode())
+    except (OSError, ValueError, KeyError, zipfile.BadZipFile, EOFError, UnicodeDecodeError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def shares(own: Path, others: list[Path], capacity: int) -> dict[Path, int]:
+    """How many of its newest transitions each part keeps when a shard loads its own part and
+    merges `others` (`orphans`) and together they do not fit `capacity`: a share of the ring
+    in proportion to each part's rows ({} when they fit). A part the shard's own already
+    merged (its `merged` lists the other's sha256) counts as none."""
+    mine = header(own) if own.is_file() else {}
+    done = set(mine.get("merged") or ()) if isinstance(mine.get("merged"), list) else set()
+
+    def rows(meta: dict[str, Any]) -> int:
+        n = meta.get("rows")
+        taken = meta.get("sha256") in done
+        return 0 if taken or not isinstance(n, int) or n < 0 else min(n, capacity)
+
+    counts = {own: rows(mine), **{path: rows(header(path)) for path in others}}
+    total = sum(counts.values())
+    if total <= capacity:
+        return {}
+    return {path: max(1, capacity * n // total) for path, n in counts.items() if n}
+
+
+def newest(
+    meta: dict[str, Any], arrays: dict[str, np.ndarray], keep: int, storage: UniformStorage
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """A verified part (in `storage`'s form) cut to its newest `keep` transitions, oldest
+    first; the header notes `kept_of` (the rows it had)."""
+    if meta["rows"] <= keep:
+        return meta, arrays
+    cut, out = _newest(meta, arrays, keep, storage.obs_capacity, storage.dedup)
+    cut["resized"] = meta.get("resized", cut["resized"])  # what it was saved as, if resized
+    cut["kept_of"] = meta["rows"]
+    return cut, out
+
+
 def orphans(checkpoints: Path, index: int, shards: int) -> list[Path]:
     """The parts a run with more replay shards left that shard `index` of `shards` takes over
     on `--resume`: `replay-j.npz` for every j >= shards with j % shards == index."""

@@ -90,10 +90,14 @@ class ReplayShard:
         """Transitions this incarnation stored (a loaded part's not counted)."""
         return self.storage.added - self.restored
 
-    def load_part(self, path: Path, check: Callable[[Any], Any] | None = None) -> str:
+    def load_part(
+        self, path: Path, check: Callable[[Any], Any] | None = None, keep: int | None = None
+    ) -> str:
         """Load the saved part at `path` into this (still empty) shard, verified
-        (`replay_save.read`); returns the one line that says what happened ("" when there is
-        no part). A part that fails its checks is left out: the shard starts empty."""
+        (`replay_save.read`), only its newest `keep` transitions if given (room for parts it
+        merges next: `replay_save.shares`); returns the one line that says what happened (""
+        when there is no part). A part that fails its checks is left out: the shard starts
+        empty."""
         if not path.is_file():
             return ""
         t0 = time.perf_counter()
@@ -101,6 +105,8 @@ class ReplayShard:
             meta, arrays = replay_save.read(path, self.storage, check)
         except replay_save.ReplayPartError as err:
             return f"{err}; starting empty"
+        if keep is not None:
+            meta, arrays = replay_save.newest(meta, arrays, keep, self.storage)
         with self.lock:
             replay_save.restore(self.storage, meta, arrays)
             self.restored = self.storage.added
@@ -118,6 +124,11 @@ class ReplayShard:
                 f"; algo.dedup_obs was {str(was['dedup']).lower()}, now "
                 f"{str(self.storage.dedup).lower()}: converted"
             )
+        if "kept_of" in meta:
+            line += (
+                f"; kept its newest {len(self.storage):,} of {meta['kept_of']:,} for the parts "
+                "it merges (algo.replay_capacity holds no more)"
+            )
         if was["capacity"] != self.storage.capacity:
             line += (
                 f"; algo.replay_capacity was {was['capacity']:,}, now "
@@ -127,13 +138,17 @@ class ReplayShard:
         return line
 
     def merge_part(
-        self, path: Path, check: Callable[[Any], Any] | None = None, skip: tuple[str, ...] = ()
+        self,
+        path: Path,
+        check: Callable[[Any], Any] | None = None,
+        skip: tuple[str, ...] = (),
+        keep: int | None = None,
     ) -> tuple[str, str | None]:
         """Add the transitions of another shard's part at `path` (a run resumed with fewer
         `algo.replay_shards`) after what this shard holds, oldest first, verified; they are not
         counted as env steps. Returns (the line that says what happened, the part's sha256 if
         its transitions are now here); a part whose sha256 is in `skip` (merged into this
-        shard's own part before) is not added again."""
+        shard's own part before) is not added again; `keep`: only its newest that many."""
         t0 = time.perf_counter()
         try:
             meta, arrays = replay_save.read(path, self.storage, check)
@@ -141,6 +156,8 @@ class ReplayShard:
             return f"{err}; left out", None
         if meta["sha256"] in skip:
             return f"the replay part {path} is already in this shard's own part", meta["sha256"]
+        if keep is not None:
+            meta, arrays = replay_save.newest(meta, arrays, keep, self.storage)
         chunk = replay_save.as_chunk(meta, arrays)
         with self.lock:
             kept = self.storage.add(chunk)
@@ -319,13 +336,15 @@ def _keep_parts(comp: Component, shard: ReplayShard) -> tuple[PartKeeper, thread
     for stale in replay_save.remove_stale_temporaries(path):
         comp.log.info("removed %s (a save cut short by a kill)", stale)
     check = ChunkSchema(comp.env_info, algo.dedup_obs, max_rows=max(algo.replay_capacity, 1))
-    said = shard.load_part(path, check)
+    others = replay_save.orphans(path.parent, shard.index, algo.replay_shards)
+    shares = replay_save.shares(path, others, algo.replay_capacity) if others else {}
+    said = shard.load_part(path, check, shares.get(path))
     if said:
         (comp.log.info if said.startswith("loaded") else comp.log.warning)("%s", said)
     skip = shard.merged_before
     merged = {}
-    for orphan in replay_save.orphans(path.parent, shard.index, algo.replay_shards):
-        said, sha = shard.merge_part(orphan, check, skip)
+    for orphan in others:
+        said, sha = shard.merge_part(orphan, check, skip, shares.get(orphan))
         (comp.log.info if sha else comp.log.warning)("%s", said)
         if sha:
             merged[orphan] = sha
