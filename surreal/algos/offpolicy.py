@@ -11,12 +11,14 @@ budget and the steps/s count the env steps the actors took, never replayed sampl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from surreal.algos.ddpg.topology import COMPONENTS, build_experiment
 from surreal.api.config import Config, ConfigError
+from surreal.api.offpolicy import OffPolicyConfig
 from surreal.api.recipe import Recipe
 from surreal.api.spaces import EnvInfo
 
@@ -42,9 +44,17 @@ class OffPolicy(Recipe):
 
     @classmethod
     def check_run(cls, run_config: Config) -> None:
-        """A budget past the warm-up: the learner's first update waits for `replay_start`
+        """A config with the replay's settings (`OffPolicyConfig`'s), and a budget past the warm-up: the learner's first update waits for `replay_start`
         transitions, so a run of fewer steps would end with its networks untouched."""
-        steps, start = int(run_config.run.steps), int(run_config.algo.replay_start)
+        algo = run_config.algo
+        missing = [f.name for f in dataclasses.fields(OffPolicyConfig) if not hasattr(algo, f.name)]
+        if missing:
+            raise ConfigError(
+                f"{type(algo).__name__} has no {', '.join(missing)}: the off-policy recipe's "
+                "processes read them; base the learner's config_class on "
+                "surreal.api.OffPolicyConfig, which brings the replay's settings"
+            )
+        steps, start = int(run_config.run.steps), int(algo.replay_start)
         if steps <= start:
             raise ConfigError(
                 f"--steps {steps:,} does not pass algo.replay_start={start:,}: the learner "

@@ -38,6 +38,24 @@ def test_each_block_passes_the_launch_check(tmp_path, name):
 
 
 @pytest.mark.integration
+@pytest.mark.timeout(180)
+def test_an_off_policy_learner_whose_config_lacks_the_replay_settings_is_told_which(tmp_path):
+    """Before: a traceback from inside the topology (`no attribute 'replay_shards'`)."""
+    block = BLOCKS[CLASSES.index("SmallDQN")]
+    assert "class SmallDQNConfig(OffPolicyConfig):" in block
+    wrong = block.replace("(OffPolicyConfig):", "(LearnerConfig):").replace(
+        "import Learner,", "import Learner, LearnerConfig,"
+    )
+    (tmp_path / "wrong.py").write_text(wrong)
+    args = ["launch", f"{tmp_path / 'wrong.py'}:SmallDQN", "--env", "gym:CartPole-v1"]
+    out = surreal_cli([*args, "--dry-run"], tmp_path, tmp_path / "home")
+    assert out.returncode == 2, out.stdout + out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "SmallDQNConfig has no replay_shards" in lines[0], lines
+    assert "base the learner's config_class on surreal.api.OffPolicyConfig" in lines[0]
+
+
+@pytest.mark.integration
 @pytest.mark.timeout(300)
 def test_the_off_policy_block_runs_and_its_budget_counts_env_steps(tmp_path):
     folder = _write(tmp_path)
