@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+import sys
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -314,8 +315,9 @@ class Learner(abc.ABC):
     def _stateful(self) -> dict[str, Any]:
         """The learner's torch modules, optimizers and schedulers besides `model` and
         `optimizer`, by attribute name, each once (a module inside another is saved with it)."""
-        import torch
-
+        torch = sys.modules.get("torch")  # a learner that holds torch objects imported it
+        if torch is None:
+            return {}
         kinds = (torch.nn.Module, torch.optim.Optimizer, torch.optim.lr_scheduler.LRScheduler)
         taken = [obj for obj in (self.model, self.optimizer) if obj is not None]
         inside = {id(m) for obj in taken if isinstance(obj, torch.nn.Module) for m in obj.modules()}
