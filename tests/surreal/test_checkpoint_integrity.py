@@ -99,6 +99,26 @@ def test_a_checkpoint_its_reader_cannot_take_falls_back_too(tmp_path):
     assert float(model.weight.detach()[0, 0]) == 1.0  # the previous one's weights, applied
 
 
+def test_a_learner_that_neither_checkpoint_fits_ends_once_with_a_final_code(tmp_path):
+    """Before: it crashed, was restarted run.max_restarts times reading the same files, and
+    the run stopped with a traceback; now one error line and exit 65, never restarted."""
+    path = _two(tmp_path)
+    errors: list[str] = []
+    log = SimpleNamespace(error=lambda fmt, *a: errors.append(fmt % a), warning=print, info=print)
+    comp = SimpleNamespace(run=SimpleNamespace(checkpoint=path), log=log)
+
+    def refuse(state):
+        raise RuntimeError(
+            "Error(s) in loading state_dict for Actor:\n\tsize mismatch for w: copying a param "
+            "with shape torch.Size([8, 8]) from checkpoint, the shape in current model is [4, 4]."
+        )
+
+    with pytest.raises(SystemExit) as ended:
+        checkpoint.resume(comp, SimpleNamespace(load_state_dict=refuse))
+    assert ended.value.code == checkpoint.UNUSABLE_EXIT == 65
+    assert len(errors) == 1 and errors[0].count("size mismatch for w") == 2, errors  # both
+
+
 def test_a_checkpoint_without_the_counters_is_not_a_checkpoint(tmp_path):
     path = _two(tmp_path)
     torch.save({"learner": {}, "params": {}, "counters": {"global_step": -1}}, path)

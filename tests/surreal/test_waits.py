@@ -16,6 +16,7 @@ from surreal.launch.progress import PlainView, Stall, _Watch, waiting_for
 from surreal.runtime.plan.topology import learner_restart_policy
 from surreal.runtime.processes.metrics import MetricsSink
 from surreal.runtime.processes.param_server import ParameterStore
+from surreal.runtime.runfolder import checkpoint
 from surreal.runtime.runfolder.rundir import RunDir
 from surreal.runtime.wire import schemas
 from surreal.runtime.wire.waits import SILENT, WAIT_REPORT_S, WAIT_SAY_S, Waits, pick
@@ -167,6 +168,8 @@ def test_the_learner_restarts_on_failure_under_run_max_restarts_unless_that_is_0
     assert policy.mode == "on-failure" and policy.max_restarts == RunConfig.max_restarts
     assert not policy.should_restart(0, 0)  # its budget used: the run's end
     assert policy.should_restart(-9, 0) and policy.should_restart(1, 0)
+    for final in (checkpoint.UNWRITABLE_EXIT, checkpoint.STALLED_EXIT, checkpoint.UNUSABLE_EXIT):
+        assert not policy.should_restart(final, 0)  # a restart cannot mend these
     assert learner_restart_policy(_plan(max_restarts=0)).mode == "never"
     assert learner_restart_policy(_plan(learner_replicas=2)).mode == "never"
 

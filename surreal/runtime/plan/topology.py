@@ -22,7 +22,7 @@ from surreal.api.recipe import RUNTIME_COMPONENTS, recipe_of  # noqa: F401  (Rec
 from surreal.api.spaces import EnvInfo
 from surreal.monitoring.prometheus import service_name
 from surreal.runtime.plan.policy_topology import policy_services, serves
-from surreal.runtime.runfolder.checkpoint import STALLED_EXIT, UNWRITABLE_EXIT
+from surreal.runtime.runfolder.checkpoint import STALLED_EXIT, UNUSABLE_EXIT, UNWRITABLE_EXIT
 from surreal.runtime.runfolder.rundir import RunDir
 from symphony import Experiment, Process, ProcessGroup, Resources, RestartPolicy
 
@@ -69,7 +69,8 @@ def learner_restart_policy(plan: LaunchPlan) -> Any:
     count against `run.max_restarts` within any 10 minutes (past it the learner stays failed and
     the run ends with the `--resume` hint); kills from outside never use it up; a learner that
     stopped because its checkpoint could not be written (`checkpoint.UNWRITABLE_EXIT`: a full
-    disk), or that its own stall watch ended (`checkpoint.STALLED_EXIT`), is not restarted. Never with
+    disk) or read (`checkpoint.UNUSABLE_EXIT`: neither checkpoint fits it), or that its own
+    stall watch ended (`checkpoint.STALLED_EXIT`), is not restarted. Never with
     `run.max_restarts=0`, nor for replicated learners (`run.learner_replicas` > 1: one rank
     alone cannot rejoin torch.distributed's group; `--resume` continues them)."""
     run = plan.config.run
@@ -81,8 +82,9 @@ def learner_restart_policy(plan: LaunchPlan) -> Any:
         backoff_s=1.0,
         max_backoff_s=5.0,
         window_s=600.0,
-        # its checkpoint could not be written (a full disk); its own stall watch ended the run
-        final_codes=(UNWRITABLE_EXIT, STALLED_EXIT),
+        # its checkpoint could not be written (a full disk), or read (neither fits it); its
+        # own stall watch ended the run
+        final_codes=(UNWRITABLE_EXIT, STALLED_EXIT, UNUSABLE_EXIT),
     )
 
 

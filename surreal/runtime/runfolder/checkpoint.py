@@ -47,6 +47,9 @@ EX_CANTCREAT): a restart cannot fix a full disk, so it is never restarted (`fina
 STALLED_EXIT = 75
 """A learner's exit code when its own stall watch ended the run (sysexits' EX_TEMPFAIL:
 `surreal.runtime.processes.stall_watch`); never restarted either (`final_codes`)."""
+UNUSABLE_EXIT = 65
+"""A learner's exit code when neither of the run's checkpoints loads into it (sysexits'
+EX_DATAERR): a restart would read the same files, so it is never restarted (`final_codes`)."""
 INTEGRITY = "integrity"
 """The checkpoint's own checksum: {"sha256": hex digest of everything else it holds}."""
 
@@ -97,12 +100,16 @@ def resume(comp: Any, learner: Learner) -> tuple[dict[str, int], bool]:
     counters = {"global_step": 0, "version": 0, "iterations": 0}
     if not comp.run.checkpoint.is_file():
         return counters, False
-    state = load(
-        comp.run.checkpoint,
-        note=comp.log.warning,
-        use=lambda state: learner.load_state_dict(state["learner"]),
-        repair=True,
-    )
+    try:
+        state = load(
+            comp.run.checkpoint,
+            note=comp.log.warning,
+            use=lambda state: learner.load_state_dict(state["learner"]),
+            repair=True,
+        )
+    except CheckpointError as err:  # restarting would read the same files: end here, once
+        comp.log.error("%s", err)
+        raise SystemExit(UNUSABLE_EXIT) from None
     counters.update({k: int(v) for k, v in state["counters"].items() if k in counters})
     comp.log.info(
         "resumed from %s at step %s (version %d, %d updates before)",
@@ -325,7 +332,8 @@ def _usable(path: Path, use: Callable[[dict[str, Any]], Any] | None) -> dict[str
         try:
             use(state)
         except Exception as err:  # missing keys, wrong shapes: torch raises KeyError, RuntimeError
-            reason = (str(err).splitlines() or [type(err).__name__])[0][:160]
+            lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+            reason = " ".join(lines[:2])[:240] or type(err).__name__  # torch: its first mismatch
             raise _bad(path, "not this run's", f"{type(err).__name__}: {reason}") from err
     return state
 
