@@ -59,8 +59,7 @@ def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def _refusal(where: str, saved: Config, config: Config, err: Exception) -> str:
     diff = changed(saved, config)
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    why = f"{type(err).__name__}: {' '.join(lines[:2])[:300]}"  # torch: the first mismatch too
+    why = checkpoint.mismatch(err, limit=300)
     if not diff:
         return (
             f"--resume {where}: its checkpoint does not fit the learner its algorithm builds "

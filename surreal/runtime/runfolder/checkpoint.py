@@ -332,10 +332,15 @@ def _usable(path: Path, use: Callable[[dict[str, Any]], Any] | None) -> dict[str
         try:
             use(state)
         except Exception as err:  # missing keys, wrong shapes: torch raises KeyError, RuntimeError
-            lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-            reason = " ".join(lines[:2])[:240] or type(err).__name__  # torch: its first mismatch
-            raise _bad(path, "not this run's", f"{type(err).__name__}: {reason}") from err
+            raise _bad(path, "not this run's", mismatch(err)) from err
     return state
+
+
+def mismatch(err: Exception, limit: int = 240) -> str:
+    """`Type: ...` of a state that did not load, on one line: torch's first two lines (its
+    error and the first mismatching key or shape), cut at `limit` characters."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    return f"{type(err).__name__}: {' '.join(lines[:2])[:limit]}" if lines else type(err).__name__
 
 
 def _read(path: Path) -> dict[str, Any]:
